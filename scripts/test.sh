@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test of otelenergy: vet, the unit tests under the race detector,
+# a build without cgo, a smoke run of every benchmark, and the end-to-end test
+# against real Jaeger v2 and Prometheus (the e2e module provisions both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "go vet"
+go vet ./...
+
+step "unit tests (-race)"
+go test -race -count=1 ./...
+
+step "build without cgo (NVML stub)"
+CGO_ENABLED=0 go build ./...
+CGO_ENABLED=0 go vet ./...
+
+step "benchmark smoke run (-benchtime=1x)"
+go test -run '^$' -bench . -benchtime 1x ./... >/dev/null
+
+if [ -d e2e ] && [ -f e2e/e2e_test.go ]; then
+	step "end-to-end: app -> OTLP -> Jaeger v2 -> Prometheus"
+	(cd e2e && go test -count=1 -v -timeout 15m ./...)
+fi
