@@ -1,0 +1,226 @@
+// Command app is a small LLM-style HTTP server instrumented with otelhttp and
+// otelenergy. It streams completions token by token, meters the GPU (through
+// NVML, or a simulated GPU when NVML is absent), and prints the energy of
+// each request and a live J/token summary.
+//
+//	go run ./example/app                       # demo with built-in load
+//	go run ./example/app -duration 15s         # exits by itself
+//	go run ./example/app -swap-every 10s       # hot-swaps the model
+//
+// With OTEL_EXPORTER_OTLP_ENDPOINT set it exports traces and metrics over
+// OTLP gRPC, configured by the standard OTEL_* variables only.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+
+	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/ring"
+)
+
+type options struct {
+	addr        string
+	duration    time.Duration
+	swapEvery   time.Duration
+	load        bool
+	concurrency int
+	gpus        int
+	simulate    bool
+	tokenRate   float64
+	summary     time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
+	flag.DurationVar(&o.duration, "duration", 0, "exit after this long (0: run until interrupted)")
+	flag.DurationVar(&o.swapEvery, "swap-every", 0, "hot-swap the model, beginning a new run, this often (0: never)")
+	flag.BoolVar(&o.load, "load", true, "run the built-in load generator")
+	flag.IntVar(&o.concurrency, "concurrency", 4, "concurrent requests of the load generator")
+	flag.IntVar(&o.gpus, "gpus", 2, "simulated GPUs, when NVML is absent")
+	flag.BoolVar(&o.simulate, "simulate", false, "use the simulated GPU even when NVML is present")
+	flag.Float64Var(&o.tokenRate, "token-rate", 40, "tokens per second each completion streams")
+	flag.DurationVar(&o.summary, "summary-every", 2*time.Second, "how often to print the live summary")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	if err := run(ctx, o); err != nil {
+		log.Fatal(err)
+	}
+}
+
+var models = []string{"llama-3.1-8b-instruct", "mistral-7b-instruct", "qwen2.5-14b-instruct"}
+
+func run(ctx context.Context, o options) error {
+	src, err := openSource(o)
+	if err != nil {
+		return err
+	}
+	tel, err := setupTelemetry(ctx, src)
+	if err != nil {
+		return err
+	}
+	mon, err := otelenergy.NewMonitor(src, otelenergy.WithMeterProvider(tel.meterProvider), otelenergy.WithModel(models[0]))
+	if err != nil {
+		return err
+	}
+	if err := tel.startTracing(mon); err != nil {
+		return err
+	}
+	if err := tel.beginRunMetrics(ctx, mon, mon.Run()); err != nil {
+		return err
+	}
+	if err := mon.Start(); err != nil {
+		return err
+	}
+	fmt.Printf("otelenergy demo: source=%s devices=%d model=%s run=%s\n", src.Kind(), len(mon.Devices()), models[0], mon.Run().ID())
+
+	srv := &http.Server{Handler: newServer(mon, o.tokenRate), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("listening on http://%s/v1/completions\n", ln.Addr())
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			otel.Handle(err)
+		}
+	}()
+
+	var wg sync.WaitGroup
+	if o.load {
+		for i := range o.concurrency {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				loadWorker(ctx, "http://"+ln.Addr().String(), uint64(i))
+			}()
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		loop(ctx, o, mon, tel)
+	}()
+
+	<-ctx.Done()
+	wg.Wait()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = errors.Join(
+		srv.Shutdown(shutdownCtx),
+		tel.shutdown(shutdownCtx), // flushes spans while the monitor still samples
+		mon.Shutdown(shutdownCtx),
+	)
+	printSummary(mon)
+	fmt.Println("bye")
+	return err
+}
+
+func openSource(o options) (otelenergy.Source, error) {
+	if !o.simulate {
+		src, err := otelenergy.NewNVMLSource()
+		if err == nil {
+			return src, nil
+		}
+		fmt.Printf("NVML not available (%v): using a simulated GPU\n", err)
+	}
+	return otelenergy.NewSimulatedSource(otelenergy.SimulatedConfig{Devices: o.gpus, Noise: 0.02, Seed: 1})
+}
+
+// loop prints the live summary and hot-swaps the model.
+func loop(ctx context.Context, o options, mon *otelenergy.Monitor, tel *telemetry) {
+	summary := time.NewTicker(o.summary)
+	defer summary.Stop()
+	var swap <-chan time.Time
+	if o.swapEvery > 0 {
+		t := time.NewTicker(o.swapEvery)
+		defer t.Stop()
+		swap = t.C
+	}
+	next := 1
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-summary.C:
+			printSummary(mon)
+		case <-swap:
+			model := models[next%len(models)]
+			next++
+			run := mon.BeginRun(model)
+			fmt.Printf("hot swap: model=%s run=%s\n", model, run.ID())
+			if err := tel.beginRunMetrics(ctx, mon, run); err != nil {
+				otel.Handle(err)
+			}
+		}
+	}
+}
+
+func printSummary(mon *otelenergy.Monitor) {
+	r := mon.Ring()
+	newest, ok := r.Back(0)
+	if !ok {
+		return
+	}
+	live := "n/a"
+	watts := "n/a"
+	if start, ok := r.AtOrBefore(newest.T - int64(otelenergy.DefaultLiveWindow)); ok {
+		w := ring.Window{Start: start, End: newest}
+		if v, ok := w.JoulesPerToken(); ok {
+			live = fmt.Sprintf("%.3f", v)
+		}
+		if v, ok := w.Watts(); ok {
+			watts = fmt.Sprintf("%.1f", v)
+		}
+	}
+	run, view := mon.RunTotals()
+	runJPT := "n/a"
+	if view.OutputTokens > 0 && view.TotalEnergyMJ() > 0 {
+		runJPT = fmt.Sprintf("%.3f", float64(view.TotalEnergyMJ())/1000/float64(view.OutputTokens))
+	}
+	fmt.Printf("summary model=%s run=%.8s J/token(live)=%s J/token(run)=%s power=%s W run_energy=%.1f J run_tokens=%d\n",
+		run.Model(), run.ID(), live, runJPT, watts, float64(view.TotalEnergyMJ())/1000, view.OutputTokens)
+}
+
+// loadWorker sends completions until ctx ends. Its loop is bounded by ctx.
+func loadWorker(ctx context.Context, base string, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	client := &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport)}
+	for ctx.Err() == nil {
+		url := fmt.Sprintf("%s/v1/completions?prompt_tokens=%d&max_tokens=%d", base, 50+rng.IntN(450), 10+rng.IntN(60))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+		if err != nil {
+			return
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			if ctx.Err() == nil {
+				time.Sleep(100 * time.Millisecond)
+			}
+			continue
+		}
+		drain(resp)
+	}
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/runscope"
+)
+
+// telemetry owns the providers. Exporting is on when an OTLP endpoint is set
+// through the standard variables; the exporters read every OTEL_EXPORTER_OTLP_*
+// variable themselves.
+type telemetry struct {
+	export        bool
+	res           *resource.Resource
+	meterProvider *sdkmetric.MeterProvider
+	traceProvider *sdktrace.TracerProvider
+
+	mu     sync.Mutex
+	runMP  *sdkmetric.MeterProvider // the current run's provider
+	runReg interface{ Unregister() error }
+}
+
+func otlpEnabled() bool {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"} {
+		if os.Getenv(k) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func setupTelemetry(ctx context.Context, src otelenergy.Source) (*telemetry, error) {
+	res, err := resource.Merge(
+		resource.NewSchemaless(semconv.ServiceName("otelenergy-example"), otelenergy.SourceKey.String(src.Kind())),
+		resource.Environment(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
+	)
+	if err != nil {
+		return nil, err
+	}
+	t := &telemetry{export: otlpEnabled(), res: res}
+	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+	if t.export {
+		exp, err := otlpmetricgrpc.New(ctx)
+		if err != nil {
+			return nil, err
+		}
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+		fmt.Println("exporting traces and metrics over OTLP gRPC")
+	}
+	t.meterProvider = sdkmetric.NewMeterProvider(mopts...)
+	otel.SetMeterProvider(t.meterProvider)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	return t, nil
+}
+
+// startTracing builds the tracer provider. Spans go to the console printer
+// and, when exporting, to OTLP, through one otelenergy span exporter so that
+// both see each request's exact energy.
+func (t *telemetry) startTracing(mon *otelenergy.Monitor) error {
+	exps := []sdktrace.SpanExporter{printer{}}
+	if t.export {
+		exp, err := otlptracegrpc.New(context.Background())
+		if err != nil {
+			return err
+		}
+		exps = append(exps, exp)
+	}
+	var bopts []sdktrace.BatchSpanProcessorOption
+	if os.Getenv("OTEL_BSP_SCHEDULE_DELAY") == "" {
+		bopts = append(bopts, sdktrace.WithBatchTimeout(500*time.Millisecond))
+	}
+	t.traceProvider = sdktrace.NewTracerProvider(
+		sdktrace.WithResource(t.res),
+		sdktrace.WithBatcher(otelenergy.NewSpanExporter(tee(exps), mon), bopts...),
+	)
+	otel.SetTracerProvider(t.traceProvider)
+	return nil
+}
+
+// beginRunMetrics gives run a MeterProvider of its own whose resource carries
+// the run's identity, and retires the previous run's provider after a final
+// export of its (now frozen) values.
+func (t *telemetry) beginRunMetrics(ctx context.Context, mon *otelenergy.Monitor, run *runscope.Run) error {
+	if !t.export {
+		return nil
+	}
+	res, err := resource.Merge(t.res, run.Resource())
+	if err != nil {
+		return err
+	}
+	exp, err := otlpmetricgrpc.New(ctx)
+	if err != nil {
+		return err
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+	reg, err := mon.RegisterRunMetrics(mp, run)
+	if err != nil {
+		return errors.Join(err, mp.Shutdown(ctx))
+	}
+	t.mu.Lock()
+	oldMP, oldReg := t.runMP, t.runReg
+	t.runMP, t.runReg = mp, reg
+	t.mu.Unlock()
+	if oldMP != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return errors.Join(oldMP.Shutdown(sctx), oldReg.Unregister())
+	}
+	return nil
+}
+
+func (t *telemetry) shutdown(ctx context.Context) error {
+	t.mu.Lock()
+	runMP := t.runMP
+	t.mu.Unlock()
+	var errs []error
+	if t.traceProvider != nil {
+		errs = append(errs, t.traceProvider.Shutdown(ctx))
+	}
+	if runMP != nil {
+		errs = append(errs, runMP.Shutdown(ctx))
+	}
+	errs = append(errs, t.meterProvider.Shutdown(ctx))
+	return errors.Join(errs...)
+}
+
+// tee sends spans to several exporters.
+type tee []sdktrace.SpanExporter
+
+func (t tee) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	var errs []error
+	for _, e := range t {
+		errs = append(errs, e.ExportSpans(ctx, spans))
+	}
+	return errors.Join(errs...)
+}
+
+func (t tee) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, e := range t {
+		errs = append(errs, e.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// printer prints one line per server span that carries energy.
+type printer struct{}
+
+func (printer) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	for _, s := range spans {
+		var mj, out, samples int64 = -1, 0, 0
+		var approx bool
+		var run string
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case otelenergy.EnergyMillijoulesKey:
+				mj = kv.Value.AsInt64()
+			case otelenergy.OutputTokensKey:
+				out = kv.Value.AsInt64()
+			case otelenergy.EnergySamplesKey:
+				samples = kv.Value.AsInt64()
+			case otelenergy.EnergyApproximateKey:
+				approx = kv.Value.AsBool()
+			case otelenergy.RunIDKey:
+				run = kv.Value.AsString()
+			}
+		}
+		if mj < 0 {
+			continue
+		}
+		fmt.Printf("request trace=%s run=%.8s tokens=%d energy.millijoules=%d samples=%d approximate=%t duration=%s\n",
+			s.SpanContext().TraceID(), run, out, mj, samples, approx, s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
+	}
+	return nil
+}
+
+func (printer) Shutdown(context.Context) error { return nil }
+
