@@ -109,7 +109,6 @@ type overlapRefs struct {
 	metered        float64
 }
 
-//
 // With ended set, overlapScenario waits for each request's handler chain to
 // return when it ends it, so ends fall exactly on sample boundaries; leave it
 // unset when span export blocks until the next sample.
@@ -484,4 +483,3 @@ func hexID(b []byte) string {
 	}
 	return string(out)
 }
-

@@ -79,7 +79,7 @@ type device struct {
 	acc    *tracker.Accumulator
 	errors atomic.Uint64
 	lost   atomic.Bool
-	failed bool // sampler-only: the previous read failed, so the next error is not reported again
+	failed bool          // sampler-only: the previous read failed, so the next error is not reported again
 	power  atomic.Uint64 // math.Float64bits of watts over the live window; NaN when unknown
 	hist   []ring.Point  // sampler-only: recent (t, cumulative mJ) for power
 	histN  int

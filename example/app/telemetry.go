@@ -190,4 +190,3 @@ func (printer) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) err
 }
 
 func (printer) Shutdown(context.Context) error { return nil }
-
