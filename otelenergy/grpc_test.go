@@ -65,7 +65,6 @@ func genService(rig *testRig) *grpc.ServiceDesc {
 func TestGRPCInterceptorsBesideOtelgrpc(t *testing.T) {
 	sr, tp := newTracing()
 	rig := newRig(t, SimulatedConfig{}, WithAttribution(AttributionWindowShare))
-	rig.m.running.Store(true)
 	rig.m.Sample()
 
 	srv := grpc.NewServer(

@@ -172,7 +172,6 @@ func spansByPath(t *testing.T, spans []sdktrace.ReadOnlySpan) map[string]map[att
 func TestMiddlewareWindowShare(t *testing.T) {
 	sr, tp := newTracing()
 	rig := newRig(t, SimulatedConfig{}, WithAttribution(AttributionWindowShare))
-	rig.m.running.Store(true)
 	s := newScripted(t, rig, func(h http.Handler) http.Handler {
 		return otelhttp.NewHandler(NewMiddleware(rig.m)(h), "op", otelhttp.WithTracerProvider(tp))
 	})
@@ -213,7 +212,6 @@ func TestMiddlewareWindowShare(t *testing.T) {
 func TestMiddlewareLedgerExactAndConserving(t *testing.T) {
 	inmem := tracetest.NewInMemoryExporter()
 	rig := newRig(t, SimulatedConfig{})
-	rig.m.running.Store(true)
 	_, tp := newTracing(sdktrace.WithSyncer(NewSpanExporter(inmem, rig.m)))
 	s := newScripted(t, rig, func(h http.Handler) http.Handler {
 		return otelhttp.NewHandler(NewMiddleware(rig.m)(h), "op", otelhttp.WithTracerProvider(tp))
@@ -253,7 +251,6 @@ func TestMiddlewareLedgerExactAndConserving(t *testing.T) {
 func TestMiddlewareLedgerEstimate(t *testing.T) {
 	sr, tp := newTracing()
 	rig := newRig(t, SimulatedConfig{})
-	rig.m.running.Store(true)
 	s := newScripted(t, rig, func(h http.Handler) http.Handler {
 		return otelhttp.NewHandler(NewMiddleware(rig.m)(h), "op", otelhttp.WithTracerProvider(tp))
 	})
@@ -273,7 +270,6 @@ func TestMiddlewareRequestWithoutTokens(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			sr, tp := newTracing()
 			rig := newRig(t, SimulatedConfig{}, WithAttribution(mode))
-			rig.m.running.Store(true)
 			s := newScripted(t, rig, func(h http.Handler) http.Handler {
 				return otelhttp.NewHandler(NewMiddleware(rig.m)(h), "op", otelhttp.WithTracerProvider(tp))
 			})
@@ -329,7 +325,6 @@ func TestMiddlewareBeforeFirstSample(t *testing.T) {
 
 func TestMiddlewareWithoutOtelhttp(t *testing.T) {
 	rig := newRig(t, SimulatedConfig{})
-	rig.m.running.Store(true)
 	rig.m.Sample()
 	served := false
 	h := NewMiddleware(rig.m)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -353,7 +348,6 @@ func TestMiddlewareWithoutOtelhttp(t *testing.T) {
 func TestMiddlewarePanickingHandler(t *testing.T) {
 	sr, tp := newTracing()
 	rig := newRig(t, SimulatedConfig{})
-	rig.m.running.Store(true)
 	rig.m.Sample()
 	h := otelhttp.NewHandler(NewMiddleware(rig.m)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rig.m.AddTokens(r.Context(), 1)
@@ -382,7 +376,6 @@ func TestMiddlewarePanickingHandler(t *testing.T) {
 func TestMiddlewareStreaming(t *testing.T) {
 	sr, tp := newTracing()
 	rig := newRig(t, SimulatedConfig{})
-	rig.m.running.Store(true)
 	rig.m.Sample()
 	const chunks = 5
 	srv := httptest.NewServer(otelhttp.NewHandler(NewMiddleware(rig.m)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -438,7 +431,6 @@ func TestRequestEnergyHistogramExemplar(t *testing.T) {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
 			sr, tp := newTracing()
 			rig := newRig(t, SimulatedConfig{}, WithMeterProvider(mp), WithAttribution(mode), WithModel("llama"))
-			rig.m.running.Store(true)
 			s := newScripted(t, rig, func(h http.Handler) http.Handler {
 				return otelhttp.NewHandler(NewMiddleware(rig.m)(h), "op", otelhttp.WithTracerProvider(tp))
 			})

@@ -51,7 +51,8 @@ type Monitor struct {
 	// unattributed is window-share mode's idle energy; the ledger keeps
 	// its own.
 	unattributed atomic.Uint64
-	running      atomic.Bool
+	// shut is set by Shutdown; Sample does nothing afterwards.
+	shut atomic.Bool
 
 	// sampleMu makes Sample the ring's single writer, whether it is called
 	// by the sampler goroutine, BeginRun or the application.
@@ -172,7 +173,6 @@ func (m *Monitor) Start() error {
 	}
 	m.started = true
 	m.stop, m.done = make(chan struct{}), make(chan struct{})
-	m.running.Store(true)
 	m.Sample()
 	go m.loop(m.stop, m.done)
 	return nil
@@ -215,7 +215,9 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 			errs = append(errs, ctx.Err())
 		}
 	}
-	m.running.Store(false)
+	m.sampleMu.Lock()
+	m.shut.Store(true)
+	m.sampleMu.Unlock()
 	if m.ledger != nil {
 		m.ledger.flush()
 	}
@@ -230,13 +232,15 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 }
 
 // Sample reads every device once and records a point. The sampler goroutine
-// calls it at every tick; applications may call it too, for example right
-// before reading totals. Sample serializes with itself. Steady-state
-// sampling allocates nothing.
+// calls it at every tick; applications that drive sampling themselves call
+// it instead of Start. Sample serializes with itself, and does nothing after
+// Shutdown. Steady-state sampling allocates nothing.
 func (m *Monitor) Sample() {
 	m.sampleMu.Lock()
 	defer m.sampleMu.Unlock()
-	m.sampleLocked()
+	if !m.shut.Load() {
+		m.sampleLocked()
+	}
 }
 
 func (m *Monitor) sampleLocked() {

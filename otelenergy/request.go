@@ -86,7 +86,9 @@ type Result struct {
 // and never fails: without samples, End reports no energy.
 func (m *Monitor) StartRequest(ctx context.Context) *Request {
 	r := &Request{Context: ctx, m: m, run: m.run.Load(), start: m.now(), seq: m.ring.Written(), idx: -1}
-	if m.ledger != nil && m.running.Load() {
+	// The ledger tracks requests only while something samples, so that a
+	// Monitor nobody samples never accumulates them.
+	if m.ledger != nil && m.lastSample.Load() >= 0 && !m.shut.Load() {
 		m.ledger.add(r)
 	}
 	return r
