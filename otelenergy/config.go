@@ -3,6 +3,7 @@ package otelenergy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -44,6 +45,8 @@ type config struct {
 	ledgerWeights  LedgerWeights
 	finalizeWait   time.Duration
 	maxPendingSpan int
+	idleWatts      float64
+	idleSet        bool
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -76,6 +79,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.attribution != AttributionLedger && c.attribution != AttributionWindowShare {
 		errs = append(errs, fmt.Errorf("%w: unknown attribution mode %d", ErrInvalidConfig, c.attribution))
+	}
+	if c.idleSet && (c.idleWatts < 0 || math.IsNaN(c.idleWatts) || math.IsInf(c.idleWatts, 0)) {
+		errs = append(errs, fmt.Errorf("%w: idle power %v W", ErrInvalidConfig, c.idleWatts))
 	}
 	if err := c.ledgerWeights.validate(); err != nil {
 		errs = append(errs, err)

@@ -45,12 +45,17 @@ func WithAttribution(a Attribution) Option {
 }
 
 // LedgerWeights weighs token types against each other when the ledger splits
-// an interval's energy. Only their ratio matters.
+// an interval's dynamic energy. Only their ratio matters.
 //
-// Requests that report no tokens at all (embeddings, images) are weighed by
-// time instead: an interval in which no tokens were produced is split among
-// the requests active in it by how long each was active in it, and goes to
-// otelenergy.energy.unattributed only when no request was active.
+// The ledger splits each interval's energy in two parts. The static part,
+// the idle power (see [WithIdlePower]) times the interval, is shared among
+// the requests active in the interval by how long each was active in it. The
+// rest, the dynamic part, is shared by weighted tokens produced in the
+// interval. Requests that report no tokens (embeddings, images) therefore
+// still get a time share of the static part, and in an interval in which no
+// tokens were produced the dynamic part too is split by time. Energy goes to
+// otelenergy.energy.unattributed when no request was active, and in the
+// token share of tokens reported outside any request.
 type LedgerWeights struct {
 	// Output is the weight of one output (decode) token.
 	Output float64
@@ -96,9 +101,8 @@ type ledger struct {
 	wOut, wIn uint64
 
 	mu      sync.Mutex
-	active  []*Request // in start order; ended ones stay until the next sample
-	weights []uint64   // scratch, parallel to active
-	final   []*Request // scratch for requests finalized by a step
+	active []*Request // in start order; ended ones stay until the next sample
+	final  []*Request // scratch for requests finalized by a step
 	primed  bool
 	lastT   int64
 	lastE   uint64
@@ -106,18 +110,65 @@ type ledger struct {
 	lastIn  uint64
 	mjPerNs float64 // power over the last interval
 
+	// idle is the static power in mJ/ns: set by WithIdlePower, or learned
+	// from intervals in which no request ran and no token was reported.
+	idle      float64
+	idleKnown bool
+	idleFixed bool
+	tok, tim  []uint64 // scratch weights, parallel to active
+
 	unattributed atomic.Uint64
+}
+
+// idleEWMA is the weight of each new idle interval in the learned static
+// power: about the last ten idle samples count.
+const idleEWMA = 0.1
+
+// split gives e to the active requests in proportion to w out of total,
+// by cumulative rounding, and returns what it gave: floor(e·Σw/total).
+// total must be at least Σw.
+func (l *ledger) split(e uint64, w []uint64, total uint64) uint64 {
+	if e == 0 || total == 0 {
+		return 0
+	}
+	var cum, given uint64
+	for i, r := range l.active {
+		cum += w[i]
+		s := mulDiv(e, cum, total)
+		r.ledgerMJ += s - given
+		given = s
+	}
+	return given
 }
 
 // maxActive bounds the ledger when samples stop coming: a request started
 // beyond it gets no energy rather than unbounded memory.
 const maxActive = 1 << 16
 
-func newLedger(w LedgerWeights) *ledger {
-	return &ledger{
-		wOut: uint64(math.Round(w.Output * weightScale)),
-		wIn:  uint64(math.Round(w.Input * weightScale)),
+func newLedger(c config) *ledger {
+	l := &ledger{
+		wOut: uint64(math.Round(c.ledgerWeights.Output * weightScale)),
+		wIn:  uint64(math.Round(c.ledgerWeights.Input * weightScale)),
 	}
+	if c.idleSet {
+		l.idle, l.idleKnown, l.idleFixed = c.idleWatts*wattsToMJPerNs, true, true
+	}
+	return l
+}
+
+// wattsToMJPerNs converts W (J/s) to mJ/ns.
+const wattsToMJPerNs = 1e3 / 1e9
+
+// WithIdlePower sets the devices' static power, in W summed over all of
+// them, that the ledger splits among active requests by time rather than by
+// tokens. By default it is learned from intervals in which no request ran
+// and no token was reported (an exponentially weighted mean over about the
+// last ten), and is zero until the first such interval: then all energy is
+// split by tokens. WithIdlePower(0) always splits all energy by tokens.
+// Negative or non-finite values make NewMonitor fail with
+// [ErrInvalidConfig].
+func WithIdlePower(watts float64) Option {
+	return optionFunc(func(c *config) { c.idleWatts, c.idleSet = watts, true })
 }
 
 func (l *ledger) add(r *Request) {
@@ -162,42 +213,44 @@ func (l *ledger) step(t int64, energy, gOut, gIn uint64) []*Request {
 		return nil
 	}
 	dE := satSub(energy, l.lastE)
-	if dt := t - l.lastT; dt > 0 {
+	dt := t - l.lastT
+	if dt > 0 {
 		l.mjPerNs = float64(dE) / float64(dt)
 	}
-	if cap(l.weights) < len(l.active) {
-		l.weights = make([]uint64, len(l.active), cap(l.active))
+	n := len(l.active)
+	if cap(l.tok) < n {
+		l.tok = make([]uint64, n, cap(l.active))
+		l.tim = make([]uint64, n, cap(l.active))
 	}
-	w := l.weights[:len(l.active)]
-	var wReq uint64
+	tok, tim := l.tok[:n], l.tim[:n]
+	var wTok, wTime uint64
 	for i, r := range l.active {
 		o, in := r.out.Load(), r.in.Load()
-		w[i] = l.weight(o-r.lastOut, in-r.lastIn)
+		tok[i] = l.weight(o-r.lastOut, in-r.lastIn)
 		r.lastOut, r.lastIn = o, in
-		wReq += w[i]
-	}
-	total := max(wReq, l.weight(gOut-l.lastOut, gIn-l.lastIn))
-	if total == 0 {
-		// No tokens: weigh the active requests by their time in the interval.
-		for i, r := range l.active {
-			from, to := max(r.start, l.lastT), t
-			if r.ended {
-				to = min(r.endT, t)
-			}
-			w[i] = uint64(max(0, to-from))
-			wReq += w[i]
+		from, to := max(r.start, l.lastT), t
+		if r.ended {
+			to = min(r.endT, t)
 		}
-		total = wReq
+		tim[i] = uint64(max(0, to-from))
+		wTok += tok[i]
+		wTime += tim[i]
 	}
-	var given uint64
-	if total > 0 {
-		var cum uint64
-		for i, r := range l.active {
-			cum += w[i]
-			s := mulDiv(dE, cum, total)
-			r.ledgerMJ += s - given
-			given = s
+	gTok := max(wTok, l.weight(gOut-l.lastOut, gIn-l.lastIn))
+	if n == 0 && gTok == 0 && dt > 0 && !l.idleFixed {
+		// Nothing ran: this interval's power is the static power.
+		if !l.idleKnown {
+			l.idle, l.idleKnown = l.mjPerNs, true
+		} else {
+			l.idle += idleEWMA * (l.mjPerNs - l.idle)
 		}
+	}
+	static := min(dE, uint64(l.idle*float64(max(dt, 0))))
+	given := l.split(static, tim, wTime)
+	if gTok > 0 {
+		given += l.split(dE-static, tok, gTok)
+	} else {
+		given += l.split(dE-static, tim, wTime)
 	}
 	l.unattributed.Add(dE - given)
 
@@ -239,10 +292,15 @@ func (l *ledger) end(r *Request, t int64, gOut, gIn uint64) (mj uint64, ok, esti
 	wr := l.weight(r.out.Load()-r.lastOut, r.in.Load()-r.lastIn)
 	wg := max(wr, l.weight(gOut-l.lastOut, gIn-l.lastIn))
 	mj = r.ledgerMJ
-	if wr > 0 && t > l.lastT {
-		est := l.mjPerNs * float64(t-l.lastT) * float64(wr) / float64(wg)
+	if t > l.lastT {
+		// The interval in progress: a time share of the static power, and
+		// a token share of the rest at the last interval's power.
+		est := l.idle * float64(t-max(r.start, l.lastT)) / float64(len(l.active))
+		if wr > 0 {
+			est += max(0, l.mjPerNs-l.idle) * float64(t-l.lastT) * float64(wr) / float64(wg)
+		}
 		mj += uint64(est)
-		estimated = true
+		estimated = est > 0
 	}
 	return mj, true, estimated
 }

@@ -127,7 +127,7 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 		sim.bindTokens(func() (uint64, uint64) { return m.outTokens.Load(), m.inTokens.Load() })
 	}
 	if cfg.attribution == AttributionLedger {
-		m.ledger = newLedger(cfg.ledgerWeights)
+		m.ledger = newLedger(cfg)
 	}
 	m.pending.init(cfg.maxPendingSpan)
 	if m.inst, err = newInstruments(m); err != nil {

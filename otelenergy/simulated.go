@@ -19,7 +19,8 @@ type SimulatedConfig struct {
 	// across the GPUs (as under tensor parallelism). Default 0.3 J.
 	JoulesPerToken float64
 	// JoulesPerInputToken is the energy one input (prefill) token costs,
-	// split the same way. Default 0.02 J.
+	// split the same way. Default 0.03 J: a tenth of an output token, the
+	// ledger's default weighting.
 	JoulesPerInputToken float64
 	// Noise is the relative amplitude of uniform noise on each counter
 	// update, in [0, 1). Default 0: exactly the model above.
@@ -93,7 +94,7 @@ func NewSimulatedSource(cfg SimulatedConfig) (*SimulatedSource, error) {
 		cfg.JoulesPerToken = 0.3
 	}
 	if cfg.JoulesPerInputToken == 0 {
-		cfg.JoulesPerInputToken = 0.02
+		cfg.JoulesPerInputToken = 0.03
 	}
 	if cfg.UpdatePeriod == 0 {
 		cfg.UpdatePeriod = 100 * time.Millisecond
