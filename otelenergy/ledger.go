@@ -101,8 +101,8 @@ type ledger struct {
 	wOut, wIn uint64
 
 	mu      sync.Mutex
-	active []*Request // in start order; ended ones stay until the next sample
-	final  []*Request // scratch for requests finalized by a step
+	active  []*Request // in start order; ended ones stay until the next sample
+	final   []*Request // scratch for requests finalized by a step
 	primed  bool
 	lastT   int64
 	lastE   uint64
