@@ -215,9 +215,9 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 			errs = append(errs, ctx.Err())
 		}
 	}
-	m.sampleMu.Lock()
+	// Not under sampleMu: a sample stuck in a device read must not block
+	// Shutdown past its context.
 	m.shut.Store(true)
-	m.sampleMu.Unlock()
 	if m.ledger != nil {
 		m.ledger.flush()
 	}
