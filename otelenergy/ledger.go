@@ -245,8 +245,10 @@ func (l *ledger) step(t int64, energy, gOut, gIn uint64) []*Request {
 			l.idle += idleEWMA * (l.mjPerNs - l.idle)
 		}
 	}
+	// The static part is shared by active time out of at least the whole
+	// interval, so the time in it when no request ran stays unattributed.
 	static := min(dE, uint64(l.idle*float64(max(dt, 0))))
-	given := l.split(static, tim, wTime)
+	given := l.split(static, tim, max(wTime, uint64(max(dt, 0))))
 	if gTok > 0 {
 		given += l.split(dE-static, tok, gTok)
 	} else {
