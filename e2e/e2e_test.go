@@ -1,0 +1,978 @@
+// Package e2e runs the example app against real backends: Jaeger v2 (an OTel
+// Collector distribution with OTLP in, traces in memory, a Prometheus
+// exporter for metrics) and Prometheus scraping that exporter. Every
+// assertion reads what the backends stored.
+//
+// It lives in its own module so that the library never requires Jaeger.
+// Jaeger is built from source: about 5 minutes on two cores with an empty
+// build cache (more when modules must be downloaded), seconds when warm. Run
+//
+//	cd e2e && go test -count=1 -v -timeout 15m ./...
+//
+// -short skips it.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+)
+
+const (
+	serviceName = "otelenergy-e2e"
+
+	totalBudget      = 14 * time.Minute // capped further by go test -timeout
+	buildTimeout     = 12 * time.Minute // a cold Jaeger build, downloads included
+	provisionTimeout = 3 * time.Minute
+	startTimeout     = time.Minute
+	appDuration      = 20 * time.Second
+	swapEvery        = 7 * time.Second
+	appExitSlack     = 90 * time.Second
+	assertTimeout    = time.Minute
+	stopGrace        = 10 * time.Second
+
+	// rateWindow replaces Grafana's $__rate_interval: at least four 1 s
+	// scrapes, and it still covers the run when queried just after it.
+	rateWindow = "1m"
+)
+
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: builds Jaeger and runs real backends")
+	}
+	ctx := budgetContext(t, totalBudget)
+	clk := newPhaseClock(t)
+
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isLibraryRoot(root) {
+		t.Fatalf("%s is not the otelenergy repository root; run the test from e2e/", root)
+	}
+	binDir := filepath.Join(root, "e2e", ".bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	jaegerBin := filepath.Join(binDir, "jaeger")
+	if err := runCommand(ctx, buildTimeout, filepath.Join(root, "e2e"), nil,
+		"go", "build", "-o", jaegerBin, "github.com/jaegertracing/jaeger/cmd/jaeger"); err != nil {
+		t.Fatalf("build jaeger: %v", err)
+	}
+	clk.mark("build jaeger")
+
+	promBin, err := findPrometheus(ctx, binDir)
+	if err != nil {
+		t.Fatalf("prometheus: %v", err)
+	}
+	if out, err := exec.CommandContext(ctx, promBin, "--version").CombinedOutput(); err == nil {
+		t.Logf("using %s: %s", promBin, firstLine(string(out)))
+	}
+	clk.mark("provision prometheus")
+
+	appBin := filepath.Join(binDir, "app")
+	if err := runCommand(ctx, buildTimeout, root, nil, "go", "build", "-o", appBin, "./example/app"); err != nil {
+		t.Fatalf("build example app: %v", err)
+	}
+	clk.mark("build app")
+
+	t.Run("collector config validates", func(t *testing.T) {
+		// Jaeger v2 is a collector distribution with every component the
+		// example config names.
+		checkCommand(ctx, t, root, jaegerBin, "validate", "--config", filepath.Join(root, "example", "collector-config.yaml"))
+	})
+	t.Run("prometheus config validates", func(t *testing.T) {
+		promtool := filepath.Join(filepath.Dir(promBin), "promtool")
+		checkCommand(ctx, t, root, promtool, "check", "config", filepath.Join(root, "example", "prometheus.yaml"))
+	})
+	clk.mark("validate example configs")
+
+	p := freePorts(t, 9)
+	ports := backendPorts{
+		OTLPGRPC: p[0], OTLPHTTP: p[1], QueryHTTP: p[2], QueryGRPC: p[3],
+		Health: p[4], HealthGRPC: p[5], Exporter: p[6], Prometheus: p[7],
+	}
+	appAddr := fmt.Sprintf("127.0.0.1:%d", p[8])
+	jaegerURL := fmt.Sprintf("http://127.0.0.1:%d", ports.QueryHTTP)
+	promURL := fmt.Sprintf("http://127.0.0.1:%d", ports.Prometheus)
+
+	startJaeger(ctx, t, jaegerBin, ports)
+	startPrometheus(ctx, t, promBin, ports)
+	clk.mark("start backends")
+
+	appStart := time.Now()
+	app := startProcess(t, "app", root, appEnv(ports.OTLPGRPC), appBin,
+		"-addr", appAddr, "-duration", appDuration.String(), "-swap-every", swapEvery.String())
+	if err := app.wait(ctx, appDuration+appExitSlack); err != nil {
+		t.Fatalf("app did not exit 0 by itself within %v: %v", appDuration+appExitSlack, err)
+	}
+	if !strings.Contains(readFile(t, app.stdout)+readFile(t, app.stderr), "energy.millijoules=") {
+		t.Errorf("app output has no per-request energy.millijoules= lines")
+	}
+	clk.mark("run app")
+
+	// Every PromQL query is evaluated at evalAt, a few scrapes after the
+	// app's final export, over a window that covers the whole run; slow
+	// assertions then cannot slide the window off the run.
+	evalAt := time.Now().Add(3 * time.Second)
+	time.Sleep(time.Until(evalAt))
+	c := &checks{
+		ctx:       ctx,
+		root:      root,
+		jaegerURL: jaegerURL,
+		prom:      promClient{base: promURL, at: evalAt},
+		appStart:  appStart,
+		sel:       fmt.Sprintf(`{service_name=%q}`, serviceName),
+		window:    fmt.Sprintf("%ds", int(math.Ceil(evalAt.Sub(appStart).Seconds()))+5),
+	}
+	t.Run("jaeger has server spans with energy", c.serverSpans)
+	t.Run("hw.energy per GPU without resets", c.energyCounters)
+	t.Run("per-run series carry the run id", c.runIDs)
+	t.Run("exemplars link to Jaeger traces", c.exemplars)
+	t.Run("every dashboard query returns data", c.dashboard)
+	clk.mark("asserts")
+}
+
+// checks are the assertions on what the backends stored after one app run.
+type checks struct {
+	ctx       context.Context
+	root      string
+	jaegerURL string
+	prom      promClient
+	appStart  time.Time
+	sel       string // PromQL label matchers selecting this test's service
+	window    string // PromQL range covering the whole app run
+}
+
+// serverSpans: Jaeger has server spans carrying the request's energy and
+// output tokens.
+func (c *checks) serverSpans(t *testing.T) {
+	var n, withEnergy int
+	err := poll(c.ctx, assertTimeout, func() error {
+		spans, err := jaegerSpans(c.ctx, c.jaegerURL, serviceName, c.appStart.Add(-time.Minute), time.Now().Add(time.Minute))
+		if err != nil {
+			return err
+		}
+		n, withEnergy = 0, 0
+		for _, s := range spans {
+			if !s.server() {
+				continue
+			}
+			n++
+			mj, ok := s.number("energy.millijoules")
+			_, tokens := s.attr("gen_ai.usage.output_tokens")
+			if ok && mj > 0 && tokens {
+				withEnergy++
+			}
+		}
+		if withEnergy == 0 {
+			return fmt.Errorf("%d spans, %d server spans, none with energy.millijoules > 0 and gen_ai.usage.output_tokens", len(spans), n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d server spans carry energy.millijoules > 0 and gen_ai.usage.output_tokens", withEnergy, n)
+}
+
+// energyCounters: hw.energy arrives per GPU, grows, and never resets across
+// the model swaps.
+func (c *checks) energyCounters(t *testing.T) {
+	gpus := labelValues(c.prom.poll(c.ctx, t, fmt.Sprintf(`group by (hw_id) (last_over_time(hw_energy_joules_total%s[%s]))`, c.sel, c.window)), "hw_id")
+	if len(gpus) < 2 {
+		t.Errorf("hw_energy_joules_total has hw_id values %q, want at least 2 GPUs", gpus)
+	}
+	for _, s := range c.prom.poll(c.ctx, t, fmt.Sprintf(`resets(hw_energy_joules_total%s[%s])`, c.sel, c.window)) {
+		if s.value() != 0 {
+			t.Errorf("hw_energy_joules_total{hw_id=%q} reset %v times across the run", s.Metric["hw_id"], s.value())
+		}
+	}
+	for _, s := range c.prom.poll(c.ctx, t, fmt.Sprintf(`increase(hw_energy_joules_total%s[%s])`, c.sel, c.window)) {
+		if !(s.value() > 0) {
+			t.Errorf("hw_energy_joules_total{hw_id=%q} grew by %v J, want > 0", s.Metric["hw_id"], s.value())
+		}
+	}
+	t.Logf("GPUs: %q", gpus)
+}
+
+// runIDs: the per-run series carry one otelenergy_run_id per run.
+func (c *checks) runIDs(t *testing.T) {
+	runs := c.prom.poll(c.ctx, t, fmt.Sprintf(`group by (otelenergy_run_id) (last_over_time(otelenergy_run_energy_joules_total%s[%s]))`, c.sel, c.window))
+	ids := slices.DeleteFunc(labelValues(runs, "otelenergy_run_id"), func(s string) bool { return s == "" })
+	if len(ids) < 2 {
+		t.Errorf("otelenergy_run_energy_joules_total has otelenergy_run_id values %q, want one per run (at least 2 with a swap every %v)", ids, swapEvery)
+	}
+	t.Logf("runs: %q", ids)
+}
+
+// exemplars: the request-energy histogram's exemplars name traces that Jaeger
+// has, which is the link Grafana follows.
+func (c *checks) exemplars(t *testing.T) {
+	var found string
+	err := poll(c.ctx, assertTimeout, func() error {
+		ids, err := c.prom.exemplarTraceIDs(c.ctx, `otelenergy_request_energy_joules_bucket`+c.sel, c.appStart.Add(-time.Minute))
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return errors.New("no exemplars with trace_id on otelenergy_request_energy_joules_bucket")
+		}
+		for _, id := range ids {
+			if jaegerHasTrace(c.ctx, c.jaegerURL, id) {
+				found = id
+				return nil
+			}
+		}
+		return fmt.Errorf("none of %d exemplar trace ids is in Jaeger", len(ids))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("exemplar trace %s is in Jaeger", found)
+}
+
+// dashboard: every PromQL expr of the Grafana dashboard returns data.
+func (c *checks) dashboard(t *testing.T) {
+	exprs, err := dashboardExprs(filepath.Join(c.root, "example", "grafana", "dashboards", "otelenergy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, expr := range exprs {
+		if q := grafanaVars.Replace(expr); strings.Contains(q, "$") {
+			t.Fatalf("dashboard expr %q uses a variable the test does not replace", expr)
+		}
+	}
+	err = poll(c.ctx, assertTimeout, func() error {
+		var empty []string
+		for _, expr := range exprs {
+			res, err := c.prom.query(c.ctx, grafanaVars.Replace(expr))
+			if err != nil {
+				return err
+			}
+			if len(res) == 0 {
+				empty = append(empty, expr)
+			}
+		}
+		if len(empty) > 0 {
+			return fmt.Errorf("%d of %d dashboard queries return no data: %q", len(empty), len(exprs), empty)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("all %d dashboard queries return data", len(exprs))
+}
+
+// grafanaVars maps the dashboard's variables to values for this test:
+// durations that fit a one-minute run, and this test's service.
+var grafanaVars = strings.NewReplacer(
+	"$__rate_interval", rateWindow,
+	"$__interval", "5s",
+	"$__range", "5m",
+	"$service", regexp.QuoteMeta(serviceName),
+)
+
+// backendPorts are the loopback ports of one test's backends.
+type backendPorts struct {
+	OTLPGRPC, OTLPHTTP   int
+	QueryHTTP, QueryGRPC int
+	Health, HealthGRPC   int
+	Exporter             int
+	Prometheus           int
+}
+
+var jaegerConfig = template.Must(template.New("jaeger").Parse(`
+service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+    metrics:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [prometheus]
+  telemetry:
+    metrics:
+      level: none
+extensions:
+  jaeger_storage:
+    backends:
+      mem:
+        memory:
+          max_traces: 10000
+  jaeger_query:
+    storage:
+      traces: mem
+    http:
+      endpoint: 127.0.0.1:{{.QueryHTTP}}
+    grpc:
+      endpoint: 127.0.0.1:{{.QueryGRPC}}
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: 127.0.0.1:{{.Health}}
+    grpc:
+      endpoint: 127.0.0.1:{{.HealthGRPC}}
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{{.OTLPGRPC}}
+      http:
+        endpoint: 127.0.0.1:{{.OTLPHTTP}}
+processors:
+  batch:
+    timeout: 100ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: mem
+  prometheus:
+    endpoint: 127.0.0.1:{{.Exporter}}
+    resource_to_telemetry_conversion:
+      enabled: true
+    enable_open_metrics: true
+`))
+
+var prometheusConfig = template.Must(template.New("prometheus").Parse(`
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: jaeger-exporter
+    static_configs:
+      - targets: ['127.0.0.1:{{.Exporter}}']
+`))
+
+func startJaeger(ctx context.Context, t *testing.T, bin string, ports backendPorts) {
+	t.Helper()
+	cfg := writeTemplate(t, "jaeger.yaml", jaegerConfig, ports)
+	startProcess(t, "jaeger", t.TempDir(), os.Environ(), bin, "--config", cfg)
+	health := fmt.Sprintf("http://127.0.0.1:%d/status", ports.Health)
+	if err := poll(ctx, startTimeout, func() error { return httpOK(ctx, health) }); err != nil {
+		t.Fatalf("jaeger not healthy: %v", err)
+	}
+}
+
+func startPrometheus(ctx context.Context, t *testing.T, bin string, ports backendPorts) {
+	t.Helper()
+	cfg := writeTemplate(t, "prometheus.yaml", prometheusConfig, ports)
+	dir := t.TempDir()
+	startProcess(t, "prometheus", dir, os.Environ(), bin,
+		"--config.file="+cfg,
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", ports.Prometheus),
+		"--enable-feature=exemplar-storage",
+	)
+	base := fmt.Sprintf("http://127.0.0.1:%d", ports.Prometheus)
+	err := poll(ctx, startTimeout, func() error {
+		if err := httpOK(ctx, base+"/-/ready"); err != nil {
+			return err
+		}
+		up, err := promClient{base: base}.query(ctx, `up{job="jaeger-exporter"} == 1`)
+		if err == nil && len(up) == 0 {
+			err = errors.New("exporter target not up yet")
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("prometheus not scraping the exporter: %v", err)
+	}
+}
+
+// appEnv is the environment of the example app: the caller's, less any
+// OTEL_* variables, plus the standard ones that point it at Jaeger.
+func appEnv(otlpPort int) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OTEL_") })
+	return append(env,
+		fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", otlpPort),
+		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+		"OTEL_EXPORTER_OTLP_INSECURE=true",
+		"OTEL_SERVICE_NAME="+serviceName,
+		"OTEL_METRIC_EXPORT_INTERVAL=1000",
+		"OTEL_BSP_SCHEDULE_DELAY=500",
+	)
+}
+
+// findPrometheus returns a Prometheus binary: one on PATH, the system one, or
+// one unpacked from the Debian package into binDir (kept for later runs).
+func findPrometheus(ctx context.Context, binDir string) (string, error) {
+	if p, err := exec.LookPath("prometheus"); err == nil {
+		return p, nil
+	}
+	unpacked := filepath.Join(binDir, "prometheus-root")
+	for _, p := range []string{"/usr/bin/prometheus", filepath.Join(unpacked, "usr", "bin", "prometheus")} {
+		if isExecutable(p) {
+			return p, nil
+		}
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return "", errors.New("not found on PATH or in /usr/bin, and no apt-get to fetch the Debian package; install prometheus (2.x, with exemplar storage)")
+	}
+	debDir := filepath.Join(binDir, "deb")
+	if err := os.MkdirAll(debDir, 0o755); err != nil {
+		return "", err
+	}
+	download := func() error {
+		return runCommand(ctx, provisionTimeout, debDir, nil, "apt-get", "download", "prometheus")
+	}
+	if err := download(); err != nil {
+		if uerr := runCommand(ctx, provisionTimeout, debDir, nil, "apt-get", "update"); uerr != nil {
+			return "", fmt.Errorf("apt-get download prometheus: %v; apt-get update: %w", err, uerr)
+		}
+		if err := download(); err != nil {
+			return "", fmt.Errorf("apt-get download prometheus: %w", err)
+		}
+	}
+	debs, _ := filepath.Glob(filepath.Join(debDir, "prometheus_*.deb"))
+	if len(debs) == 0 {
+		return "", fmt.Errorf("apt-get download left no prometheus_*.deb in %s", debDir)
+	}
+	// Unpack beside the target and rename, so an interrupted unpack is never
+	// mistaken for a cached one.
+	tmp, err := os.MkdirTemp(binDir, "prometheus-root-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := runCommand(ctx, provisionTimeout, binDir, nil, "dpkg-deb", "-x", debs[len(debs)-1], tmp); err != nil {
+		return "", err
+	}
+	p := filepath.Join(unpacked, "usr", "bin", "prometheus")
+	if err := os.Rename(tmp, unpacked); err != nil && !isExecutable(p) { // a concurrent run may have won
+		return "", err
+	}
+	if !isExecutable(p) {
+		return "", fmt.Errorf("%s missing after unpacking %s", p, debs[len(debs)-1])
+	}
+	return p, nil
+}
+
+// process is a started command whose output goes to files.
+type process struct {
+	name           string
+	cmd            *exec.Cmd
+	stdout, stderr string
+	done           chan struct{}
+	err            error // Wait's result; read after done is closed
+}
+
+// startProcess starts bin and registers a cleanup that stops it (interrupt,
+// then kill after stopGrace) and, if the test failed, logs its output tails.
+func startProcess(t *testing.T, name, dir string, env []string, bin string, args ...string) *process {
+	t.Helper()
+	logs := t.TempDir()
+	p := &process{
+		name:   name,
+		stdout: filepath.Join(logs, name+".stdout"),
+		stderr: filepath.Join(logs, name+".stderr"),
+		done:   make(chan struct{}),
+	}
+	outF, err := os.Create(p.stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errF, err := os.Create(p.stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir, p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = dir, env, outF, errF
+	if err := p.cmd.Start(); err != nil {
+		outF.Close()
+		errF.Close()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		outF.Close()
+		errF.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			for _, f := range []string{p.stdout, p.stderr} {
+				t.Logf("--- tail of %s (pid %d) %s:\n%s", name, p.cmd.Process.Pid, filepath.Base(f), tail(f, 40))
+			}
+		}
+	})
+	return p
+}
+
+// wait waits up to d for the process to exit by itself and returns its exit
+// error; nil means exit status 0.
+func (p *process) wait(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+		return p.err
+	case <-timer.C:
+		return fmt.Errorf("%s still running after %v", p.name, d)
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", p.name, ctx.Err())
+	}
+}
+
+// stop interrupts the process, kills it after stopGrace and waits for it.
+func (p *process) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(stopGrace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// runCommand runs a short-lived command to completion within d; on failure
+// the error carries the tail of its output.
+func runCommand(ctx context.Context, d time.Duration, dir string, env []string, name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	cmd.WaitDelay = stopGrace
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, lastBytes(out.Bytes(), 4000))
+	}
+	return nil
+}
+
+// checkCommand runs a validator and fails t if it fails.
+func checkCommand(ctx context.Context, t *testing.T, dir, bin string, args ...string) {
+	t.Helper()
+	if err := runCommand(ctx, startTimeout, dir, nil, bin, args...); err != nil {
+		t.Error(err)
+	}
+}
+
+// budgetContext bounds the whole test by d and by go test's own deadline,
+// leaving time for cleanups.
+func budgetContext(t *testing.T, d time.Duration) context.Context {
+	deadline := time.Now().Add(d)
+	if td, ok := t.Deadline(); ok && td.Add(-30*time.Second).Before(deadline) {
+		deadline = td.Add(-30 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// phaseClock logs the wall time of consecutive phases.
+type phaseClock struct {
+	t       *testing.T
+	last    time.Time
+	summary []string
+}
+
+func newPhaseClock(t *testing.T) *phaseClock {
+	c := &phaseClock{t: t, last: time.Now()}
+	t.Cleanup(func() { t.Logf("phases: %s", strings.Join(c.summary, ", ")) })
+	return c
+}
+
+func (c *phaseClock) mark(name string) {
+	now := time.Now()
+	d := now.Sub(c.last).Round(100 * time.Millisecond)
+	c.last = now
+	c.summary = append(c.summary, fmt.Sprintf("%s %v", name, d))
+	c.t.Logf("phase %q took %v", name, d)
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// poll calls check every 500 ms until it returns nil, d passes or ctx ends,
+// and returns the last error.
+func poll(ctx context.Context, d time.Duration, check func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %v: %w", d, err)
+		case <-tick.C:
+		}
+	}
+}
+
+func httpGet(ctx context.Context, u string) ([]byte, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return body, resp.StatusCode, err
+}
+
+func httpOK(ctx context.Context, u string) error {
+	body, code, err := httpGet(ctx, u)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("GET %s: %d %s", u, code, lastBytes(body, 200))
+	}
+	return nil
+}
+
+func getJSON(ctx context.Context, u string, v any) error {
+	body, code, err := httpGet(ctx, u)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("GET %s: %d %s", u, code, lastBytes(body, 500))
+	}
+	return json.Unmarshal(body, v)
+}
+
+// promSample is one element of an instant-vector result.
+type promSample struct {
+	Metric map[string]string `json:"metric"`
+	Value  [2]any            `json:"value"` // [unix time, "value"]
+}
+
+func (s promSample) value() float64 {
+	str, _ := s.Value[1].(string)
+	f, err := strconv.ParseFloat(str, 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return f
+}
+
+// promClient queries Prometheus's HTTP API at a fixed evaluation time (the
+// current time if at is zero).
+type promClient struct {
+	base string
+	at   time.Time
+}
+
+// query runs an instant PromQL query.
+func (c promClient) query(ctx context.Context, query string) ([]promSample, error) {
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string       `json:"resultType"`
+			Result     []promSample `json:"result"`
+		} `json:"data"`
+	}
+	q := url.Values{"query": {query}}
+	if !c.at.IsZero() {
+		q.Set("time", strconv.FormatFloat(float64(c.at.UnixMilli())/1000, 'f', 3, 64))
+	}
+	if err := getJSON(ctx, c.base+"/api/v1/query?"+q.Encode(), &r); err != nil {
+		return nil, err
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("query %q: %s", query, r.Error)
+	}
+	if r.Data.ResultType != "vector" {
+		return nil, fmt.Errorf("query %q: result type %q, want vector", query, r.Data.ResultType)
+	}
+	return r.Data.Result, nil
+}
+
+// poll polls query until it returns a non-empty vector (the first queries
+// after a scrape can come back empty), failing t if it never does.
+func (c promClient) poll(ctx context.Context, t *testing.T, query string) []promSample {
+	t.Helper()
+	var res []promSample
+	err := poll(ctx, assertTimeout, func() error {
+		var err error
+		res, err = c.query(ctx, query)
+		if err == nil && len(res) == 0 {
+			err = errors.New("empty result")
+		}
+		return err
+	})
+	if err != nil {
+		t.Errorf("PromQL %s: %v", query, err)
+	}
+	return res
+}
+
+// labelValues returns the sorted distinct values of label in samples.
+func labelValues(samples []promSample, label string) []string {
+	var vs []string
+	for _, s := range samples {
+		vs = append(vs, s.Metric[label])
+	}
+	slices.Sort(vs)
+	return slices.Compact(vs)
+}
+
+// exemplarTraceIDs returns the trace_id labels of the exemplars Prometheus
+// stored for query from from until the evaluation time.
+func (c promClient) exemplarTraceIDs(ctx context.Context, query string, from time.Time) ([]string, error) {
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   []struct {
+			Exemplars []struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"exemplars"`
+		} `json:"data"`
+	}
+	to := c.at
+	if to.IsZero() {
+		to = time.Now()
+	}
+	q := url.Values{
+		"query": {query},
+		"start": {strconv.FormatInt(from.Unix(), 10)},
+		"end":   {strconv.FormatInt(to.Unix()+1, 10)},
+	}
+	if err := getJSON(ctx, c.base+"/api/v1/query_exemplars?"+q.Encode(), &r); err != nil {
+		return nil, err
+	}
+	if r.Status != "success" {
+		return nil, fmt.Errorf("exemplars %q: %s", query, r.Error)
+	}
+	var ids []string
+	for _, series := range r.Data {
+		for _, e := range series.Exemplars {
+			if id := e.Labels["trace_id"]; id != "" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, nil
+}
+
+// otlpSpan is the part of an OTLP/JSON span (Jaeger's /api/v3) the test reads.
+type otlpSpan struct {
+	TraceID    string          `json:"traceId"`
+	Name       string          `json:"name"`
+	Kind       json.RawMessage `json:"kind"` // a number, or an enum name
+	Attributes []struct {
+		Key   string                     `json:"key"`
+		Value map[string]json.RawMessage `json:"value"` // {"intValue":"42"}, ...
+	} `json:"attributes"`
+}
+
+func (s otlpSpan) server() bool {
+	k := strings.Trim(string(s.Kind), `"`)
+	return k == "2" || k == "SPAN_KIND_SERVER"
+}
+
+func (s otlpSpan) attr(key string) (map[string]json.RawMessage, bool) {
+	for _, a := range s.Attributes {
+		if a.Key == key {
+			return a.Value, true
+		}
+	}
+	return nil, false
+}
+
+// number returns a numeric attribute; OTLP/JSON writes int64 as a string.
+func (s otlpSpan) number(key string) (float64, bool) {
+	v, ok := s.attr(key)
+	if !ok {
+		return 0, false
+	}
+	for _, k := range []string{"intValue", "doubleValue"} {
+		if raw, ok := v[k]; ok {
+			f, err := strconv.ParseFloat(strings.Trim(string(raw), `"`), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// jaegerSpans returns the spans of up to 20 traces of service in [from, to].
+func jaegerSpans(ctx context.Context, base, service string, from, to time.Time) ([]otlpSpan, error) {
+	q := url.Values{
+		"query.service_name":   {service},
+		"query.start_time_min": {from.UTC().Format(time.RFC3339Nano)},
+		"query.start_time_max": {to.UTC().Format(time.RFC3339Nano)},
+		"query.num_traces":     {"20"},
+	}
+	var r struct {
+		Result struct {
+			ResourceSpans []struct {
+				ScopeSpans []struct {
+					Spans []otlpSpan `json:"spans"`
+				} `json:"scopeSpans"`
+			} `json:"resourceSpans"`
+		} `json:"result"`
+	}
+	if err := getJSON(ctx, base+"/api/v3/traces?"+q.Encode(), &r); err != nil {
+		return nil, err
+	}
+	var spans []otlpSpan
+	for _, rs := range r.Result.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			spans = append(spans, ss.Spans...)
+		}
+	}
+	return spans, nil
+}
+
+func jaegerHasTrace(ctx context.Context, base, traceID string) bool {
+	_, code, err := httpGet(ctx, base+"/api/v3/traces/"+url.PathEscape(traceID))
+	return err == nil && code == http.StatusOK
+}
+
+// dashboardExprs returns every PromQL expr in a Grafana dashboard, in order.
+func dashboardExprs(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var exprs []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if e, ok := v["expr"].(string); ok {
+				exprs = append(exprs, e)
+			}
+			keys := make([]string, 0, len(v))
+			for k := range v {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				walk(v[k])
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	if len(exprs) == 0 {
+		return nil, fmt.Errorf("%s has no PromQL exprs", path)
+	}
+	return exprs, nil
+}
+
+func writeTemplate(t *testing.T, name string, tmpl *template.Template, data any) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	var b bytes.Buffer
+	if err := tmpl.Execute(&b, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var libraryModule = regexp.MustCompile(`(?m)^module github\.com/otelenergy/otelenergy\s*$`)
+
+func isLibraryRoot(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	return err == nil && libraryModule.Match(data)
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func lastBytes(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
