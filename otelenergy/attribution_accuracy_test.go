@@ -371,7 +371,7 @@ func runAccuracy(tb testing.TB, sc accScenario, mode Attribution) []accFigures {
 		}
 	}
 	return []accFigures{
-		figures("ledger", func(r *accRequest) uint64 { return m.ledger.finalMJ(r.req) }),
+		figures("ledger", func(r *accRequest) uint64 { return m.ledger.finalMJ(r.req.requestState) }),
 		figures("ledger-estimate", func(r *accRequest) uint64 { return r.result.EnergyMJ }),
 	}
 }

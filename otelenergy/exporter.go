@@ -20,7 +20,7 @@ type pendingSpans struct {
 
 	mu    sync.Mutex
 	limit int
-	spans map[trace.SpanID]*Request
+	spans map[trace.SpanID]*requestState
 	// wait is closed and cleared by the next sample; it exists only while
 	// an exporter waits, so sampling allocates nothing otherwise.
 	wait chan struct{}
@@ -29,18 +29,18 @@ type pendingSpans struct {
 func (p *pendingSpans) init(limit int) { p.limit = limit }
 
 // put records that span sid's exact energy arrives with r's finalization.
-func (p *pendingSpans) put(sid trace.SpanID, r *Request) {
+func (p *pendingSpans) put(sid trace.SpanID, r *requestState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.spans == nil {
-		p.spans = make(map[trace.SpanID]*Request)
+		p.spans = make(map[trace.SpanID]*requestState)
 	}
 	if len(p.spans) < p.limit {
 		p.spans[sid] = r
 	}
 }
 
-func (p *pendingSpans) take(sid trace.SpanID) *Request {
+func (p *pendingSpans) take(sid trace.SpanID) *requestState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.spans[sid]
@@ -133,7 +133,7 @@ func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 
 // await waits until r is finalized, bounded by the sampling interval plus a
 // second and by ctx.
-func (e *spanExporter) await(ctx context.Context, r *Request) bool {
+func (e *spanExporter) await(ctx context.Context, r *requestState) bool {
 	deadline := time.NewTimer(e.m.cfg.interval + e.m.cfg.finalizeWait)
 	defer deadline.Stop()
 	for !r.finalized.Load() {
@@ -148,7 +148,7 @@ func (e *spanExporter) await(ctx context.Context, r *Request) bool {
 	return true
 }
 
-func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *Request) sdktrace.ReadOnlySpan {
+func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktrace.ReadOnlySpan {
 	stub := tracetest.SpanStubFromReadOnlySpan(s)
 	attrs := make([]attribute.KeyValue, 0, len(stub.Attributes))
 	for _, kv := range stub.Attributes {

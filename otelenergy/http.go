@@ -75,7 +75,7 @@ func (m *Monitor) finish(r *Request) {
 		}
 		span.SetAttributes(kv[:n]...)
 		if res.HasEnergy && m.ledger != nil && m.pending.enabled.Load() {
-			m.pending.put(span.SpanContext().SpanID(), r)
+			m.pending.put(span.SpanContext().SpanID(), r.requestState)
 		}
 	}
 	if m.ledger == nil && res.HasEnergy {

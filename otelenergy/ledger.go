@@ -101,8 +101,8 @@ type ledger struct {
 	wOut, wIn uint64
 
 	mu      sync.Mutex
-	active  []*Request // in start order; ended ones stay until the next sample
-	final   []*Request // scratch for requests finalized by a step
+	active  []*requestState // in start order; ended ones stay until the next sample
+	final   []*requestState // scratch for requests finalized by a step
 	primed  bool
 	lastT   int64
 	lastE   uint64
@@ -171,7 +171,7 @@ func WithIdlePower(watts float64) Option {
 	return optionFunc(func(c *config) { c.idleWatts, c.idleSet = watts, true })
 }
 
-func (l *ledger) add(r *Request) {
+func (l *ledger) add(r *requestState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.active) >= maxActive {
@@ -204,7 +204,7 @@ func mulDiv(a, b, c uint64) uint64 {
 // step splits the energy metered since the previous sample. It is called by
 // the sampler with the new totals, and returns the requests it finalized;
 // the slice is valid until the next call.
-func (l *ledger) step(t int64, energy, gOut, gIn uint64) []*Request {
+func (l *ledger) step(t int64, energy, gOut, gIn uint64) []*requestState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.primed {
@@ -281,7 +281,7 @@ func (l *ledger) step(t int64, energy, gOut, gIn uint64) []*Request {
 // end marks r ended at t and returns its energy so far plus an estimate of
 // its share of the interval in progress, whether it has energy, and whether
 // part of it is estimated. gOut and gIn are the current token totals.
-func (l *ledger) end(r *Request, t int64, gOut, gIn uint64) (mj uint64, ok, estimated bool) {
+func (l *ledger) end(r *requestState, t int64, gOut, gIn uint64) (mj uint64, ok, estimated bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r.idx < 0 {
@@ -309,7 +309,7 @@ func (l *ledger) end(r *Request, t int64, gOut, gIn uint64) (mj uint64, ok, esti
 
 // finalMJ returns r's final ledger energy. It is meaningful once
 // r.finalized is true.
-func (l *ledger) finalMJ(r *Request) uint64 {
+func (l *ledger) finalMJ(r *requestState) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return r.ledgerMJ
@@ -331,7 +331,7 @@ func (l *ledger) flush() {
 // recordFinal records the final energy of requests the ledger finalized on
 // the request-energy histogram, in the context of their spans so that the
 // exemplars link to the traces.
-func (m *Monitor) recordFinal(final []*Request) {
+func (m *Monitor) recordFinal(final []*requestState) {
 	for i, r := range final {
 		if r.out.Load() > 0 || r.in.Load() > 0 || r.ledgerMJ > 0 {
 			ctx := context.Background()

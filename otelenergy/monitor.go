@@ -313,31 +313,30 @@ func (d *device) recordPower(t int64, mj uint64) {
 // request carried by ctx if there is one. It is one atomic add per count
 // and never allocates. A negative n, or one above [MaxTokensPerCall], is
 // rejected and counted.
-func (m *Monitor) AddTokens(ctx context.Context, n int) {
-	if n <= 0 || n > MaxTokensPerCall {
-		if n != 0 {
-			m.rejected.Add(1)
-		}
-		return
-	}
-	m.outTokens.Add(uint64(n))
-	if r := requestFrom(ctx); r != nil && r.m == m {
-		r.out.Add(uint64(n))
-	}
-}
+func (m *Monitor) AddTokens(ctx context.Context, n int) { m.addTokens(ctx, n, false) }
 
 // AddInputTokens counts n input (prompt) tokens, kept apart from output
 // tokens, as [Monitor.AddTokens] does.
-func (m *Monitor) AddInputTokens(ctx context.Context, n int) {
+func (m *Monitor) AddInputTokens(ctx context.Context, n int) { m.addTokens(ctx, n, true) }
+
+func (m *Monitor) addTokens(ctx context.Context, n int, input bool) {
 	if n <= 0 || n > MaxTokensPerCall {
 		if n != 0 {
 			m.rejected.Add(1)
 		}
 		return
 	}
-	m.inTokens.Add(uint64(n))
+	total := &m.outTokens
+	if input {
+		total = &m.inTokens
+	}
+	total.Add(uint64(n))
 	if r := requestFrom(ctx); r != nil && r.m == m {
-		r.in.Add(uint64(n))
+		if input {
+			r.in.Add(uint64(n))
+		} else {
+			r.out.Add(uint64(n))
+		}
 	}
 }
 

@@ -14,15 +14,23 @@ import (
 //
 // A Request is a context.Context: it carries its parent's values, deadline
 // and cancellation, plus itself, so handlers pass it on and
-// [Monitor.AddTokens] finds it. It is built once per request, which costs one
-// allocation. Its token counters are safe for concurrent use; End must be
+// [Monitor.AddTokens] finds it. It is built once per request, which costs two
+// allocations. Its token counters are safe for concurrent use; End must be
 // called exactly once, by the goroutine that started it.
 type Request struct {
 	context.Context
-	m     *Monitor
+	m   *Monitor
+	seq uint64 // ring.Written() at start
+	*requestState
+}
+
+// requestState is what the ledger and the span exporter keep of a request
+// after it ends. It is allocated apart from the Request so that holding it
+// until the next sample does not keep the request's context, and through it
+// the HTTP request and the span, alive.
+type requestState struct {
 	run   *runInfo
 	start int64
-	seq   uint64 // ring.Written() at start
 	out   atomic.Uint64
 	in    atomic.Uint64
 
@@ -85,11 +93,12 @@ type Result struct {
 // when the request is done. Starting a request never blocks on the sampler
 // and never fails: without samples, End reports no energy.
 func (m *Monitor) StartRequest(ctx context.Context) *Request {
-	r := &Request{Context: ctx, m: m, run: m.run.Load(), start: m.now(), seq: m.ring.Written(), idx: -1}
+	r := &Request{Context: ctx, m: m, seq: m.ring.Written(),
+		requestState: &requestState{run: m.run.Load(), start: m.now(), idx: -1}}
 	// The ledger tracks requests only while something samples, so that a
 	// Monitor nobody samples never accumulates them.
 	if m.ledger != nil && m.lastSample.Load() >= 0 && !m.shut.Load() {
-		m.ledger.add(r)
+		m.ledger.add(r.requestState)
 	}
 	return r
 }
@@ -120,7 +129,7 @@ func (r *Request) End() Result {
 	}
 	if m.ledger != nil {
 		r.spanCtx = trace.SpanContextFromContext(r.Context)
-		mj, ok, estimated := m.ledger.end(r, end, m.outTokens.Load(), m.inTokens.Load())
+		mj, ok, estimated := m.ledger.end(r.requestState, end, m.outTokens.Load(), m.inTokens.Load())
 		res.EnergyMJ, res.HasEnergy = mj, ok
 		res.Approximate = res.Approximate || estimated
 		return res
