@@ -69,13 +69,11 @@ func floorMiddleware(next http.Handler) http.Handler {
 	})
 }
 
-var benchHandlerOpts []Option
-
 func BenchmarkHandler(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropExporter{}))
 	b.Cleanup(func() { tp.Shutdown(context.Background()) })
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	r := newRig(b, SimulatedConfig{}, append([]Option{WithMeterProvider(mp)}, benchHandlerOpts...)...)
+	r := newRig(b, SimulatedConfig{}, WithMeterProvider(mp))
 	for range 50 {
 		r.m.AddTokens(context.Background(), 3)
 		r.tick(100 * time.Millisecond)
