@@ -50,8 +50,11 @@
 //   - A failed energy read never fails or delays a request: the request path
 //     reads only the ring and atomics, and a request without energy gets no
 //     energy attribute rather than 0.
-//   - No energy is lost across a counter reset or wrap, or across a failed
-//     read: the next good reading's delta covers the gap.
+//   - A wrap is counted exactly, and a failed read loses nothing: the next
+//     good reading's delta covers the gap. A reset (driver reload) is
+//     charged from the new reading, so nothing observed is lost or counted
+//     twice; only the energy between the last reading and the reset itself,
+//     which no reader can see, is missing.
 //   - Exported counters never decrease.
 //   - The token path is one atomic add per counter with no allocation;
 //     steady-state sampling allocates nothing.

@@ -2,6 +2,7 @@ package otelenergy
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,40 +15,51 @@ import (
 
 // pendingSpans holds, per span, the ledger request whose exact energy the
 // span exporter waits for. It is bounded: past its limit a span keeps the
-// estimate the middleware set.
+// estimate the middleware set. Entries whose span never reaches the exporter
+// (a RecordOnly sampling decision, a span dropped by a full batch queue, a
+// span of another TracerProvider) are swept out after pendingHorizon, longer
+// than a batch span processor holds a span before exporting it.
 type pendingSpans struct {
 	enabled atomic.Bool
 
 	mu    sync.Mutex
 	limit int
-	spans map[trace.SpanID]*requestState
+	spans map[trace.SpanID]pendingSpan
 	// wait is closed and cleared by the next sample; it exists only while
 	// an exporter waits, so sampling allocates nothing otherwise.
 	wait chan struct{}
 }
 
+// pendingHorizon is how long a registered span is kept for the exporter.
+const pendingHorizon = time.Minute
+
+type pendingSpan struct {
+	r  *requestState
+	at int64 // when the span was registered, on the Monitor's clock
+}
+
 func (p *pendingSpans) init(limit int) { p.limit = limit }
 
 // put records that span sid's exact energy arrives with r's finalization.
-func (p *pendingSpans) put(sid trace.SpanID, r *requestState) {
+func (p *pendingSpans) put(sid trace.SpanID, r *requestState, now int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.spans == nil {
-		p.spans = make(map[trace.SpanID]*requestState)
+		p.spans = make(map[trace.SpanID]pendingSpan)
 	}
 	if len(p.spans) < p.limit {
-		p.spans[sid] = r
+		p.spans[sid] = pendingSpan{r: r, at: now}
 	}
 }
 
 func (p *pendingSpans) take(sid trace.SpanID) *requestState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r := p.spans[sid]
-	if r != nil {
+	e, ok := p.spans[sid]
+	if ok {
 		delete(p.spans, sid)
 	}
-	return r
+	return e.r
 }
 
 // waiter returns a channel closed by the next sample.
@@ -60,18 +72,24 @@ func (p *pendingSpans) waiter() <-chan struct{} {
 	return p.wait
 }
 
-// wake releases the exporters waiting for this sample.
-func (p *pendingSpans) wake() {
+// wake releases the exporters waiting for this sample, and sweeps out the
+// entries registered before cutoff.
+func (p *pendingSpans) wake(cutoff int64) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.wait != nil {
 		close(p.wait)
 		p.wait = nil
 	}
-	p.mu.Unlock()
+	for sid, e := range p.spans {
+		if e.at < cutoff {
+			delete(p.spans, sid)
+		}
+	}
 }
 
 // flush releases every waiter for good; used on Shutdown.
-func (p *pendingSpans) flush() { p.wake() }
+func (p *pendingSpans) flush() { p.wake(math.MinInt64) }
 
 // NewSpanExporter wraps next so that request spans carry their exact ledger
 // energy rather than the estimate taken when they ended.
@@ -79,22 +97,27 @@ func (p *pendingSpans) flush() { p.wake() }
 // In ledger mode the interval in which a request ends is split only at the
 // next sample. The energy middleware and interceptors set an estimate
 // (otelenergy.energy.approximate=true) on the span; with this exporter in
-// the pipeline they also register the span, and ExportSpans holds it until
-// that sample, at most one sampling interval plus one second and never past
-// ctx's deadline, then replaces energy.millijoules with the exact figure and
-// sets otelenergy.energy.approximate to whether the window was shorter than
-// the counter's update period. Spans that are not request spans, or whose
-// request never got a sample, pass through unchanged. At most 4096 spans are
-// held; beyond that spans keep their estimate. In window-share mode it
-// passes spans through unchanged.
+// the pipeline they also register the span, and ExportSpans holds the batch
+// until that sample, at most one sampling interval plus one second per call
+// and never past ctx's deadline, then replaces energy.millijoules with the
+// exact figure and sets otelenergy.energy.approximate to whether the window
+// was shorter than the counter's update period. When the sampler has
+// stalled (no sample for two intervals) it does not wait. Spans that are
+// not request spans, or whose request has not been finalized in time, pass
+// through unchanged. At most 4096 spans are registered at once; beyond that
+// spans keep their estimate. In window-share mode, or with a nil Monitor,
+// it returns next itself.
 //
-// Use it inside the batch span processor:
+// Use it inside the batch span processor, never a synchronous one: a
+// synchronous processor exports in span.End, on the request's goroutine,
+// and the wait would delay the request.
 //
 //	sdktrace.WithBatcher(otelenergy.NewSpanExporter(exp, mon))
 func NewSpanExporter(next sdktrace.SpanExporter, m *Monitor) sdktrace.SpanExporter {
-	if m.ledger != nil {
-		m.pending.enabled.Store(true)
+	if m == nil || m.ledger == nil {
+		return next
 	}
+	m.pending.enabled.Store(true)
 	return &spanExporter{next: next, m: m}
 }
 
@@ -108,17 +131,23 @@ var _ sdktrace.SpanExporter = (*spanExporter)(nil)
 // ExportSpans finalizes request spans and passes every span to the wrapped
 // exporter.
 func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	if !e.m.pending.enabled.Load() {
-		return e.next.ExportSpans(ctx, spans)
-	}
-	var out []sdktrace.ReadOnlySpan
+	var (
+		out      []sdktrace.ReadOnlySpan
+		deadline *time.Timer
+	)
 	for i, s := range spans {
 		r := e.m.pending.take(s.SpanContext().SpanID())
 		if r == nil {
 			continue
 		}
-		if !e.await(ctx, r) {
-			continue
+		if !r.finalized.Load() {
+			if deadline == nil {
+				deadline = time.NewTimer(e.m.cfg.interval + e.m.cfg.finalizeWait)
+				defer deadline.Stop()
+			}
+			if !e.await(ctx, r, deadline.C) {
+				continue
+			}
 		}
 		if out == nil {
 			out = append([]sdktrace.ReadOnlySpan(nil), spans...)
@@ -131,15 +160,16 @@ func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	return e.next.ExportSpans(ctx, out)
 }
 
-// await waits until r is finalized, bounded by the sampling interval plus a
-// second and by ctx.
-func (e *spanExporter) await(ctx context.Context, r *requestState) bool {
-	deadline := time.NewTimer(e.m.cfg.interval + e.m.cfg.finalizeWait)
-	defer deadline.Stop()
+// await waits until r is finalized, the batch's deadline passes or ctx
+// ends. It does not wait on a sampler that has stalled.
+func (e *spanExporter) await(ctx context.Context, r *requestState, deadline <-chan time.Time) bool {
 	for !r.finalized.Load() {
+		if e.m.now()-e.m.lastSample.Load() > 2*int64(e.m.cfg.interval) {
+			return false
+		}
 		select {
 		case <-e.m.pending.waiter():
-		case <-deadline.C:
+		case <-deadline:
 			return r.finalized.Load()
 		case <-ctx.Done():
 			return r.finalized.Load()
@@ -156,7 +186,7 @@ func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktra
 			attrs = append(attrs, kv)
 		}
 	}
-	approx := r.endT-r.start < int64(e.m.cfg.counterPeriod)
+	approx := r.flushed || r.endT-r.start < int64(e.m.cfg.counterPeriod)
 	stub.Attributes = append(attrs,
 		EnergyMillijoulesKey.Int64(int64(min(e.m.ledger.finalMJ(r), 1<<63-1))),
 		EnergyApproximateKey.Bool(approx))

@@ -21,8 +21,10 @@ import (
 // energy.millijoules, gen_ai.usage.output_tokens, gen_ai.usage.input_tokens
 // (when reported), otelenergy.run.id, otelenergy.energy.samples and
 // otelenergy.energy.approximate. Without a recording span it sets nothing
-// and costs little. Without energy (no samples yet, or a window that saw no
-// tokens) energy.millijoules is absent, never 0.
+// and costs little. When no energy could be attributed (no samples yet, or,
+// in window-share mode, a window that saw no tokens) energy.millijoules is
+// absent rather than 0; a request that was attributed nothing, such as one
+// that produced no tokens beside requests that did, carries 0.
 //
 // The ResponseWriter is passed through untouched, so http.Flusher,
 // http.Hijacker and streaming keep working. A nil Monitor makes the
@@ -75,7 +77,7 @@ func (m *Monitor) finish(r *Request) {
 		}
 		span.SetAttributes(kv[:n]...)
 		if res.HasEnergy && m.ledger != nil && m.pending.enabled.Load() {
-			m.pending.put(span.SpanContext().SpanID(), r.requestState)
+			m.pending.put(span.SpanContext().SpanID(), r.requestState, m.now())
 		}
 	}
 	if m.ledger == nil && res.HasEnergy {

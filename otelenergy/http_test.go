@@ -2,6 +2,7 @@ package otelenergy
 
 import (
 	"bufio"
+	"context"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -212,21 +213,19 @@ func TestMiddlewareWindowShare(t *testing.T) {
 func TestMiddlewareLedgerExactAndConserving(t *testing.T) {
 	inmem := tracetest.NewInMemoryExporter()
 	rig := newRig(t, SimulatedConfig{})
-	_, tp := newTracing(sdktrace.WithSyncer(NewSpanExporter(inmem, rig.m)))
+	_, tp := newTracing(sdktrace.WithBatcher(NewSpanExporter(inmem, rig.m), sdktrace.WithBatchTimeout(time.Hour)))
+	defer tp.Shutdown(context.Background())
 	s := newScripted(t, rig, func(h http.Handler) http.Handler {
 		return otelhttp.NewHandler(NewMiddleware(rig.m)(h), "op", otelhttp.WithTracerProvider(tp))
 	})
 	unattributed0 := rig.m.Totals().UnattributedMJ
-	refs := overlapScenario(s, false)
-	// The syncer exports at span end and waits for the next sample. Both
-	// requests must have ended before it, or the interval is theirs too.
-	deadline := time.Now().Add(10 * time.Second)
-	for !rig.ledgerIdle() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	refs := overlapScenario(s, true)
+	// Both requests ended on sample boundaries; the next sample finalizes
+	// them, and the flush exports their exact figures.
 	rig.tick(100 * time.Millisecond)
-	s.wait("/a")
-	s.wait("/b")
+	if err := tp.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	got := spansByPath(t, inmem.GetSpans().Snapshots())
 	var sum int64
 	for _, path := range []string{"/a", "/b"} {

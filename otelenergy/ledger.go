@@ -315,17 +315,24 @@ func (l *ledger) finalMJ(r *requestState) uint64 {
 	return r.ledgerMJ
 }
 
-// flush finalizes every tracked request with what it has; Shutdown calls
-// it so that nothing waits for a sample that will not come.
-func (l *ledger) flush() {
+// flush finalizes every tracked request with what it has and returns them;
+// Shutdown calls it so that nothing waits for a sample that will not come.
+// Their last partial interval is never split, so they are marked
+// approximate. The slice is valid until the next step or flush.
+func (l *ledger) flush() []*requestState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	final := l.final[:0]
 	for _, r := range l.active {
 		r.idx = -1
+		r.flushed = true
 		r.finalized.Store(true)
+		final = append(final, r)
 	}
 	clear(l.active)
 	l.active = l.active[:0]
+	l.final = final
+	return final
 }
 
 // recordFinal records the final energy of requests the ledger finalized on

@@ -192,10 +192,14 @@ func (m *Monitor) loop(stop <-chan struct{}, done chan<- struct{}) {
 	}
 }
 
-// Shutdown stops the sampler, waits for it to exit, unregisters the
-// instruments and closes the source. It is idempotent. If ctx ends before
-// the sampler exits, Shutdown returns ctx's error and the sampler exits on
-// its own after its current sample.
+// Shutdown stops the sampler, waits for it to exit, takes a last sample so
+// that requests that ended since the previous one get their final figures,
+// unregisters the instruments and closes the source. It is idempotent.
+//
+// If ctx ends before the sampler exits (a device read that hangs), Shutdown
+// returns ctx's error at once; the source is then closed when the sampler's
+// read returns, and requests still being tracked keep the figures they have,
+// marked approximate.
 func (m *Monitor) Shutdown(ctx context.Context) error {
 	m.life.Lock()
 	if m.closed {
@@ -207,23 +211,37 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 	m.life.Unlock()
 
 	var errs []error
+	exited := true
 	if started {
 		close(stop)
 		select {
 		case <-done:
 		case <-ctx.Done():
 			errs = append(errs, ctx.Err())
+			exited = false
 		}
 	}
-	// Not under sampleMu: a sample stuck in a device read must not block
-	// Shutdown past its context.
+	if exited && m.lastSample.Load() >= 0 {
+		m.Sample()
+	}
+	// shut is set without sampleMu: a sample stuck in a device read must
+	// not hold Shutdown past its context.
 	m.shut.Store(true)
 	if m.ledger != nil {
-		m.ledger.flush()
+		m.recordFinal(m.ledger.flush())
 	}
 	m.pending.flush()
 	if err := m.inst.unregister(); err != nil {
 		errs = append(errs, err)
+	}
+	if !exited {
+		go func() {
+			<-done
+			if err := m.src.Close(); err != nil {
+				otel.Handle(err)
+			}
+		}()
+		return errors.Join(errs...)
 	}
 	if err := m.src.Close(); err != nil {
 		errs = append(errs, err)
@@ -267,7 +285,7 @@ func (m *Monitor) sampleLocked() {
 		m.unattributed.Add(satSub(total, p.EnergyMJ))
 	}
 	m.lastSample.Store(t)
-	m.pending.wake()
+	m.pending.wake(t - int64(pendingHorizon))
 }
 
 // read samples device i. Errors are counted; the first of a run of failures
@@ -312,7 +330,8 @@ func (d *device) recordPower(t int64, mj uint64) {
 // AddTokens counts n output tokens: in the Monitor's totals, and in the
 // request carried by ctx if there is one. It is one atomic add per count
 // and never allocates. A negative n, or one above [MaxTokensPerCall], is
-// rejected and counted.
+// rejected and counted. On a nil Monitor it does nothing, so handlers can
+// call it whether or not energy metering could start.
 func (m *Monitor) AddTokens(ctx context.Context, n int) { m.addTokens(ctx, n, false) }
 
 // AddInputTokens counts n input (prompt) tokens, kept apart from output
@@ -320,6 +339,9 @@ func (m *Monitor) AddTokens(ctx context.Context, n int) { m.addTokens(ctx, n, fa
 func (m *Monitor) AddInputTokens(ctx context.Context, n int) { m.addTokens(ctx, n, true) }
 
 func (m *Monitor) addTokens(ctx context.Context, n int, input bool) {
+	if m == nil {
+		return
+	}
 	if n <= 0 || n > MaxTokensPerCall {
 		if n != 0 {
 			m.rejected.Add(1)
@@ -395,7 +417,9 @@ func (m *Monitor) RunTotals() (*runscope.Run, runscope.Snapshot) {
 func (m *Monitor) BeginRun(model string) *runscope.Run {
 	m.sampleMu.Lock()
 	defer m.sampleMu.Unlock()
-	m.sampleLocked()
+	if !m.shut.Load() {
+		m.sampleLocked()
+	}
 	next, _ := m.scope.Begin(model, m.cfg.now(), m.snapshot(m.lastSample.Load()))
 	m.setRun(next)
 	return next

@@ -40,6 +40,7 @@ type requestState struct {
 	lastIn    uint64
 	ledgerMJ  uint64
 	ended     bool
+	flushed   bool // finalized by Shutdown without its last interval
 	endT      int64
 	spanCtx   trace.SpanContext
 	finalized atomic.Bool
@@ -91,8 +92,12 @@ type Result struct {
 // StartRequest begins tracking a request whose context is ctx and returns
 // it. Pass the returned Request (a context) to the handler, and call End
 // when the request is done. Starting a request never blocks on the sampler
-// and never fails: without samples, End reports no energy.
+// and never fails: without samples, or on a nil Monitor, End reports no
+// energy.
 func (m *Monitor) StartRequest(ctx context.Context) *Request {
+	if m == nil {
+		return &Request{Context: ctx, requestState: &requestState{idx: -1}}
+	}
 	r := &Request{Context: ctx, m: m, seq: m.ring.Written(),
 		requestState: &requestState{run: m.run.Load(), start: m.now(), idx: -1}}
 	// The ledger tracks requests only while something samples, so that a
@@ -109,8 +114,14 @@ func (r *Request) OutputTokens() uint64 { return r.out.Load() }
 // InputTokens returns the input tokens reported on r so far.
 func (r *Request) InputTokens() uint64 { return r.in.Load() }
 
-// RunID returns the id of the run the request started in.
-func (r *Request) RunID() string { return r.run.run.ID() }
+// RunID returns the id of the run the request started in, or "" for a
+// request started on a nil Monitor.
+func (r *Request) RunID() string {
+	if r.run == nil {
+		return ""
+	}
+	return r.run.run.ID()
+}
 
 // End stops tracking r and returns what it cost as far as is known now.
 //
@@ -120,6 +131,9 @@ func (r *Request) RunID() string { return r.run.run.ID() }
 // exact figure follows at the next sample (see [NewSpanExporter]).
 func (r *Request) End() Result {
 	m := r.m
+	if m == nil {
+		return Result{OutputTokens: r.out.Load(), InputTokens: r.in.Load()}
+	}
 	end := m.now()
 	res := Result{
 		OutputTokens: r.out.Load(),

@@ -83,12 +83,13 @@ func (f *FuncSource) Kind() string { return SourceCustom }
 // Devices returns the devices given to [NewFuncSource].
 func (f *FuncSource) Devices() []Device { return f.devices }
 
-// ReadEnergy calls the read function for device i.
+// ReadEnergy calls the read function for device i. It holds the source's
+// lock while read runs, so read never runs concurrently with the close
+// function.
 func (f *FuncSource) ReadEnergy(i int) (uint64, error) {
 	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
-	if closed {
+	defer f.mu.Unlock()
+	if f.closed {
 		return 0, fmt.Errorf("%w: source closed", ErrUnavailable)
 	}
 	if i < 0 || i >= len(f.devices) {

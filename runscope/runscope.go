@@ -160,9 +160,12 @@ func (s *Scope) Begin(model string, start time.Time, now Snapshot) (next, prev *
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next = NewRun(model, start, now)
-	prev = s.cur.Swap(next)
+	// End the old run before publishing the new one, so a reader of the old
+	// run never sees its live totals after a reader of the new one.
+	prev = s.cur.Load()
 	if prev != nil {
 		prev.endOnce.Do(func() { prev.end.Store(&now) })
 	}
+	s.cur.Store(next)
 	return next, prev
 }

@@ -60,8 +60,10 @@ type Tracker struct {
 }
 
 // New returns a Tracker for a counter whose largest value is max before it
-// wraps to zero. A max of 0 means the full uint64 range. For RAPL, max is the
-// domain's max_energy_range_uj.
+// wraps to zero, in the counter's own unit. A max of 0 means the full uint64
+// range. For a RAPL domain read in µJ, max is its max_energy_range_uj; a
+// source that reports RAPL in mJ (as otelenergy sources do) must scale max
+// the same way as its readings.
 func New(max uint64) Tracker {
 	return Tracker{max: max}
 }

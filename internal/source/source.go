@@ -39,7 +39,9 @@ type Device struct {
 	// Index is the device's index as its driver numbers it.
 	Index int
 	// CounterMax is the largest value the raw counter takes before it wraps
-	// to zero. Zero means the full uint64 range, as for NVML.
+	// to zero, in millijoules like ReadEnergy's readings. Zero means the full
+	// uint64 range, as for NVML. A source that scales a µJ counter such as
+	// RAPL's to mJ scales CounterMax the same way.
 	CounterMax uint64
 }
 
