@@ -34,32 +34,28 @@ const (
 
 // config holds a Monitor's resolved options.
 type config struct {
-	meterProvider  metric.MeterProvider
-	interval       time.Duration
-	liveWindow     time.Duration
-	ringCapacity   int
-	now            func() time.Time
-	model          string
-	counterPeriod  time.Duration
-	attribution    Attribution
-	ledgerWeights  LedgerWeights
-	finalizeWait   time.Duration
-	maxPendingSpan int
-	idleWatts      float64
-	idleSet        bool
+	meterProvider metric.MeterProvider
+	interval      time.Duration
+	liveWindow    time.Duration
+	ringCapacity  int
+	now           func() time.Time
+	model         string
+	counterPeriod time.Duration
+	attribution   Attribution
+	ledgerWeights LedgerWeights
+	idleWatts     float64
+	idleSet       bool
 }
 
 func newConfig(opts []Option) (config, error) {
 	c := config{
-		interval:       DefaultInterval,
-		liveWindow:     DefaultLiveWindow,
-		ringCapacity:   ring.DefaultCapacity,
-		now:            time.Now,
-		counterPeriod:  DefaultCounterUpdatePeriod,
-		attribution:    AttributionLedger,
-		ledgerWeights:  defaultLedgerWeights,
-		finalizeWait:   time.Second,
-		maxPendingSpan: 4096,
+		interval:      DefaultInterval,
+		liveWindow:    DefaultLiveWindow,
+		ringCapacity:  ring.DefaultCapacity,
+		now:           time.Now,
+		counterPeriod: DefaultCounterUpdatePeriod,
+		attribution:   AttributionLedger,
+		ledgerWeights: defaultLedgerWeights,
 	}
 	for _, o := range opts {
 		o.apply(&c)

@@ -23,7 +23,6 @@ type pendingSpans struct {
 	enabled atomic.Bool
 
 	mu    sync.Mutex
-	limit int
 	spans map[trace.SpanID]pendingSpan
 	// wait is closed and cleared by the next sample; it exists only while
 	// an exporter waits, so sampling allocates nothing otherwise.
@@ -33,12 +32,17 @@ type pendingSpans struct {
 // pendingHorizon is how long a registered span is kept for the exporter.
 const pendingHorizon = time.Minute
 
+// maxPendingSpans bounds the spans registered for the exporter at once.
+const maxPendingSpans = 4096
+
+// finalizeWait is how long, beyond one sampling interval, an export batch
+// waits for the sample that finalizes its requests.
+const finalizeWait = time.Second
+
 type pendingSpan struct {
 	r  *requestState
 	at int64 // when the span was registered, on the Monitor's clock
 }
-
-func (p *pendingSpans) init(limit int) { p.limit = limit }
 
 // put records that span sid's exact energy arrives with r's finalization.
 func (p *pendingSpans) put(sid trace.SpanID, r *requestState, now int64) {
@@ -47,7 +51,7 @@ func (p *pendingSpans) put(sid trace.SpanID, r *requestState, now int64) {
 	if p.spans == nil {
 		p.spans = make(map[trace.SpanID]pendingSpan)
 	}
-	if len(p.spans) < p.limit {
+	if len(p.spans) < maxPendingSpans {
 		p.spans[sid] = pendingSpan{r: r, at: now}
 	}
 }
@@ -142,7 +146,7 @@ func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		}
 		if !r.finalized.Load() {
 			if deadline == nil {
-				deadline = time.NewTimer(e.m.cfg.interval + e.m.cfg.finalizeWait)
+				deadline = time.NewTimer(e.m.cfg.interval + finalizeWait)
 				defer deadline.Stop()
 			}
 			if !e.await(ctx, r, deadline.C) {

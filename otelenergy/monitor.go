@@ -24,9 +24,6 @@ import (
 // number.
 const MaxTokensPerCall = 1 << 24
 
-// newTicker is the sampler's ticker; tests replace it.
-var newTicker = time.NewTicker
-
 // Monitor meters the energy of one [Source]'s devices and attributes it to
 // tokens and requests.
 //
@@ -58,7 +55,6 @@ type Monitor struct {
 	// by the sampler goroutine, BeginRun or the application.
 	sampleMu   sync.Mutex
 	lastSample atomic.Int64 // ns since epoch; -1 before the first sample
-	totalMJ    atomic.Uint64
 
 	scope runscope.Scope
 	run   atomic.Pointer[runInfo]
@@ -129,7 +125,6 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 	if cfg.attribution == AttributionLedger {
 		m.ledger = newLedger(cfg)
 	}
-	m.pending.init(cfg.maxPendingSpan)
 	if m.inst, err = newInstruments(m); err != nil {
 		return nil, err
 	}
@@ -180,7 +175,7 @@ func (m *Monitor) Start() error {
 
 func (m *Monitor) loop(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := newTicker(m.cfg.interval)
+	t := time.NewTicker(m.cfg.interval)
 	defer t.Stop()
 	for {
 		select {
@@ -273,7 +268,6 @@ func (m *Monitor) sampleLocked() {
 		}
 		total += d.acc.Total()
 	}
-	m.totalMJ.Store(total)
 	tokens := m.outTokens.Load()
 	if err := m.ring.Push(ring.Point{T: t, EnergyMJ: total, Tokens: tokens}); err != nil {
 		otel.Handle(err) // unreachable: t never goes backwards

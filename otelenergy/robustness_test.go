@@ -84,7 +84,7 @@ func TestPendingSpansSweep(t *testing.T) {
 	rig := newRig(t, SimulatedConfig{})
 	rig.m.Sample()
 	NewSpanExporter(tracetest.NewInMemoryExporter(), rig.m)
-	for i := range rig.m.cfg.maxPendingSpan + 10 {
+	for i := range maxPendingSpans + 10 {
 		req := rig.m.StartRequest(context.Background())
 		req.End()
 		rig.m.pending.put(trace.SpanID{byte(i), byte(i >> 8), 1}, req.requestState, rig.m.now())
@@ -94,8 +94,8 @@ func TestPendingSpansSweep(t *testing.T) {
 		defer rig.m.pending.mu.Unlock()
 		return len(rig.m.pending.spans)
 	}
-	if n := count(); n != rig.m.cfg.maxPendingSpan {
-		t.Fatalf("%d pending spans, want the limit %d", n, rig.m.cfg.maxPendingSpan)
+	if n := count(); n != maxPendingSpans {
+		t.Fatalf("%d pending spans, want the limit %d", n, maxPendingSpans)
 	}
 	rig.tick(pendingHorizon + time.Second)
 	if n := count(); n != 0 {
