@@ -43,6 +43,83 @@ type Device struct {
 	// uint64 range, as for NVML. A source that scales a µJ counter such as
 	// RAPL's to mJ scales CounterMax the same way.
 	CounterMax uint64
+	// Type is the device's hw.type: "gpu", "cpu", "memory", ... Empty means
+	// "gpu".
+	Type string
+	// MaxWatts bounds the power the device can draw. A reading that implies
+	// more energy than MaxWatts times the time since the previous good
+	// reading is a glitch, not energy. Zero selects DefaultMaxWatts.
+	MaxWatts float64
+}
+
+// DefaultMaxWatts is the power bound of a device that declares none: above
+// every single accelerator board sold today (the largest draw about 1.2 kW),
+// with margin, and still far below the megawatts a corrupt reading implies.
+const DefaultMaxWatts = 2000
+
+// HWType returns d.Type, or "gpu" when it is empty.
+func (d Device) HWType() string {
+	if d.Type == "" {
+		return "gpu"
+	}
+	return d.Type
+}
+
+// PowerBound returns d.MaxWatts, or DefaultMaxWatts when it is zero.
+func (d Device) PowerBound() float64 {
+	if d.MaxWatts <= 0 {
+		return DefaultMaxWatts
+	}
+	return d.MaxWatts
+}
+
+// Skipped is a device a source found but does not read, and why.
+type Skipped struct {
+	// Device holds what was learned of the device. ID may be empty.
+	Device Device
+	// Reason wraps ErrNotVisible when the process cannot use the device,
+	// ErrNotSupported when it has no energy counter, ErrDeviceLost when it
+	// is lost, and ErrRead when its probe failed otherwise.
+	Reason error
+}
+
+// ErrNotVisible reports a device left out because this process cannot use
+// it (CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, or an explicit device
+// list).
+var ErrNotVisible = errors.New("otelenergy: device not visible to this process")
+
+// Skipper is implemented by sources that leave some devices out.
+type Skipper interface {
+	// Skipped returns the devices left out, with the reason for each. The
+	// result never changes over the source's life.
+	Skipped() []Skipped
+}
+
+// Share says how much of one device's energy belongs to the processes whose
+// work is attributed (this process by default), as of the source's latest
+// look at the device.
+type Share struct {
+	// Processes is the number of compute processes on the device at the
+	// latest listing, or -1 when unknown.
+	Processes int
+	// Shared is true when processes other than the attributed ones use the
+	// device.
+	Shared bool
+	// Split is true when Fraction was measured. A shared device whose
+	// utilization per process is unavailable (MIG, vGPU, NOT_SUPPORTED)
+	// has Shared true and Split false: its energy is not split, and
+	// requests are marked approximate.
+	Split bool
+	// Fraction is the attributed processes' share of the device's energy,
+	// in [0, 1]; meaningful when Split is true.
+	Fraction float64
+}
+
+// Sharer is implemented by sources that know who else uses their devices.
+// Share is called by the sampler on every reading and must not block: it
+// returns a value the source refreshed on its own schedule.
+type Sharer interface {
+	Share(i int) Share
 }
 
 // Source reads cumulative energy counters.
