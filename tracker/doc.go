@@ -5,19 +5,26 @@
 // energy_uj, a BMC's accumulator) only ever climb, except in two situations
 // the reader cannot see directly: the counter wraps past its maximum, or it
 // restarts from zero because the driver was reloaded or the device reset.
-// [Tracker] classifies every reading as one of four [Kind]s and charges a
+// Some also misread now and then, stepping back a little or jumping far.
+// [Tracker] classifies every reading as one of six [Kind]s and charges a
 // delta for each, so that a consumer summing the deltas neither loses nor
-// double-counts energy.
+// double-counts energy, and never charges more than the device could draw.
+//
+// # Baseline and steps
+//
+// A Tracker measures each reading from its baseline: the high-water mark,
+// set by the [First] reading and moved by every [Forward] with a nonzero
+// delta, [Wrap], [Reset] and [Glitch] to that reading's raw value. A [Jitter]
+// leaves the baseline where it was, so the next rise is measured from the
+// high-water mark and a counter that steps back and then on is charged once.
 //
 // # The wrap-versus-reset rule
 //
-// A reading lower than the previous one is a wrap when, and only when, the
-// previous reading lies in the top quarter of the counter's range and the new
-// one in the bottom quarter. The delta charged is then the distance travelled
-// through the wrap point. Any other backwards step is a reset, charged as the
-// new raw value: the counter restarted from zero and has counted exactly that
-// much since. The energy between the last reading before the reset and the
-// reset itself is unknowable and is not invented.
+// A reading below the baseline is a wrap only if the baseline lies in the
+// top quarter of the counter's range and the new reading in the bottom
+// quarter. The delta charged is then the distance travelled through the wrap
+// point. Any other backwards step is a reset, charged as the new raw value:
+// the counter restarted from zero and has counted exactly that much since.
 //
 // The quarter rule is deliberately conservative. A genuine wrap between two
 // readings taken at a sane cadence moves the counter a tiny fraction of its
@@ -26,11 +33,80 @@
 // boot) can never be mistaken for a wrap, because the previous reading was
 // not in the top quarter.
 //
+// # Plausible steps
+//
+// With [Limits.MaxWatts] set, no reading may add more energy than the device
+// could have drawn in the reading's window (anchor, at]. The bound is
+// ⌊MaxWatts × (at − anchor) / 1e6⌋ mJ, at and anchor in ns, computed exactly
+// and saturating at math.MaxUint64.
+//
+// The anchor is the time of the last reading, before the baseline was set,
+// that showed a value other than the baseline's: for a counter that only
+// climbs, the last reading before the baseline's value was first seen.
+// Before the baseline first moves, the window starts [MaxUpdatePeriod]
+// before the First reading. The anchor makes the bound sound for a
+// staircase counter, one that publishes a step every update period while it
+// is read more often (NVML publishes every 20 to 100 ms and may be read every
+// 17 ms): the baseline's value appeared after its anchor, and a rise is the
+// energy drawn between the baseline's appearance and the new value's, so it
+// lies inside the window even when it is seen one short read after the last.
+//
+// Against the bound:
+//   - a rise within it is a [Forward] and a rise beyond it a [Glitch];
+//   - a drop that passes the quarter rule and whose wrapped delta is within
+//     it is a [Wrap];
+//   - any other drop to a raw value within it is a [Reset]: a counter that
+//     restarted from zero inside the window cannot have counted more;
+//   - any other drop is a [Jitter], charged nothing.
+//
+// A Glitch is charged the last known power times the time since the previous
+// reading, and never more than the bound; 0 while no power is known. The last
+// known power is the delta of the last Forward (with a nonzero delta) or Wrap
+// over its window; for the step that first moves the baseline that window is
+// measured from the First reading, without the [MaxUpdatePeriod] allowance.
+//
+// With no power bound (MaxWatts 0, NaN, infinite or negative) every rise is
+// a Forward and every drop a Wrap or a Reset, by the quarter rule alone:
+// Jitter and Glitch never occur.
+//
 // # Guarantees
 //
 // Deltas are never negative and are computed without overflow for every pair
-// of readings within the range. An [Accumulator]'s total is the saturating
-// sum of its deltas, so it never decreases. A [Tracker] is not safe for
-// concurrent use; an Accumulator's Total may be read from any goroutine while
-// one goroutine calls Advance.
+// of readings within the range and every pair of times. An [Accumulator]'s
+// total is the saturating sum of its deltas, so it never decreases.
+//
+// With a power bound, each step charges at most its bound, and the total
+// charged from the First reading at t₀ to the last at tₙ, with tₙ₋₁ the
+// reading before it, is at most
+//
+//	MaxWatts × ((tₙ − t₀) + (tₙ₋₁ − t₀) + MaxUpdatePeriod)
+//	    ≤ MaxWatts × (2 × (tₙ − t₀) + MaxUpdatePeriod).
+//
+// The factor of two is the price of the staircase. A window ends at the
+// reading that moves the baseline, and the next window starts at the new
+// baseline's anchor, the reading before it appeared; so consecutive windows
+// overlap by one read interval for a counter that climbs, because the
+// tracker cannot tell when in that interval the counter stepped. The bound
+// is tight: a series that rises by its whole bound at every reading reaches
+// it.
+//
+// If MaxWatts and [MaxUpdatePeriod] hold for the device and the counter
+// restarts only from zero, a genuine rise is never a Glitch and a genuine
+// restart never a Jitter. A reset then loses only the energy drawn between
+// the last reading before it and the restart itself; that is unknowable and
+// is not invented. A Glitch to a spurious high value holds the baseline
+// there: the true readings after it are Jitter, charged nothing, until the
+// counter passes that value.
+//
+// # Time
+//
+// Readings carry their time in nanoseconds on a monotonic clock. A reading
+// earlier than the previous accepted one is rejected with [ErrTimeBackwards],
+// with or without a power bound, and changes nothing.
+//
+// # Concurrency
+//
+// A [Tracker] is not safe for concurrent use. An Accumulator's Total and
+// anomaly counts may be read from any goroutine while one goroutine calls
+// Advance.
 package tracker

@@ -4,12 +4,29 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync/atomic"
+	"time"
 )
 
 // ErrOutOfRange reports a raw reading above the counter's declared maximum.
 // Such a reading is rejected and leaves the tracker's state unchanged.
 var ErrOutOfRange = errors.New("tracker: reading above counter maximum")
+
+// ErrTimeBackwards reports a reading whose time is earlier than the previous
+// accepted reading's. Such a reading is rejected and leaves the tracker's
+// state unchanged, so the energy it would have shown is charged by the next
+// reading with a sane time. It is checked whether or not a power bound is
+// set.
+var ErrTimeBackwards = errors.New("tracker: reading time went backwards")
+
+// MaxUpdatePeriod is the first step's allowance: the window of the first
+// reading after [First] starts this long before the First reading, because
+// the counter may have been about to publish a whole update period's energy
+// when it was first read. It must be at least the longest time a counter
+// holds one value while the device draws power; NVML's energy counter
+// updates every 20 to 100 ms.
+const MaxUpdatePeriod = time.Second
 
 // Kind says what a reading did to the series.
 type Kind uint8
@@ -17,13 +34,23 @@ type Kind uint8
 const (
 	// First is the reading that anchors the series; it is charged nothing.
 	First Kind = iota
-	// Forward is a reading at or above the previous one.
+	// Forward is a reading at or above the baseline whose rise is within the
+	// bound; the rise is charged.
 	Forward
-	// Wrap is a reading that passed the counter's maximum and restarted at 0.
+	// Wrap is a reading that passed the counter's maximum and restarted at 0;
+	// the distance travelled through the wrap point is charged.
 	Wrap
-	// Reset is any other backwards reading: the counter restarted, and the
-	// new raw value is charged.
+	// Reset is a backwards reading that is not a wrap, within the bound: the
+	// counter restarted, and the new raw value is charged.
 	Reset
+	// Jitter is a backwards reading that is neither a plausible wrap nor a
+	// plausible reset. It is charged nothing and the baseline stays where it
+	// was. It occurs only with a power bound.
+	Jitter
+	// Glitch is a rise beyond the bound. It is charged at most the last
+	// known power over the time since the previous reading, and the baseline
+	// moves to it. It occurs only with a power bound.
+	Glitch
 )
 
 // String returns the kind's name in lower case.
@@ -37,6 +64,10 @@ func (k Kind) String() string {
 		return "wrap"
 	case Reset:
 		return "reset"
+	case Jitter:
+		return "jitter"
+	case Glitch:
+		return "glitch"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -48,24 +79,61 @@ type Step struct {
 	Delta uint64
 }
 
-// Tracker turns successive raw readings of one counter into [Step]s.
-//
-// The zero value tracks a counter with the full uint64 range, as NVML's
-// energy counter has. A Tracker must not be copied after first use and is not
-// safe for concurrent use.
-type Tracker struct {
-	max  uint64 // largest raw value; 0 means math.MaxUint64
-	prev uint64
-	seen bool
+// Limits are the physical limits of one counter, fixed for a [Tracker]'s
+// life. The zero value is a full-range counter with no power bound.
+type Limits struct {
+	// CounterMax is the largest raw value before the counter wraps to 0, in
+	// the counter's own unit; 0 means the full uint64 range, as NVML's
+	// energy counter has. For a RAPL domain read in µJ this is its
+	// max_energy_range_uj; a source that reports RAPL in mJ must scale it
+	// the same way as its readings.
+	CounterMax uint64
+	// MaxWatts is the most power the device can draw, in W. The counter's
+	// unit must be the millijoule for the bound to mean anything. 0 means
+	// no power bound: every rise is a [Forward] and every backwards step a
+	// [Wrap] or a [Reset], never a [Jitter] or a [Glitch]. NaN, infinite and
+	// negative values are treated as 0.
+	MaxWatts float64
 }
 
-// New returns a Tracker for a counter whose largest value is max before it
-// wraps to zero, in the counter's own unit. A max of 0 means the full uint64
-// range. For a RAPL domain read in µJ, max is its max_energy_range_uj; a
-// source that reports RAPL in mJ (as otelenergy sources do) must scale max
-// the same way as its readings.
-func New(max uint64) Tracker {
-	return Tracker{max: max}
+// Tracker turns successive raw readings of one counter into [Step]s.
+//
+// The zero value tracks a full-range counter with no power bound, as
+// New(Limits{}) does. A Tracker must not be copied after first use and is
+// not safe for concurrent use.
+type Tracker struct {
+	max uint64 // largest raw value; 0 means math.MaxUint64
+	// The power bound is wm × 2^we W exactly; wm == 0 means no bound.
+	wm uint64
+	we int
+
+	seen bool
+	base uint64 // the baseline: the high-water mark deltas are measured from
+	// anchor is the time of the last reading, before the baseline was set,
+	// that showed a value other than the baseline's. Until the baseline
+	// first moves there is none (anchored is false) and the window starts
+	// MaxUpdatePeriod before firstAt.
+	anchor   int64
+	anchored bool
+	firstAt  int64
+
+	lastRaw uint64 // the previous accepted reading, whatever its kind
+	lastAt  int64
+	runFrom int64 // time of the last reading before the run of readings equal to lastRaw
+
+	// The last known power is powDelta/powWindow mJ/ns; powWindow == 0
+	// means none is known.
+	powDelta, powWindow uint64
+}
+
+// New returns a Tracker for a counter with the given limits.
+func New(l Limits) Tracker {
+	t := Tracker{max: l.CounterMax}
+	if w := l.MaxWatts; w > 0 && !math.IsInf(w, 1) {
+		frac, exp := math.Frexp(w)
+		t.wm, t.we = uint64(math.Ldexp(frac, 53)), exp-53
+	}
+	return t
 }
 
 // Max returns the largest raw value the tracked counter takes.
@@ -76,53 +144,199 @@ func (t *Tracker) Max() uint64 {
 	return t.max
 }
 
-// Advance classifies raw against the previous reading and returns the delta
-// it charges. A raw value above [Tracker.Max] returns [ErrOutOfRange] and is
-// otherwise ignored.
-func (t *Tracker) Advance(raw uint64) (Step, error) {
+// Advance classifies the raw reading taken at time at against the baseline
+// and returns the delta it charges. at is in nanoseconds on a monotonic
+// clock; only differences between readings' times matter, and the First
+// reading may have any time.
+//
+// A raw value above [Tracker.Max] returns [ErrOutOfRange], and a time
+// earlier than the previous accepted reading's returns [ErrTimeBackwards];
+// either is otherwise ignored. The bound is MaxWatts × (at − anchor), as
+// described under "Plausible steps" in the package doc; with no power bound
+// it is unlimited. Given the baseline b and the bound B, the reading raw is:
+//
+//   - [Forward] if raw ≥ b and raw−b ≤ B, charging raw−b;
+//   - [Glitch] if raw−b > B, charging min(P × (at − previous reading's
+//     time), B), where P is the last known power (0 while none is known);
+//   - [Wrap] if raw < b, b is in the top quarter of the range, raw in the
+//     bottom quarter, and the distance through the wrap point is ≤ B,
+//     charging that distance;
+//   - otherwise [Reset] if raw ≤ B, charging raw;
+//   - otherwise [Jitter], charging 0.
+//
+// Forward (with a nonzero delta), Glitch, Wrap and Reset move the baseline
+// to raw; Jitter and a zero Forward keep it and its anchor.
+func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 	max := t.Max()
 	if raw > max {
 		return Step{}, fmt.Errorf("%w: %d > %d", ErrOutOfRange, raw, max)
 	}
-	prev, seen := t.prev, t.seen
-	t.prev, t.seen = raw, true
-	switch {
-	case !seen:
+	if !t.seen {
+		t.seen, t.base, t.firstAt = true, raw, at
+		t.lastRaw, t.lastAt = raw, at
 		return Step{Kind: First}, nil
-	case raw >= prev:
-		return Step{Kind: Forward, Delta: raw - prev}, nil
-	case prev > max-max/4 && raw < max/4:
-		// (max-prev) and raw are each below a quarter of the range, so the
-		// sum plus the one step from max to 0 cannot overflow.
-		return Step{Kind: Wrap, Delta: (max - prev) + raw + 1}, nil
+	}
+	if at < t.lastAt {
+		return Step{}, fmt.Errorf("%w: %d < %d", ErrTimeBackwards, at, t.lastAt)
+	}
+	if raw != t.lastRaw {
+		t.runFrom = t.lastAt
+	}
+	sinceLast := uint64(at) - uint64(t.lastAt)
+	t.lastRaw, t.lastAt = raw, at
+
+	// window and powWin are exact: at ≥ every earlier reading's time, and
+	// the difference of two int64s fits in a uint64.
+	var window, powWin uint64
+	if t.anchored {
+		window = uint64(at) - uint64(t.anchor)
+		powWin = window
+	} else {
+		powWin = uint64(at) - uint64(t.firstAt)
+		window = addSat(powWin, uint64(MaxUpdatePeriod))
+	}
+	bound := uint64(math.MaxUint64)
+	if t.wm != 0 {
+		bound = millijoules(t.wm, t.we, window)
+	}
+
+	b := t.base
+	var s Step
+	switch {
+	case raw >= b && raw-b <= bound:
+		s = Step{Kind: Forward, Delta: raw - b}
+		if s.Delta == 0 {
+			// The baseline did not move, so neither does its anchor; a
+			// staircase counter shows most reads unchanged and its power is
+			// visible only at a step.
+			return s, nil
+		}
+		t.notePower(s.Delta, powWin)
+	case raw > b:
+		s = Step{Kind: Glitch}
+		if t.powWindow != 0 {
+			s.Delta = min(mulDivSat(t.powDelta, sinceLast, t.powWindow), bound)
+		}
+	case b > max-max/4 && raw < max/4 && (max-b)+raw < bound:
+		// (max-b) and raw are each below a quarter of the range, so the sum
+		// plus the one step from max to 0 cannot overflow; the strict < is
+		// the wrapped delta ≤ bound.
+		s = Step{Kind: Wrap, Delta: (max - b) + raw + 1}
+		t.notePower(s.Delta, powWin)
+	case raw <= bound:
+		s = Step{Kind: Reset, Delta: raw}
 	default:
-		return Step{Kind: Reset, Delta: raw}, nil
+		return Step{Kind: Jitter}, nil
+	}
+	t.base, t.anchor, t.anchored = raw, t.runFrom, true
+	return s, nil
+}
+
+// notePower records delta over window as the last known power. A zero
+// window says nothing about power and leaves the last known one.
+func (t *Tracker) notePower(delta, window uint64) {
+	if window != 0 {
+		t.powDelta, t.powWindow = delta, window
 	}
 }
 
-// Accumulator keeps the cumulative total of one counter's deltas. The total
-// never decreases: it saturates at math.MaxUint64 rather than wrap.
+// millijoules returns ⌊m × 2^e W × ns ns⌋ in mJ (1 W × 1 ns = 1e-6 mJ),
+// saturating at math.MaxUint64. It is exact: a float64 is m × 2^e with
+// m < 2^53, so m × ns fits in 128 bits before the shift and the division.
+func millijoules(m uint64, e int, ns uint64) uint64 {
+	hi, lo := bits.Mul64(m, ns)
+	if hi == 0 && lo == 0 {
+		return 0
+	}
+	if e >= 0 {
+		lz := bits.LeadingZeros64(hi)
+		if hi == 0 {
+			lz = 64 + bits.LeadingZeros64(lo)
+		}
+		if e > lz {
+			return math.MaxUint64 // the product alone is ≥ 2^128
+		}
+		hi, lo = shl128(hi, lo, uint(e))
+	} else {
+		if -e >= 128 {
+			return 0
+		}
+		hi, lo = shr128(hi, lo, uint(-e))
+	}
+	const nsPerMJPerW = 1_000_000
+	if hi >= nsPerMJPerW {
+		return math.MaxUint64
+	}
+	q, _ := bits.Div64(hi, lo, nsPerMJPerW)
+	return q
+}
+
+func shl128(hi, lo uint64, s uint) (uint64, uint64) {
+	if s >= 64 {
+		return lo << (s - 64), 0
+	}
+	if s == 0 {
+		return hi, lo
+	}
+	return hi<<s | lo>>(64-s), lo << s
+}
+
+func shr128(hi, lo uint64, s uint) (uint64, uint64) {
+	if s >= 64 {
+		return 0, hi >> (s - 64)
+	}
+	if s == 0 {
+		return hi, lo
+	}
+	return hi >> s, lo>>s | hi<<(64-s)
+}
+
+// mulDivSat returns ⌊a × b / d⌋ for d > 0, saturating at math.MaxUint64.
+func mulDivSat(a, b, d uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= d {
+		return math.MaxUint64
+	}
+	q, _ := bits.Div64(hi, lo, d)
+	return q
+}
+
+func addSat(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxUint64
+}
+
+// Accumulator keeps the cumulative total of one counter's deltas and counts
+// its anomalies. The total never decreases: it saturates at math.MaxUint64
+// rather than wrap.
 //
-// Advance must be called from one goroutine at a time; Total and the event
-// counts may be read concurrently from any goroutine. An Accumulator must not
-// be copied after first use.
+// Advance must be called from one goroutine at a time; Total and the
+// anomaly counts may be read concurrently from any goroutine, and each is
+// read atomically on its own (a reader may see a Total that includes a step
+// whose count it does not yet see). An Accumulator must not be copied after
+// first use.
 type Accumulator struct {
-	tr     Tracker
-	total  atomic.Uint64
-	wraps  atomic.Uint64
-	resets atomic.Uint64
+	tr       Tracker
+	total    atomic.Uint64
+	wraps    atomic.Uint64
+	resets   atomic.Uint64
+	jitters  atomic.Uint64
+	glitches atomic.Uint64
 }
 
-// NewAccumulator returns an Accumulator for a counter with the given maximum,
+// NewAccumulator returns an Accumulator for a counter with the given limits,
 // interpreted as by [New].
-func NewAccumulator(max uint64) *Accumulator {
-	return &Accumulator{tr: New(max)}
+func NewAccumulator(l Limits) *Accumulator {
+	return &Accumulator{tr: New(l)}
 }
 
-// Advance feeds one raw reading and returns the step it produced. On error
-// the total is unchanged.
-func (a *Accumulator) Advance(raw uint64) (Step, error) {
-	s, err := a.tr.Advance(raw)
+// Advance feeds one raw reading taken at time at, as [Tracker.Advance]
+// does, and returns the step it produced. On error the total and the counts
+// are unchanged.
+func (a *Accumulator) Advance(raw uint64, at int64) (Step, error) {
+	s, err := a.tr.Advance(raw, at)
 	if err != nil {
 		return s, err
 	}
@@ -131,14 +345,14 @@ func (a *Accumulator) Advance(raw uint64) (Step, error) {
 		a.wraps.Add(1)
 	case Reset:
 		a.resets.Add(1)
+	case Jitter:
+		a.jitters.Add(1)
+	case Glitch:
+		a.glitches.Add(1)
 	}
 	if s.Delta != 0 {
-		t := a.total.Load()
-		sum := t + s.Delta
-		if sum < t {
-			sum = math.MaxUint64
-		}
-		a.total.Store(sum)
+		// Only Advance stores, so the load-add-store cannot lose an update.
+		a.total.Store(addSat(a.total.Load(), s.Delta))
 	}
 	return s, nil
 }
@@ -151,3 +365,9 @@ func (a *Accumulator) Wraps() uint64 { return a.wraps.Load() }
 
 // Resets returns how many readings were classified as [Reset].
 func (a *Accumulator) Resets() uint64 { return a.resets.Load() }
+
+// Jitters returns how many readings were classified as [Jitter].
+func (a *Accumulator) Jitters() uint64 { return a.jitters.Load() }
+
+// Glitches returns how many readings were classified as [Glitch].
+func (a *Accumulator) Glitches() uint64 { return a.glitches.Load() }

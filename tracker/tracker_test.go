@@ -1,17 +1,20 @@
 package tracker_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/otelenergy/otelenergy/tracker"
 )
 
-func TestTrackerSteps(t *testing.T) {
+func TestTrackerStepsUnbounded(t *testing.T) {
 	const raplMax = 262143328850 // a real RAPL max_energy_range_uj
 	type step struct {
 		raw  uint64
@@ -109,9 +112,9 @@ func TestTrackerSteps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := tracker.New(tt.max)
+			tr := tracker.New(tracker.Limits{CounterMax: tt.max})
 			for i, s := range tt.steps {
-				got, err := tr.Advance(s.raw)
+				got, err := tr.Advance(s.raw, int64(i)*int64(100*time.Millisecond))
 				if s.raw > tr.Max() {
 					if !errors.Is(err, tracker.ErrOutOfRange) {
 						t.Fatalf("step %d: Advance(%d) error = %v, want ErrOutOfRange", i, s.raw, err)
@@ -129,35 +132,411 @@ func TestTrackerSteps(t *testing.T) {
 	}
 }
 
+const ms = int64(time.Millisecond)
+
+func TestTrackerStepsBounded(t *testing.T) {
+	type step struct {
+		raw  uint64
+		at   int64 // ns
+		want tracker.Step
+		err  error
+	}
+	first := tracker.Step{Kind: tracker.First}
+	fwd := func(d uint64) tracker.Step { return tracker.Step{Kind: tracker.Forward, Delta: d} }
+	kw := tracker.Limits{MaxWatts: 1000} // 1000 W: 100 J = 1e5 mJ per 100 ms
+	tests := []struct {
+		name   string
+		limits tracker.Limits
+		steps  []step
+		total  uint64
+	}{
+		{
+			name:   "forward up to exactly the bound",
+			limits: kw,
+			steps: []step{
+				{raw: 5e9, at: 0, want: first},
+				{raw: 5e9 + 100, at: 100 * ms, want: fwd(100)},
+				// window (0, 200 ms]: the baseline 5e9+100 appeared after 0.
+				{raw: 5e9 + 100 + 200_000, at: 200 * ms, want: fwd(200_000)},
+			},
+			total: 200_100,
+		},
+		{
+			name:   "first step may use the whole allowance",
+			limits: kw,
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: 1_000_000, at: 0, want: fwd(1_000_000)},
+			},
+			total: 1_000_000,
+		},
+		{
+			name:   "rise past the bound with no known power is a glitch charged nothing",
+			limits: kw,
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: 1_000_001, at: 0, want: tracker.Step{Kind: tracker.Glitch}},
+				{raw: 1_000_051, at: 100 * ms, want: fwd(50)},
+			},
+			total: 50,
+		},
+		{
+			name:   "glitch is charged the last power over the time since the previous reading",
+			limits: kw,
+			steps: []step{
+				{raw: 1000, at: 0, want: first},
+				{raw: 1100, at: 100 * ms, want: fwd(100)},
+				// window (0, 200 ms]: power 100 mJ / 200 ms.
+				{raw: 1200, at: 200 * ms, want: fwd(100)},
+				{raw: 1e12, at: 300 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 50}},
+				{raw: 1e12 + 70, at: 400 * ms, want: fwd(70)},
+			},
+			total: 320,
+		},
+		{
+			name:   "glitch is charged no more than the bound",
+			limits: kw,
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				// power 1e6 mJ / 10 ms
+				{raw: 1_000_000, at: 10 * ms, want: fwd(1_000_000)},
+				// bound: window (0, 20 ms] is 20_000 mJ; power × 10 ms is 1e6.
+				{raw: 12_000_000, at: 20 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 20_000}},
+			},
+			total: 1_020_000,
+		},
+		{
+			name:   "backwards by 1 mJ is jitter",
+			limits: kw,
+			steps: []step{
+				{raw: 5e9, at: 0, want: first},
+				{raw: 5e9 - 1, at: 100 * ms, want: tracker.Step{Kind: tracker.Jitter}},
+				{raw: 5e9 + 10, at: 200 * ms, want: fwd(10)},
+			},
+			total: 10,
+		},
+		{
+			name:   "spurious drop to zero then the true value",
+			limits: kw,
+			steps: []step{
+				{raw: 5e9, at: 0, want: first},
+				{raw: 5e9 + 100, at: 100 * ms, want: fwd(100)},
+				{raw: 0, at: 200 * ms, want: tracker.Step{Kind: tracker.Reset}},
+				{raw: 5e9 + 200, at: 300 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 100}},
+			},
+			total: 200,
+		},
+		{
+			name:   "jitter then forward from the high-water mark",
+			limits: kw,
+			steps: []step{
+				{raw: 5e9, at: 0, want: first},
+				{raw: 5e9 + 100, at: 100 * ms, want: fwd(100)},
+				{raw: 5e9 + 99, at: 200 * ms, want: tracker.Step{Kind: tracker.Jitter}},
+				{raw: 5e9 + 200, at: 300 * ms, want: fwd(100)},
+			},
+			total: 200,
+		},
+		{
+			name:   "driver reload",
+			limits: kw,
+			steps: []step{
+				{raw: 5e9, at: 0, want: first},
+				{raw: 5e9 + 100, at: 100 * ms, want: fwd(100)},
+				{raw: 40, at: 200 * ms, want: tracker.Step{Kind: tracker.Reset, Delta: 40}},
+				{raw: 140, at: 300 * ms, want: fwd(100)},
+				{raw: 240, at: 400 * ms, want: fwd(100)},
+			},
+			total: 340,
+		},
+		{
+			name:   "reset above the bound is jitter",
+			limits: kw,
+			steps: []step{
+				{raw: 5e9, at: 0, want: first},
+				{raw: 5e9 + 100, at: 100 * ms, want: fwd(100)},
+				// bound: window (0, 200 ms] is 200_000 mJ.
+				{raw: 200_001, at: 200 * ms, want: tracker.Step{Kind: tracker.Jitter}},
+				{raw: 5e9 + 150, at: 300 * ms, want: fwd(50)},
+			},
+			total: 150,
+		},
+		{
+			name:   "reset exactly at the bound",
+			limits: kw,
+			steps: []step{
+				{raw: 5e9, at: 0, want: first},
+				{raw: 5e9 + 100, at: 100 * ms, want: fwd(100)},
+				{raw: 200_000, at: 200 * ms, want: tracker.Step{Kind: tracker.Reset, Delta: 200_000}},
+			},
+			total: 200_100,
+		},
+		{
+			name:   "wrap within the bound",
+			limits: tracker.Limits{CounterMax: 1_000_000, MaxWatts: 1},
+			steps: []step{
+				{raw: 999_990, at: 0, want: first},
+				{raw: 9, at: 100 * ms, want: tracker.Step{Kind: tracker.Wrap, Delta: 20}},
+				{raw: 30, at: 200 * ms, want: fwd(21)},
+			},
+			total: 41,
+		},
+		{
+			name:   "wrap exactly at the bound",
+			limits: tracker.Limits{CounterMax: 1_000_000, MaxWatts: 1},
+			steps: []step{
+				{raw: 999_001, at: 0, want: first},
+				// bound: the 1 s allowance at 1 W is 1000 mJ.
+				{raw: 0, at: 0, want: tracker.Step{Kind: tracker.Wrap, Delta: 1000}},
+			},
+			total: 1000,
+		},
+		{
+			name:   "wrap beyond the bound to a small raw value is a reset",
+			limits: tracker.Limits{CounterMax: 1_000_000, MaxWatts: 1},
+			steps: []step{
+				{raw: 999_000, at: 0, want: first},
+				{raw: 9, at: 0, want: tracker.Step{Kind: tracker.Reset, Delta: 9}},
+			},
+			total: 9,
+		},
+		{
+			name:   "wrap beyond the bound to a large raw value is jitter",
+			limits: tracker.Limits{CounterMax: 4_000_000, MaxWatts: 1},
+			steps: []step{
+				{raw: 3_999_000, at: 0, want: first},
+				{raw: 999_999, at: 0, want: tracker.Step{Kind: tracker.Jitter}},
+				{raw: 3_999_500, at: 100 * ms, want: fwd(500)},
+			},
+			total: 500,
+		},
+		{
+			name:   "unchanged readings keep the anchor",
+			limits: kw,
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: 1000, at: 17 * ms, want: fwd(1000)},
+				{raw: 1000, at: 34 * ms, want: fwd(0)},
+				{raw: 1000, at: 51 * ms, want: fwd(0)},
+				// window (0, 68 ms], not (51 ms, 68 ms]: 1000 appeared after 0.
+				{raw: 51_000, at: 68 * ms, want: fwd(50_000)},
+			},
+			total: 51_000,
+		},
+		{
+			name:   "time going backwards is rejected and changes nothing",
+			limits: kw,
+			steps: []step{
+				{raw: 100, at: 1000 * ms, want: first},
+				{raw: 200, at: 900 * ms, err: tracker.ErrTimeBackwards},
+				{raw: 200, at: 1000 * ms, want: fwd(100)},
+			},
+			total: 100,
+		},
+		{
+			name:   "reading above the maximum is rejected and changes nothing",
+			limits: tracker.Limits{CounterMax: 1000, MaxWatts: 1000},
+			steps: []step{
+				{raw: 10, at: 0, want: first},
+				{raw: 1001, at: 100 * ms, err: tracker.ErrOutOfRange},
+				{raw: 20, at: 100 * ms, want: fwd(10)},
+			},
+			total: 10,
+		},
+		{
+			name:   "the whole int64 time range does not overflow",
+			limits: kw,
+			steps: []step{
+				{raw: 0, at: math.MinInt64, want: first},
+				// bound: (2^64-1 ns + 1 s) × 1000 W ≈ 1.8e16 mJ
+				{raw: math.MaxUint64, at: math.MaxInt64, want: tracker.Step{Kind: tracker.Glitch}},
+			},
+			total: 0,
+		},
+		{
+			name:   "a huge power bound saturates",
+			limits: tracker.Limits{MaxWatts: math.MaxFloat64},
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: math.MaxUint64, at: 1, want: fwd(math.MaxUint64)},
+				{raw: math.MaxUint64 - 1, at: 2, want: tracker.Step{Kind: tracker.Reset, Delta: math.MaxUint64 - 1}},
+			},
+			total: math.MaxUint64,
+		},
+		{
+			name:   "a tiny power bound makes every rise a glitch",
+			limits: tracker.Limits{MaxWatts: math.SmallestNonzeroFloat64},
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: 1, at: 100 * ms, want: tracker.Step{Kind: tracker.Glitch}},
+				{raw: 0, at: 200 * ms, want: tracker.Step{Kind: tracker.Reset}},
+			},
+			total: 0,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tracker.NewAccumulator(tt.limits)
+			for i, s := range tt.steps {
+				got, err := a.Advance(s.raw, s.at)
+				if s.err != nil {
+					if !errors.Is(err, s.err) {
+						t.Fatalf("step %d: Advance(%d, %d) error = %v, want %v", i, s.raw, s.at, err, s.err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("step %d: Advance(%d, %d): %v", i, s.raw, s.at, err)
+				}
+				if got != s.want {
+					t.Fatalf("step %d: Advance(%d, %d) = %+v, want %+v", i, s.raw, s.at, got, s.want)
+				}
+			}
+			if a.Total() != tt.total {
+				t.Fatalf("Total = %d, want %d", a.Total(), tt.total)
+			}
+		})
+	}
+}
+
+func TestTrackerInvalidWattsMeanNoBound(t *testing.T) {
+	tests := []struct {
+		name  string
+		watts float64
+	}{
+		{name: "zero", watts: 0},
+		{name: "NaN", watts: math.NaN()},
+		{name: "+Inf", watts: math.Inf(1)},
+		{name: "-Inf", watts: math.Inf(-1)},
+		{name: "negative", watts: -1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := tracker.New(tracker.Limits{MaxWatts: tt.watts})
+			want := []tracker.Step{
+				{Kind: tracker.First},
+				{Kind: tracker.Forward, Delta: 1e12},
+				{Kind: tracker.Reset, Delta: 1e12 - 1},
+			}
+			for i, raw := range []uint64{0, 1e12, 1e12 - 1} {
+				got, err := tr.Advance(raw, int64(i)*ms)
+				if err != nil || got != want[i] {
+					t.Fatalf("step %d: Advance(%d) = %+v, %v; want %+v", i, raw, got, err, want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestTrackerStaircaseAtFullPower reads a counter that publishes a step
+// every period while the device draws exactly MaxWatts: every step must be
+// plausible, whatever the read cadence and phase.
+func TestTrackerStaircaseAtFullPower(t *testing.T) {
+	const watts = 1000 // 1000 W is 1000 mJ per ms
+	tests := []struct {
+		name              string
+		period, readEvery int64 // ms
+		phase             int64 // ms: a step is published at phase + k × period
+	}{
+		{name: "NVML slow, read fast, published just after a read", period: 100, readEvery: 17, phase: 1},
+		{name: "NVML slow, read fast, published just before a read", period: 100, readEvery: 17, phase: 16},
+		{name: "NVML fast, read fast", period: 20, readEvery: 17, phase: 3},
+		{name: "read slower than published", period: 20, readEvery: 150, phase: 7},
+		{name: "longest allowed period", period: 1000, readEvery: 17, phase: 999},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			value := func(r int64) uint64 { // mJ counted up to the last step published at or before r
+				k := (r - tt.phase + 1_000_000*tt.period) / tt.period // ≥ 0: offset by a million periods
+				return uint64(k * tt.period * watts)
+			}
+			a := tracker.NewAccumulator(tracker.Limits{MaxWatts: watts})
+			var firstRaw, raw uint64
+			for r := int64(0); r <= 5000; r += tt.readEvery {
+				raw = value(r)
+				if r == 0 {
+					firstRaw = raw
+				}
+				s, err := a.Advance(raw, r*ms)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Kind != tracker.First && s.Kind != tracker.Forward {
+					t.Fatalf("read at %d ms of %d: %+v, want forward", r, raw, s)
+				}
+			}
+			if a.Total() != raw-firstRaw {
+				t.Fatalf("Total = %d, want %d", a.Total(), raw-firstRaw)
+			}
+		})
+	}
+}
+
 func TestAccumulatorNeverLosesOrDoubleCountsAcrossReset(t *testing.T) {
 	// Ground truth: a device draws 1000 mJ between readings. The driver
 	// reloads between the 3rd and 4th reading, after 400 of those mJ.
-	a := tracker.NewAccumulator(0)
-	readings := []uint64{10_000, 11_000, 12_000, 600, 1_600, 2_600}
-	var prevTotal uint64
-	for _, r := range readings {
-		if _, err := a.Advance(r); err != nil {
+	tests := []struct {
+		name   string
+		limits tracker.Limits
+	}{
+		{name: "no bound", limits: tracker.Limits{}},
+		{name: "bounded", limits: tracker.Limits{MaxWatts: 20}}, // 2000 mJ per 100 ms
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tracker.NewAccumulator(tt.limits)
+			readings := []uint64{10_000, 11_000, 12_000, 600, 1_600, 2_600}
+			var prevTotal uint64
+			for i, r := range readings {
+				if _, err := a.Advance(r, int64(i)*100*ms); err != nil {
+					t.Fatal(err)
+				}
+				if a.Total() < prevTotal {
+					t.Fatalf("total went backwards: %d < %d", a.Total(), prevTotal)
+				}
+				prevTotal = a.Total()
+			}
+			// 2000 before the reset, 600 counted since it, 2000 after. The
+			// 400 mJ drawn before the reload were never observable and are
+			// not invented.
+			if got, want := a.Total(), uint64(4600); got != want {
+				t.Fatalf("Total = %d, want %d", got, want)
+			}
+			if a.Resets() != 1 || a.Wraps() != 0 || a.Jitters() != 0 || a.Glitches() != 0 {
+				t.Fatalf("resets=%d wraps=%d jitters=%d glitches=%d, want 1 0 0 0",
+					a.Resets(), a.Wraps(), a.Jitters(), a.Glitches())
+			}
+		})
+	}
+}
+
+func TestAccumulatorCountsAnomalies(t *testing.T) {
+	a := tracker.NewAccumulator(tracker.Limits{CounterMax: 1<<40 - 1, MaxWatts: 1000})
+	series := []uint64{
+		1<<40 - 1000, // first
+		1<<40 - 900,  // forward 100
+		99,           // wrap 999
+		1 << 30,      // glitch
+		1<<30 - 1,    // jitter
+		5,            // reset
+		1<<30 + 6,    // glitch
+		1<<30 + 5,    // jitter
+	}
+	for i, raw := range series {
+		if _, err := a.Advance(raw, int64(i)*100*ms); err != nil {
 			t.Fatal(err)
 		}
-		if a.Total() < prevTotal {
-			t.Fatalf("total went backwards: %d < %d", a.Total(), prevTotal)
-		}
-		prevTotal = a.Total()
 	}
-	// 2000 before the reset, 600 counted since it, 2000 after. The 400 mJ
-	// drawn before the reload were never observable and are not invented.
-	if got, want := a.Total(), uint64(4600); got != want {
-		t.Fatalf("Total = %d, want %d", got, want)
-	}
-	if a.Resets() != 1 || a.Wraps() != 0 {
-		t.Fatalf("resets=%d wraps=%d, want 1 and 0", a.Resets(), a.Wraps())
+	if a.Wraps() != 1 || a.Resets() != 1 || a.Jitters() != 2 || a.Glitches() != 2 {
+		t.Fatalf("wraps=%d resets=%d jitters=%d glitches=%d, want 1 1 2 2",
+			a.Wraps(), a.Resets(), a.Jitters(), a.Glitches())
 	}
 }
 
 func TestAccumulatorSaturates(t *testing.T) {
-	a := tracker.NewAccumulator(0)
-	for _, r := range []uint64{0, math.MaxUint64, 1 << 62, math.MaxUint64} {
-		if _, err := a.Advance(r); err != nil {
+	a := tracker.NewAccumulator(tracker.Limits{})
+	for i, r := range []uint64{0, math.MaxUint64, 1 << 62, math.MaxUint64} {
+		if _, err := a.Advance(r, int64(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -167,16 +546,25 @@ func TestAccumulatorSaturates(t *testing.T) {
 }
 
 func TestAccumulatorConcurrentSafe(t *testing.T) {
-	a := tracker.NewAccumulator(0)
+	// 3 mJ per ms never reaches 1000 W; every 7th reading steps back by 1,
+	// too high to be a reset.
+	a := tracker.NewAccumulator(tracker.Limits{MaxWatts: 1000})
+	const offset = 1e12
 	const n = 20000
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := uint64(0); i <= n; i++ {
-			if _, err := a.Advance(i * 3); err != nil {
+			if _, err := a.Advance(offset+i*3, int64(i)*ms); err != nil {
 				t.Error(err)
 				return
+			}
+			if i%7 == 6 {
+				if _, err := a.Advance(offset+i*3-1, int64(i)*ms); err != nil {
+					t.Error(err)
+					return
+				}
 			}
 		}
 	}()
@@ -184,25 +572,25 @@ func TestAccumulatorConcurrentSafe(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var last uint64
+			var last, lastJ uint64
 			for i := 0; i < n; i++ {
-				v := a.Total()
-				if v < last || v%3 != 0 {
-					t.Errorf("observed total %d after %d", v, last)
+				v, j := a.Total(), a.Jitters()
+				if v < last || v%3 != 0 || j < lastJ {
+					t.Errorf("observed total %d after %d, jitters %d after %d", v, last, j, lastJ)
 					return
 				}
-				last = v
+				last, lastJ = v, j
 			}
 		}()
 	}
 	wg.Wait()
-	if a.Total() != 3*n {
-		t.Fatalf("Total = %d, want %d", a.Total(), 3*n)
+	if a.Total() != 3*n || a.Jitters() != n/7 || a.Glitches() != 0 {
+		t.Fatalf("Total = %d, jitters = %d, glitches = %d; want %d, %d, 0", a.Total(), a.Jitters(), a.Glitches(), 3*n, n/7)
 	}
 }
 
-// refAdvance is the reference model: it computes deltas in unbounded
-// integers straight from the rule's definition.
+// refAdvance is the reference model without a power bound: it computes
+// deltas in unbounded integers straight from the rule's definition.
 func refAdvance(max *big.Int, prev, raw uint64, seen bool) (tracker.Kind, *big.Int) {
 	p, r := new(big.Int).SetUint64(prev), new(big.Int).SetUint64(raw)
 	quarter := new(big.Int).Quo(max, big.NewInt(4))
@@ -221,35 +609,214 @@ func refAdvance(max *big.Int, prev, raw uint64, seen bool) (tracker.Kind, *big.I
 	}
 }
 
+// refBounded is the reference model with a power bound: the rules of the
+// package doc in rational arithmetic, with no saturation and no overflow.
+type refBounded struct {
+	max      *big.Int
+	watts    *big.Rat // nil: no bound
+	seen     bool
+	base     uint64
+	anchored bool
+	anchor   int64
+	firstAt  int64
+	lastRaw  uint64
+	lastAt   int64
+	runFrom  int64
+	pd, pw   *big.Int // last known power pd/pw mJ/ns; nil while none
+}
+
+// within reports whether x ≤ bound, where a nil bound is unlimited.
+func within(x, bound *big.Int) bool { return bound == nil || x.Cmp(bound) <= 0 }
+
+func span(from, to int64) *big.Int { return new(big.Int).Sub(big.NewInt(to), big.NewInt(from)) }
+
+// millijoules is ⌊watts × ns / 1e6⌋, or nil, unlimited, without a bound.
+func (m *refBounded) millijoules(ns *big.Int) *big.Int {
+	if m.watts == nil {
+		return nil
+	}
+	r := new(big.Rat).Mul(m.watts, new(big.Rat).SetInt(ns))
+	r.Quo(r, big.NewRat(1_000_000, 1))
+	return new(big.Int).Quo(r.Num(), r.Denom())
+}
+
+func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
+	if !m.seen {
+		m.seen, m.base, m.firstAt, m.lastRaw, m.lastAt = true, raw, at, raw, at
+		return tracker.First, new(big.Int)
+	}
+	if raw != m.lastRaw {
+		m.runFrom = m.lastAt
+	}
+	since := span(m.lastAt, at)
+	m.lastRaw, m.lastAt = raw, at
+	var window, powWin *big.Int
+	if m.anchored {
+		window = span(m.anchor, at)
+		powWin = window
+	} else {
+		powWin = span(m.firstAt, at)
+		window = new(big.Int).Add(powWin, big.NewInt(int64(tracker.MaxUpdatePeriod)))
+	}
+	bound := m.millijoules(window)
+	b, r := new(big.Int).SetUint64(m.base), new(big.Int).SetUint64(raw)
+	quarter := new(big.Int).Quo(m.max, big.NewInt(4))
+	wrapped := new(big.Int).Sub(m.max, b)
+	wrapped.Add(wrapped, r).Add(wrapped, big.NewInt(1))
+	var kind tracker.Kind
+	var delta *big.Int
+	switch rise := new(big.Int).Sub(r, b); {
+	case rise.Sign() >= 0 && within(rise, bound):
+		if rise.Sign() == 0 {
+			return tracker.Forward, rise
+		}
+		kind, delta = tracker.Forward, rise
+		if powWin.Sign() != 0 {
+			m.pd, m.pw = rise, powWin
+		}
+	case rise.Sign() > 0:
+		kind, delta = tracker.Glitch, new(big.Int)
+		if m.pd != nil {
+			delta.Mul(m.pd, since).Quo(delta, m.pw)
+			if !within(delta, bound) {
+				delta.Set(bound)
+			}
+		}
+	case b.Cmp(new(big.Int).Sub(m.max, quarter)) > 0 && r.Cmp(quarter) < 0 && within(wrapped, bound):
+		kind, delta = tracker.Wrap, wrapped
+		if powWin.Sign() != 0 {
+			m.pd, m.pw = wrapped, powWin
+		}
+	case within(r, bound):
+		kind, delta = tracker.Reset, r
+	default:
+		return tracker.Jitter, new(big.Int)
+	}
+	m.base, m.anchor, m.anchored = raw, m.runFrom, true
+	return kind, delta
+}
+
+// fuzzSeries decodes data into readings of 12 bytes each: an op byte, a
+// 24-bit time step and a 64-bit argument. The op's low 3 bits choose how raw
+// follows the previous raw (a far jump, a small rise, a small drop, a low
+// value, a value near the top, ...), so that forward steps, jitter,
+// glitches, resets and wraps all occur; its high bits scale the time step,
+// make it huge, or send the time backwards.
+func fuzzSeries(max uint64, start int64, data []byte, visit func(raw uint64, at int64)) {
+	prev, at := uint64(0), start
+	for ; len(data) >= 12; data = data[12:] {
+		op := data[0]
+		dt := int64(data[1])<<16 | int64(data[2])<<8 | int64(data[3])
+		arg := binary.BigEndian.Uint64(data[4:])
+		var raw uint64
+		switch op & 7 {
+		case 0:
+			raw = arg
+		case 1:
+			raw = prev + arg%4096
+		case 2:
+			raw = prev - min(prev, arg%8)
+		case 3:
+			raw = arg % 4096
+		case 4:
+			raw = max - arg%4096
+		case 5:
+			raw = prev + arg
+		case 6:
+			raw = prev + arg%(1<<40)
+		case 7:
+			raw = prev + arg%(max/8+1) // often through the wrap point
+		}
+		if op&7 != 0 && max != math.MaxUint64 {
+			raw %= max + 1
+		}
+		switch op >> 5 {
+		case 6:
+			dt <<= 39 // up to about 2^63 ns
+		case 7:
+			dt = -dt - 1
+		default:
+			dt *= []int64{1, 1_000, 1_000_000, 100_000_000}[op>>3&3]
+		}
+		switch n := at + dt; {
+		case dt > 0 && n < at:
+			at = math.MaxInt64
+		case dt < 0 && n > at:
+			at = math.MinInt64
+		default:
+			at = n
+		}
+		visit(raw, at)
+		prev = raw
+	}
+}
+
 func FuzzTracker(f *testing.F) {
-	f.Add(uint64(0), []byte{0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 2})
-	f.Add(uint64(1000), []byte{0, 0, 0, 0, 0, 0, 3, 0xe7, 0, 0, 0, 0, 0, 0, 0, 5})
-	f.Fuzz(func(t *testing.T, max uint64, data []byte) {
-		a := tracker.NewAccumulator(max)
-		tr := tracker.New(max)
+	rec := func(op byte, dt uint32, arg uint64) []byte {
+		b := []byte{op, byte(dt >> 16), byte(dt >> 8), byte(dt)}
+		return binary.BigEndian.AppendUint64(b, arg)
+	}
+	series := func(recs ...[]byte) []byte { return bytes.Join(recs, nil) }
+	const ms = 2 << 3 // op bits: dt in ms
+	issue := series(rec(0|ms, 0, 5e9), rec(1|ms, 100, 100), rec(3|ms, 100, 0), rec(0|ms, 100, 5e9+200))
+	jitter := series(rec(0|ms, 0, 5e9), rec(1|ms, 100, 100), rec(2|ms, 100, 1), rec(1|ms, 100, 101))
+	wrap := series(rec(4|ms, 0, 10), rec(7|ms, 17, 100), rec(5|ms, 17, 1e15), rec(7<<5, 3, 0), rec(6<<5, 1, 7))
+	for _, watts := range []float64{0, 1000, 1, 1e-300, 1e300, math.NaN(), -1} {
+		f.Add(uint64(0), watts, int64(0), issue)
+		f.Add(uint64(1_000_000), watts, int64(-1), wrap)
+		f.Add(uint64(1<<32-1), watts, int64(math.MaxInt64-1e9), jitter)
+	}
+	f.Add(uint64(0), 0.0, int64(0), []byte{0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, max uint64, watts float64, start int64, data []byte) {
+		limits := tracker.Limits{CounterMax: max, MaxWatts: watts}
+		a := tracker.NewAccumulator(limits)
+		tr := tracker.New(limits)
 		bigMax := new(big.Int).SetUint64(tr.Max())
+		bounded := watts > 0 && !math.IsInf(watts, 1)
+		ref := &refBounded{max: bigMax}
+		if bounded {
+			ref.watts = new(big.Rat).SetFloat64(watts)
+		}
 		want := new(big.Int)
 		var prev uint64
+		var firstAt, lastAt, prevAt int64
 		seen := false
-		for len(data) >= 8 {
-			raw := uint64(data[0])<<56 | uint64(data[1])<<48 | uint64(data[2])<<40 | uint64(data[3])<<32 |
-				uint64(data[4])<<24 | uint64(data[5])<<16 | uint64(data[6])<<8 | uint64(data[7])
-			data = data[8:]
-			got, err := a.Advance(raw)
-			if raw > tr.Max() {
+		fuzzSeries(tr.Max(), start, data, func(raw uint64, at int64) {
+			before := a.Total()
+			got, err := a.Advance(raw, at)
+			switch {
+			case raw > tr.Max():
 				if !errors.Is(err, tracker.ErrOutOfRange) {
-					t.Fatalf("Advance(%d) with max %d: err = %v", raw, tr.Max(), err)
+					t.Fatalf("Advance(%d, %d) with max %d: err = %v", raw, at, tr.Max(), err)
 				}
-				continue
+				return
+			case seen && at < lastAt:
+				if !errors.Is(err, tracker.ErrTimeBackwards) {
+					t.Fatalf("Advance(%d, %d) after time %d: err = %v", raw, at, lastAt, err)
+				}
+				return
+			case err != nil:
+				t.Fatalf("Advance(%d, %d): %v", raw, at, err)
 			}
-			if err != nil {
-				t.Fatalf("Advance(%d): %v", raw, err)
+			if a.Total() < before {
+				t.Fatalf("Total went backwards: %d < %d", a.Total(), before)
 			}
-			kind, delta := refAdvance(bigMax, prev, raw, seen)
-			prev, seen = raw, true
+			kind, delta := ref.advance(raw, at)
+			if !bounded {
+				// Without a bound, the rule is today's: check it against
+				// the plain reference as well.
+				k, d := refAdvance(bigMax, prev, raw, seen)
+				if k != kind || d.Cmp(delta) != 0 {
+					t.Fatalf("reference models disagree on %d after %d: %v %s, %v %s", raw, prev, k, d, kind, delta)
+				}
+			}
 			if got.Kind != kind || !delta.IsUint64() || got.Delta != delta.Uint64() {
-				t.Fatalf("Advance(%d) = %+v, reference %v %s", raw, got, kind, delta)
+				t.Fatalf("Advance(%d, %d) = %+v, reference %v %s", raw, at, got, kind, delta)
 			}
+			if !seen {
+				firstAt, lastAt = at, at
+			}
+			prev, seen, prevAt, lastAt = raw, true, lastAt, at
 			want.Add(want, delta)
 			sat := want
 			if !want.IsUint64() {
@@ -258,14 +825,22 @@ func FuzzTracker(f *testing.F) {
 			if a.Total() != sat.Uint64() {
 				t.Fatalf("Total = %d, reference %s", a.Total(), sat)
 			}
-		}
+			if bounded {
+				// The documented ceiling: MaxWatts × ((tₙ − t₀) + (tₙ₋₁ − t₀) + MaxUpdatePeriod).
+				ns := new(big.Int).Add(span(firstAt, lastAt), span(firstAt, prevAt))
+				ns.Add(ns, big.NewInt(int64(tracker.MaxUpdatePeriod)))
+				if ceiling := ref.millijoules(ns); want.Cmp(ceiling) > 0 {
+					t.Fatalf("charged %s mJ from %d to %d ns, over the ceiling %s", want, firstAt, lastAt, ceiling)
+				}
+			}
+		})
 	})
 }
 
 func ExampleTracker() {
-	tr := tracker.New(0) // NVML: the full uint64 range
-	for _, raw := range []uint64{1000, 1500, 300} {
-		s, _ := tr.Advance(raw)
+	tr := tracker.New(tracker.Limits{}) // NVML: the full uint64 range, no power bound
+	for i, raw := range []uint64{1000, 1500, 300} {
+		s, _ := tr.Advance(raw, int64(i)*int64(100*time.Millisecond))
 		fmt.Println(s.Kind, s.Delta)
 	}
 	// Output:
@@ -274,10 +849,30 @@ func ExampleTracker() {
 	// reset 300
 }
 
+func ExampleTracker_bounded() {
+	// A device that draws at most 1000 W, read every 100 ms: no reading may
+	// add more than about 100 J, so a drop of 1 mJ is jitter, not a reset,
+	// and the jump back after a spurious drop to 0 is a glitch, charged at
+	// the last known power: 100 mJ over the window (0, 300 ms] of the last
+	// forward step, for the 100 ms since the previous reading.
+	tr := tracker.New(tracker.Limits{MaxWatts: 1000})
+	for i, raw := range []uint64{5e9, 5e9 + 100, 5e9 + 99, 5e9 + 200, 0, 5e9 + 300} {
+		s, _ := tr.Advance(raw, int64(i)*int64(100*time.Millisecond))
+		fmt.Println(s.Kind, s.Delta)
+	}
+	// Output:
+	// first 0
+	// forward 100
+	// jitter 0
+	// forward 100
+	// reset 0
+	// glitch 33
+}
+
 func ExampleAccumulator() {
-	a := tracker.NewAccumulator(1<<20 - 1) // a 20-bit counter
-	for _, raw := range []uint64{1<<20 - 100, 1<<20 - 1, 50} {
-		a.Advance(raw)
+	a := tracker.NewAccumulator(tracker.Limits{CounterMax: 1<<20 - 1}) // a 20-bit counter
+	for i, raw := range []uint64{1<<20 - 100, 1<<20 - 1, 50} {
+		a.Advance(raw, int64(i))
 	}
 	fmt.Println(a.Total(), a.Wraps())
 	// Output: 150 1
