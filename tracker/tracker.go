@@ -271,12 +271,11 @@ func millijoules(m uint64, e int, ns uint64) uint64 {
 	return q
 }
 
+// shl128 and shr128 shift a 128-bit value by s < 128. A Go shift by 64 or
+// more yields 0, which makes s == 0 need no case of its own.
 func shl128(hi, lo uint64, s uint) (uint64, uint64) {
 	if s >= 64 {
 		return lo << (s - 64), 0
-	}
-	if s == 0 {
-		return hi, lo
 	}
 	return hi<<s | lo>>(64-s), lo << s
 }
@@ -284,9 +283,6 @@ func shl128(hi, lo uint64, s uint) (uint64, uint64) {
 func shr128(hi, lo uint64, s uint) (uint64, uint64) {
 	if s >= 64 {
 		return 0, hi >> (s - 64)
-	}
-	if s == 0 {
-		return hi, lo
 	}
 	return hi >> s, lo>>s | hi<<(64-s)
 }

@@ -399,6 +399,28 @@ func TestTrackerStepsBounded(t *testing.T) {
 	}
 }
 
+func TestKindString(t *testing.T) {
+	tests := []struct {
+		kind tracker.Kind
+		want string
+	}{
+		{tracker.First, "first"},
+		{tracker.Forward, "forward"},
+		{tracker.Wrap, "wrap"},
+		{tracker.Reset, "reset"},
+		{tracker.Jitter, "jitter"},
+		{tracker.Glitch, "glitch"},
+		{tracker.Glitch + 1, "Kind(6)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := tt.kind.String(); got != tt.want {
+				t.Fatalf("String() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestTrackerInvalidWattsMeanNoBound(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -761,7 +783,7 @@ func FuzzTracker(f *testing.F) {
 	issue := series(rec(0|ms, 0, 5e9), rec(1|ms, 100, 100), rec(3|ms, 100, 0), rec(0|ms, 100, 5e9+200))
 	jitter := series(rec(0|ms, 0, 5e9), rec(1|ms, 100, 100), rec(2|ms, 100, 1), rec(1|ms, 100, 101))
 	wrap := series(rec(4|ms, 0, 10), rec(7|ms, 17, 100), rec(5|ms, 17, 1e15), rec(7<<5, 3, 0), rec(6<<5, 1, 7))
-	for _, watts := range []float64{0, 1000, 1, 1e-300, 1e300, math.NaN(), -1} {
+	for _, watts := range []float64{0, 1000, 1, 1e-5, 1e-300, 5e15, 1e16, 1e25, 1e35, 1e300, math.NaN(), -1} {
 		f.Add(uint64(0), watts, int64(0), issue)
 		f.Add(uint64(1_000_000), watts, int64(-1), wrap)
 		f.Add(uint64(1<<32-1), watts, int64(math.MaxInt64-1e9), jitter)
