@@ -76,8 +76,8 @@
 // total is the saturating sum of its deltas, so it never decreases.
 //
 // With a power bound, each step charges at most its bound, and the total
-// charged from the First reading at t₀ to the last at tₙ, with tₙ₋₁ the
-// reading before it, is at most
+// charged from the First reading at t₀ to the last accepted reading at tₙ,
+// with tₙ₋₁ the accepted reading before it, is at most
 //
 //	MaxWatts × ((tₙ − t₀) + (tₙ₋₁ − t₀) + MaxUpdatePeriod)
 //	    ≤ MaxWatts × (2 × (tₙ − t₀) + MaxUpdatePeriod).
