@@ -72,7 +72,8 @@
 // a millijoule or more (the floor forgives 1 nJ of float rounding).
 //
 // With [Config.TokensAtRead] the token part of a step's value is taken
-// when the first read of that board at or after τ_k publishes it, not at
+// when the first read (or [GPU.InjectReset]) of that board at or after τ_k
+// publishes it, not at
 // τ_k - ReportLag: token energy produced before that read appears in it,
 // while idle and prefill energy still count up to the sample instant. A
 // later read before the next step returns the same value. This is the old
