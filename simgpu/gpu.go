@@ -156,7 +156,6 @@ func (g *GPU) Gain(i int) float64 { return g.boards[i].gain }
 // Start + Phase(i) + k × UpdatePeriod + the step's jitter. Only steps after
 // Start are ever published. It panics if i is out of range.
 func (g *GPU) StepInstant(i int, k int64) time.Time {
-	_ = g.boards[i]
 	return g.start.Add(time.Duration(g.stepAt(i, k, 0)))
 }
 
