@@ -1,0 +1,275 @@
+package simgpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ErrInvalidConfig reports a [Config] that [New] cannot use: a negative,
+// non-finite or out-of-range parameter. New wraps it with %w.
+var ErrInvalidConfig = errors.New("simgpu: invalid configuration")
+
+// Defaults that [New] applies to a [Config] field left zero.
+const (
+	DefaultDevices              = 1
+	DefaultIdleWatts            = 100.0
+	DefaultJoulesPerToken       = 0.15
+	DefaultPrefillWatts         = 300.0
+	DefaultPrefillBase          = 80 * time.Millisecond
+	DefaultPrefillPerInputToken = 250 * time.Microsecond
+	DefaultPrefillSpread        = 0.3
+	DefaultUpdatePeriod         = 100 * time.Millisecond
+	DefaultInitialCounter       = 1_000_000
+)
+
+// Limits that [New] enforces.
+const (
+	MaxDevices      = 1024
+	MinUpdatePeriod = time.Millisecond
+	MaxUpdatePeriod = time.Second
+	MaxReportLag    = 10 * time.Second
+)
+
+// Defaults of [Idealized], the old simulator's model.
+const (
+	IdealizedIdleWatts      = 60.0
+	IdealizedJoulesPerToken = 0.3
+	// IdealizedInputTokenRatio is JoulesPerInputToken over JoulesPerToken
+	// in [Idealized] when JoulesPerInputToken is left zero.
+	IdealizedInputTokenRatio = 0.1
+)
+
+// Config configures a [GPU]. The zero value is a hardware-like single board:
+// every field left zero takes the default its doc names. A Config is a plain
+// value and may be copied.
+type Config struct {
+	// Devices is the number of boards. A job runs on all of them at once,
+	// as under tensor parallelism. Default [DefaultDevices]; at most
+	// [MaxDevices].
+	Devices int
+
+	// IdleWatts is each board's power with no work, in W. Default
+	// [DefaultIdleWatts] (an H100 with a model loaded).
+	IdleWatts float64
+
+	// JoulesPerToken is the decode energy of one output token, in J, for
+	// the whole job: each board is charged JoulesPerToken / Devices.
+	// Default [DefaultJoulesPerToken] (Llama-3.1-8B on H100 at batch 64).
+	JoulesPerToken float64
+
+	// JoulesPerInputToken is a fixed energy per prompt token, in J for the
+	// whole job, charged at [GPU.Begin] and split over the boards like
+	// JoulesPerToken. Default 0: in the hardware-like model a prompt costs
+	// prefill power over the prefill's length instead. [Idealized] sets it.
+	JoulesPerInputToken float64
+
+	// NoPrefill removes the prefill phase: [Job.PrefillEnd] is the Begin
+	// instant and no prefill power is drawn. [Idealized] sets it.
+	NoPrefill bool
+
+	// PrefillWatts is the extra power, in W, that each board draws for one
+	// job alone in prefill with a power factor of 1. Concurrent prefills
+	// share it sublinearly; see the package doc's Physics section. Default
+	// [DefaultPrefillWatts].
+	PrefillWatts float64
+
+	// PrefillBase and PrefillPerInputToken set a job's nominal prefill
+	// length, PrefillBase + PrefillPerInputToken × input tokens, which the
+	// job's length factor then scales. Defaults [DefaultPrefillBase] and
+	// [DefaultPrefillPerInputToken].
+	PrefillBase          time.Duration
+	PrefillPerInputToken time.Duration
+
+	// PrefillSpread is the relative spread s of two factors drawn
+	// independently per job, each uniform in [1-s, 1+s): one scales its
+	// prefill length, the other its prefill power. It must be below 1.
+	// Zero selects [DefaultPrefillSpread]; a negative value selects no
+	// spread (both factors are exactly 1).
+	PrefillSpread float64
+
+	// UpdatePeriod is the time between counter steps. Default
+	// [DefaultUpdatePeriod]; it must lie in [[MinUpdatePeriod],
+	// [MaxUpdatePeriod]].
+	UpdatePeriod time.Duration
+
+	// Phase offsets the counter steps from the GPU's creation: board b
+	// steps at creation + phase_b + k × UpdatePeriod. Zero (the default)
+	// draws each board's phase from Seed, uniform in [0, UpdatePeriod), as
+	// boards whose drivers started at unrelated instants have. A positive
+	// value gives every board the phase Phase mod UpdatePeriod, so a
+	// multiple of UpdatePeriod aligns the steps with creation. Negative is
+	// invalid.
+	Phase time.Duration
+
+	// UpdateJitter moves each step instant by its own offset, uniform in
+	// [-UpdateJitter, +UpdateJitter] and fixed by Seed, the board and the
+	// step's index. It must be below UpdatePeriod / 2, so that steps keep
+	// their order. Default 0.
+	UpdateJitter time.Duration
+
+	// ReportLag makes a step published at τ report the energy consumed up
+	// to τ - ReportLag. Default 0; at most [MaxReportLag].
+	ReportLag time.Duration
+
+	// TokensAtRead makes token energy (decode and input tokens) reach the
+	// counter at the read that first sees a step rather than at the step's
+	// sample instant; see the package doc's Counter section. [Idealized]
+	// sets it.
+	TokensAtRead bool
+
+	// Gain is the counter's multiplicative error against the energy really
+	// consumed, the same for every board before GainSpread. Default 1.
+	Gain float64
+
+	// GainSpread draws each board's gain from Seed as Gain × u, u uniform
+	// in [1-GainSpread, 1+GainSpread). It must be below 1. Default 0.
+	GainSpread float64
+
+	// Noise is the relative amplitude of uniform noise on decode energy:
+	// each [Job.Tokens] call draws one factor in [1-Noise, 1+Noise) for
+	// all its tokens. It must be below 1. Default 0.
+	Noise float64
+
+	// CounterMax is the largest counter value before it wraps to zero.
+	// Zero means the full uint64 range, as for NVML.
+	CounterMax uint64
+
+	// InitialCounter is every counter's value at creation, as on a driver
+	// loaded a while ago. Set it just below CounterMax to make the counters
+	// wrap mid-run. Default [DefaultInitialCounter] mJ.
+	InitialCounter uint64
+
+	// MaxWatts is copied to each [source.Device]'s MaxWatts, the bound
+	// above which a consumer treats a reading as a glitch. Zero leaves the
+	// consumer's default. A workload whose instant power (token bursts
+	// included) exceeds the bound will see its energy treated as glitches.
+	MaxWatts float64
+
+	// Seed seeds every random draw: phases, jitter, gains, prefill factors
+	// and noise. Default 0, itself a valid seed.
+	Seed uint64
+
+	// Now is the clock. Default time.Now. Tests pass a fake clock shared
+	// with whatever reads the GPU. See the package doc's Time section for
+	// a clock that goes backwards.
+	Now func() time.Time
+}
+
+// Idealized returns c changed into the old simulator's model, in which
+// energy is exactly idle power × time plus a fixed cost per token:
+//
+//   - no prefill phase (NoPrefill), so a job costs only its tokens and its
+//     share of idle power;
+//   - IdleWatts [IdealizedIdleWatts], JoulesPerToken
+//     [IdealizedJoulesPerToken] and JoulesPerInputToken = JoulesPerToken ×
+//     [IdealizedInputTokenRatio], each only where c leaves it zero;
+//   - the steps aligned with creation (Phase = UpdatePeriod, defaulted
+//     first), no jitter, no lag, gain exactly 1;
+//   - TokensAtRead, so that a read that sees a step sees every token
+//     produced before it.
+//
+// Noise, Devices, the counter's range and the clock are kept. Call it on
+// a Config that already holds the UpdatePeriod wanted: changing
+// UpdatePeriod afterwards leaves Phase at the old period, which is no
+// longer aligned unless the new period divides it.
+func Idealized(c Config) Config {
+	if c.UpdatePeriod == 0 {
+		c.UpdatePeriod = DefaultUpdatePeriod
+	}
+	if c.IdleWatts == 0 {
+		c.IdleWatts = IdealizedIdleWatts
+	}
+	if c.JoulesPerToken == 0 {
+		c.JoulesPerToken = IdealizedJoulesPerToken
+	}
+	if c.JoulesPerInputToken == 0 {
+		c.JoulesPerInputToken = c.JoulesPerToken * IdealizedInputTokenRatio
+	}
+	c.NoPrefill = true
+	c.Phase = c.UpdatePeriod
+	c.UpdateJitter = 0
+	c.ReportLag = 0
+	c.Gain = 1
+	c.GainSpread = 0
+	c.TokensAtRead = true
+	return c
+}
+
+// resolve fills the defaults into c and validates the result.
+func (c Config) resolve() (Config, error) {
+	if c.Devices == 0 {
+		c.Devices = DefaultDevices
+	}
+	if c.IdleWatts == 0 {
+		c.IdleWatts = DefaultIdleWatts
+	}
+	if c.JoulesPerToken == 0 {
+		c.JoulesPerToken = DefaultJoulesPerToken
+	}
+	if c.PrefillWatts == 0 {
+		c.PrefillWatts = DefaultPrefillWatts
+	}
+	if c.PrefillBase == 0 {
+		c.PrefillBase = DefaultPrefillBase
+	}
+	if c.PrefillPerInputToken == 0 {
+		c.PrefillPerInputToken = DefaultPrefillPerInputToken
+	}
+	switch {
+	case c.PrefillSpread == 0:
+		c.PrefillSpread = DefaultPrefillSpread
+	case c.PrefillSpread < 0:
+		c.PrefillSpread = 0
+	}
+	if c.UpdatePeriod == 0 {
+		c.UpdatePeriod = DefaultUpdatePeriod
+	}
+	if c.Gain == 0 {
+		c.Gain = 1
+	}
+	if c.InitialCounter == 0 {
+		c.InitialCounter = DefaultInitialCounter
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+
+	for _, f := range []struct {
+		name  string
+		v     float64
+		below float64 // exclusive upper bound; 0 for none
+	}{
+		{"IdleWatts", c.IdleWatts, 0},
+		{"JoulesPerToken", c.JoulesPerToken, 0},
+		{"JoulesPerInputToken", c.JoulesPerInputToken, 0},
+		{"PrefillWatts", c.PrefillWatts, 0},
+		{"PrefillSpread", c.PrefillSpread, 1},
+		{"Gain", c.Gain, 0},
+		{"GainSpread", c.GainSpread, 1},
+		{"Noise", c.Noise, 1},
+		{"MaxWatts", c.MaxWatts, 0},
+	} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) || (f.below != 0 && f.v >= f.below) {
+			return c, fmt.Errorf("%w: %s = %v", ErrInvalidConfig, f.name, f.v)
+		}
+	}
+	switch {
+	case c.Devices < 0 || c.Devices > MaxDevices:
+		return c, fmt.Errorf("%w: Devices = %d, want 1..%d", ErrInvalidConfig, c.Devices, MaxDevices)
+	case c.PrefillBase < 0 || c.PrefillPerInputToken < 0:
+		return c, fmt.Errorf("%w: negative prefill length %v + %v/token", ErrInvalidConfig, c.PrefillBase, c.PrefillPerInputToken)
+	case c.UpdatePeriod < MinUpdatePeriod || c.UpdatePeriod > MaxUpdatePeriod:
+		return c, fmt.Errorf("%w: UpdatePeriod = %v, want %v..%v", ErrInvalidConfig, c.UpdatePeriod, MinUpdatePeriod, MaxUpdatePeriod)
+	case c.Phase < 0:
+		return c, fmt.Errorf("%w: Phase = %v", ErrInvalidConfig, c.Phase)
+	case c.UpdateJitter < 0 || 2*c.UpdateJitter >= c.UpdatePeriod:
+		return c, fmt.Errorf("%w: UpdateJitter = %v, want [0, UpdatePeriod/2)", ErrInvalidConfig, c.UpdateJitter)
+	case c.ReportLag < 0 || c.ReportLag > MaxReportLag:
+		return c, fmt.Errorf("%w: ReportLag = %v, want 0..%v", ErrInvalidConfig, c.ReportLag, MaxReportLag)
+	case c.CounterMax != 0 && c.InitialCounter > c.CounterMax:
+		return c, fmt.Errorf("%w: InitialCounter %d above CounterMax %d", ErrInvalidConfig, c.InitialCounter, c.CounterMax)
+	}
+	return c, nil
+}

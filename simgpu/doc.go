@@ -1,0 +1,116 @@
+// Package simgpu simulates a set of GPU boards that run inference requests
+// and meter their energy the way NVML's total-energy counters do, with the
+// ground truth of every board and every request at hand. It is a
+// [source.Source] for demos and for tests that check an attribution
+// against the truth.
+//
+// The physics is deliberately not the one an attribution ledger assumes:
+// prefill draws power for a time that is neither fixed nor proportional to
+// the prompt, concurrent prefills share a board sublinearly, and the counter
+// is a staircase with a phase of its own. [Idealized] gives the old
+// simulator's model, idle power × time plus a fixed cost per token, for
+// tests that need exact arithmetic.
+//
+// # Time
+//
+// Every method first advances the physics to the clock's now
+// ([Config.Now]), handling prefill ends and counter steps that fall in the
+// advanced span in time order, and then acts at now. The integration is
+// exact in continuous time (in ns, on float64 millijoules). If the clock
+// goes backwards, the step back is ignored: the call acts at the latest
+// instant already reached, as if the clock had stood still. All instants
+// count from [GPU.Start], the clock's reading at [New].
+//
+// # Physics
+//
+// A [Job] runs on all boards at once, as under tensor parallelism, from
+// [GPU.Begin] to [Job.End]. Its prefill starts at Begin and lasts
+// (PrefillBase + PrefillPerInputToken × input tokens) × f_len; the job's
+// power factor f_pow scales its prefill power. f_len and f_pow are drawn
+// independently per job, uniform in [1-s, 1+s) with s = PrefillSpread.
+// The prefill ends at [Job.PrefillEnd], or earlier at the job's first
+// Tokens or its End.
+//
+// Each board's power at instant t is
+//
+//	IdleWatts + PrefillWatts × Σ f_pow / √k
+//
+// where the sum runs over the k jobs in prefill at t: a compute-bound
+// prefill already keeps much of the board busy, so k batched prefills
+// draw √k times their mean power rather than k times it, and each draws
+// its own PrefillWatts × f_pow / √k. Prefill energy per prompt token
+// therefore varies with the prompt's length (through PrefillBase), with
+// the job's draws and with how many prefills overlap it.
+//
+// Decode is memory-bound and drawn as energy per token: [Job.Tokens](n)
+// adds JoulesPerToken × n × f_noise / Devices to every board at that
+// instant, f_noise uniform in [1-Noise, 1+Noise) per call. Begin adds
+// JoulesPerInputToken × input tokens / Devices to every board at its
+// instant. Board b's energy is all of this times its gain g_b (Gain,
+// spread by GainSpread), and the package reports energy only in these
+// gained millijoules.
+//
+// The defaults model Llama-3.1-8B-class serving on H100s: 100 W idle with
+// a model loaded, 0.15 J per output token, 300 W of prefill for 80 ms plus
+// 0.25 ms per prompt token with a 30 % spread.
+//
+// # Counter
+//
+// Board b's counter steps at τ_k = Start + phase_b + k × UpdatePeriod +
+// jitter_{b,k} for the integers k with τ_k > Start. The value published
+// at τ_k is
+//
+//	(InitialCounter + floor(E_b(τ_k - ReportLag))) mod (CounterMax + 1)
+//
+// where E_b(t) is the board's gained energy from Start to t (zero before
+// Start). E_b(t) includes token energy charged strictly before t: a step
+// whose sample instant equals a Tokens call's instant excludes those
+// tokens. A read returns the value of the latest step at or before the
+// read, so reads between steps return the old value, and a read at exactly
+// τ_k sees step k. The counter is the floor of the float truth, never a
+// running sum of rounded increments, so it never drifts from the truth by
+// a millijoule or more (the floor forgives 1 nJ of float rounding).
+//
+// With [Config.TokensAtRead] the token part of a step's value is taken
+// when the first read (or [GPU.InjectReset]) of that board at or after τ_k
+// publishes it, not at
+// τ_k - ReportLag: token energy produced before that read appears in it,
+// while idle and prefill energy still count up to the sample instant. A
+// later read before the next step returns the same value. This is the old
+// simulator's counter, which charged every token produced before a read
+// to the step that read crossed.
+//
+// # Faults
+//
+// [GPU.InjectReset] zeroes a counter now, as a driver reload does; later
+// steps count up from zero, so energy not yet published at the reset
+// shows up after it. [GPU.InjectReadErrors] fails the next reads with
+// [source.ErrRead], [GPU.InjectLost] every later read with
+// [source.ErrDeviceLost], and [GPU.Close] every read with
+// [source.ErrUnavailable]. [GPU.InjectJitter] and [GPU.InjectGlitch] move
+// the next successful read down or up once. A wrap comes from an
+// InitialCounter just below CounterMax. Faults change what reads return,
+// never the physics or the truth.
+//
+// # Ground truth
+//
+// [GPU.TrueEnergyMJ] is a board's E_b up to now. [Job.TrueEnergyMJ] is,
+// summed over the boards and times their gains, the job's own prefill
+// power over its prefill, its own token energy, and its share of idle
+// power: at each instant idle power is split equally among the jobs active
+// then (from Begin to End). Idle energy at instants with no active job is
+// nobody's and is counted by [GPU.UnownedEnergyMJ]. So the jobs' truths
+// plus the unowned energy equal the boards' energy, up to float rounding.
+//
+// # Determinism and concurrency
+//
+// Phases, gains and jitter depend only on Seed and the board. Per-job
+// factors and noise are drawn from one Seed-fixed stream in call order, so
+// a given Seed, clock and sequence of calls gives the same readings and
+// truths every time. Every method is safe for concurrent use; one mutex
+// serializes them, and each costs O(active jobs + boards) per prefill end
+// it advances past, plus O(boards × ReportLag / UpdatePeriod). The GPU keeps
+// no reference to an ended job.
+//
+// The package does not import otelenergy, whose tests import it.
+package simgpu

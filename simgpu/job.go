@@ -1,0 +1,163 @@
+package simgpu
+
+import (
+	"math"
+	"time"
+)
+
+// Job is one request running on every board of a [GPU], from
+// [GPU.Begin] to [Job.End]: a prefill phase, then output tokens. It keeps
+// its ground truth after End; the GPU forgets it then, so a Job no caller
+// holds is garbage.
+//
+// All methods are safe for concurrent use; they take the GPU's mutex.
+type Job struct {
+	g           *GPU
+	begin       int64 // ns since the GPU's start
+	prefillEnd  int64
+	inPrefill   bool
+	powerFactor float64
+	input       int
+	output      int64
+	idx         int // index in g.active; -1 once ended
+	truth       float64
+}
+
+// Begin starts a job now with a prompt of inputTokens (negative counts as
+// zero) and returns it. Its prefill starts now and lasts
+// (PrefillBase + PrefillPerInputToken × inputTokens) × its length factor,
+// unless NoPrefill is set or the length is zero; JoulesPerInputToken ×
+// inputTokens is charged now.
+func (g *GPU) Begin(inputTokens int) *Job {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.advance()
+	inputTokens = max(inputTokens, 0)
+	lf, pf := 1.0, 1.0
+	if s := g.cfg.PrefillSpread; s > 0 {
+		lf = 1 + s*(2*g.rng.Float64()-1)
+		pf = 1 + s*(2*g.rng.Float64()-1)
+	}
+	var dur int64
+	if !g.cfg.NoPrefill {
+		nominal := float64(g.cfg.PrefillBase) + float64(g.cfg.PrefillPerInputToken)*float64(inputTokens)
+		dur = int64(math.Round(min(nominal*lf, math.MaxInt64/4)))
+	}
+	j := &Job{
+		g:           g,
+		begin:       g.cur,
+		prefillEnd:  g.cur + dur,
+		inPrefill:   dur > 0,
+		powerFactor: pf,
+		input:       inputTokens,
+		idx:         len(g.active),
+	}
+	g.active = append(g.active, j)
+	g.chargeTokens(j, g.cfg.JoulesPerInputToken*float64(inputTokens))
+	return j
+}
+
+// chargeTokens charges joules of token energy now, split evenly over the
+// boards, to the boards and to j. g.mu is held.
+func (g *GPU) chargeTokens(j *Job, joules float64) {
+	if joules <= 0 {
+		return
+	}
+	perBoard := joules * 1000 / float64(len(g.boards))
+	for i := range g.boards {
+		g.boards[i].imp += g.boards[i].gain * perBoard
+	}
+	j.truth += g.gainSum * perBoard
+}
+
+// BeganAt returns the instant j began.
+func (j *Job) BeganAt() time.Time {
+	return j.g.start.Add(time.Duration(j.begin))
+}
+
+// PrefillEnd returns the instant j's prefill ends or ended. The physics
+// fixes it at Begin; a call to Tokens or End before then moves it to that
+// call's instant. A workload that waits until PrefillEnd before producing
+// its first token gets the whole prefill. Without a prefill it is the
+// Begin instant.
+func (j *Job) PrefillEnd() time.Time {
+	j.g.mu.Lock()
+	defer j.g.mu.Unlock()
+	return j.g.start.Add(time.Duration(j.prefillEnd))
+}
+
+// InputTokens returns the prompt length j began with.
+func (j *Job) InputTokens() int { return j.input }
+
+// OutputTokens returns the output tokens charged to j so far.
+func (j *Job) OutputTokens() int64 {
+	j.g.mu.Lock()
+	defer j.g.mu.Unlock()
+	return j.output
+}
+
+// Tokens charges n output tokens produced now: JoulesPerToken × n, times
+// one noise factor, split over the boards at this instant. Called before
+// PrefillEnd, it ends the prefill now. It does nothing when n ≤ 0 or after
+// End.
+func (j *Job) Tokens(n int) {
+	g := j.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n <= 0 || j.idx < 0 {
+		return
+	}
+	g.advance()
+	j.endPrefill()
+	f := 1.0
+	if g.cfg.Noise > 0 {
+		f = 1 + g.cfg.Noise*(2*g.rng.Float64()-1)
+	}
+	j.output += int64(n)
+	g.chargeTokens(j, g.cfg.JoulesPerToken*float64(n)*f)
+}
+
+// End finishes j now: it ends its prefill if still running and stops its
+// share of idle power. Later calls do nothing.
+func (j *Job) End() {
+	g := j.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if j.idx < 0 {
+		return
+	}
+	g.advance()
+	j.endPrefill()
+	last := g.active[len(g.active)-1]
+	g.active[j.idx] = last
+	last.idx = j.idx
+	g.active[len(g.active)-1] = nil
+	g.active = g.active[:len(g.active)-1]
+	j.idx = -1
+}
+
+// Ended reports whether End has been called.
+func (j *Job) Ended() bool {
+	j.g.mu.Lock()
+	defer j.g.mu.Unlock()
+	return j.idx < 0
+}
+
+// endPrefill ends j's prefill at the current instant if it is running.
+// g.mu is held and the physics advanced.
+func (j *Job) endPrefill() {
+	if j.inPrefill {
+		j.inPrefill = false
+		j.prefillEnd = j.g.cur
+	}
+}
+
+// TrueEnergyMJ returns j's ground truth from Begin to now or to its End,
+// in gained mJ: its prefill energy, its token energy and its share of idle
+// power, as the package doc's Ground truth section defines them.
+func (j *Job) TrueEnergyMJ() float64 {
+	j.g.mu.Lock()
+	defer j.g.mu.Unlock()
+	j.g.advance()
+	return j.truth
+}
