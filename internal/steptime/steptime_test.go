@@ -1,0 +1,69 @@
+package steptime
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestEstimatorPlacesSteps reads a staircase counter of each period at a
+// cadence faster than it, and checks that once the period is learned every
+// step is placed within a millisecond of its true instant.
+func TestEstimatorPlacesSteps(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		period, read time.Duration
+		phase        time.Duration
+		jitter       time.Duration
+		maxErr       time.Duration
+	}{
+		{"100ms at 17ms", 100 * time.Millisecond, 17 * time.Millisecond, 37 * time.Millisecond, 0, 2 * time.Millisecond},
+		{"50ms at 17ms", 50 * time.Millisecond, 17 * time.Millisecond, 3 * time.Millisecond, 0, 2 * time.Millisecond},
+		{"20ms at 17ms", 20 * time.Millisecond, 17 * time.Millisecond, 11 * time.Millisecond, 0, time.Millisecond},
+		{"100ms at 20ms", 100 * time.Millisecond, 20 * time.Millisecond, 37 * time.Millisecond, 0, 10 * time.Millisecond},
+		{"100ms at 17ms, read jitter", 100 * time.Millisecond, 17 * time.Millisecond, 61 * time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			var e Estimator
+			step := func(tm int64) int64 { // index of the last step at or before tm
+				if tm < int64(tc.phase) {
+					return -1
+				}
+				return (tm - int64(tc.phase)) / int64(tc.period)
+			}
+			var worst time.Duration
+			prevK := int64(-2)
+			for i := range 2000 {
+				tm := int64(i) * int64(tc.read)
+				if tc.jitter > 0 {
+					tm += rng.Int64N(int64(tc.jitter))
+				}
+				k := step(tm)
+				at, ok := e.Observe(tm, prevK != -2 && k != prevK)
+				if ok && i > 300 { // after about 5 s of reads
+					want := int64(tc.phase) + k*int64(tc.period)
+					if d := time.Duration(abs(at - want)); d > worst {
+						worst = d
+					}
+				}
+				prevK = k
+			}
+			if got := time.Duration(e.Period()); absDur(got-tc.period) > 100*time.Microsecond {
+				t.Errorf("period %v, want %v", got, tc.period)
+			}
+			if worst > tc.maxErr {
+				t.Errorf("worst step placement error %v, want ≤ %v", worst, tc.maxErr)
+			}
+		})
+	}
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func absDur(d time.Duration) time.Duration { return time.Duration(abs(int64(d))) }
