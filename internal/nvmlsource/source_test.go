@@ -32,7 +32,7 @@ func steady(gpu, n int) (uint64, nvml.Return) {
 
 // fakeH100 returns the fake 8-GPU DGX H100 with energy wired through fn,
 // and its devices. The fake server does not implement energy itself.
-func fakeH100(t *testing.T, fn energyFunc) (*server.Server, []*server.Device) {
+func fakeH100(t testing.TB, fn energyFunc) (*server.Server, []*server.Device) {
 	t.Helper()
 	srv := dgxh100.New()
 	devs := make([]*server.Device, len(srv.Devices))
