@@ -125,7 +125,10 @@ func (s *Source) refreshShares() {
 	for i := range s.handles {
 		sh, ok, err := s.shareOf(i)
 		if !ok {
-			return
+			if s.isClosed() {
+				return
+			}
+			continue // lost: its share stays as it was
 		}
 		if err != nil && !s.failing[i] {
 			otel.Handle(fmt.Errorf("nvmlsource: listing processes on GPU %d %s: %w", s.devices[i].Index, s.devices[i].ID, err))
@@ -135,6 +138,12 @@ func (s *Source) refreshShares() {
 		s.shares[i] = sh
 		s.shareMu.Unlock()
 	}
+}
+
+func (s *Source) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // call runs f, one NVML call, under Source.mu, unless the source is closed

@@ -270,6 +270,35 @@ func equalU64(a, b []uint64) bool {
 	return true
 }
 
+// TestShareLostBoard checks that a lost board keeps its share and does not
+// stop the listing of the boards after it.
+func TestShareLostBoard(t *testing.T) {
+	me := uint32(os.Getpid())
+	srv, fake := fakeH100(t, func(gpu, n int) (uint64, nvml.Return) {
+		if gpu == 0 && n > 0 {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
+		return steady(gpu, n)
+	})
+	s := newSource(t, srv)
+	if _, err := s.ReadEnergy(0); !errors.Is(err, source.ErrDeviceLost) {
+		t.Fatalf("ReadEnergy(0) = %v, want source.ErrDeviceLost", err)
+	}
+	before := len(fake[0].GetComputeRunningProcessesCalls())
+	procs(fake[0], me, other)
+	procs(fake[1], me, other)
+	nvmlsource.RefreshShares(s)
+	if got, want := s.Share(0), (source.Share{Processes: 0, Split: true, Fraction: 1}); got != want {
+		t.Errorf("Share(0) of the lost board = %+v, want its last share %+v", got, want)
+	}
+	if got := s.Share(1); !got.Shared || got.Processes != 2 {
+		t.Errorf("Share(1) = %+v, want the board after the lost one listed again", got)
+	}
+	if n := len(fake[0].GetComputeRunningProcessesCalls()); n != before {
+		t.Errorf("lost board listed %d more times, want 0", n-before)
+	}
+}
+
 func TestShareOutOfRange(t *testing.T) {
 	srv, _ := fakeH100(t, steady)
 	s := newSource(t, srv)
