@@ -1,6 +1,6 @@
 // Package nvmlsource reads the cumulative energy counters of NVIDIA GPUs
 // through NVML (libnvidia-ml.so.1, loaded at run time by go-nvml) and offers
-// them as a [source.Source].
+// them as a [source.Source], a [source.Skipper] and a [source.Sharer].
 //
 // The adapter needs cgo on Linux. Every other build compiles a stub whose
 // [New] returns an error wrapping [source.ErrUnavailable], so the rest of the
@@ -15,6 +15,85 @@
 // driver reload or a GPU reset is passed through as it is; turning raw values
 // into non-negative deltas is the tracker's job, not this package's.
 //
+// # Which GPUs are metered
+//
+// NVML enumerates every GPU on the machine and ignores CUDA_VISIBLE_DEVICES,
+// so [New] chooses for itself, by these rules:
+//
+//   - [WithDevices] ids, when given, choose exactly those GPUs and override
+//     both variables. An id that matches no GPU is an error wrapping
+//     [source.ErrNotVisible].
+//   - Otherwise CUDA_VISIBLE_DEVICES is read as CUDA reads it: entries
+//     separated by commas, each an NVML index, a GPU-<uuid>, a unique UUID
+//     prefix with or without "GPU-", or a MIG-<uuid> (also the legacy
+//     MIG-GPU-<uuid>/<gi>/<ci>), which chooses the board it is carved from.
+//     The first entry that matches no GPU hides itself and every entry
+//     after it. Set and empty chooses no GPU; unset restricts nothing.
+//     Indices are NVML's, which follow PCI bus order; they are CUDA's only
+//     with CUDA_DEVICE_ORDER=PCI_BUS_ID or on a node of identical GPUs, so
+//     prefer UUIDs on mixed nodes.
+//   - NVIDIA_VISIBLE_DEVICES is honoured only when every entry is a GPU- or
+//     MIG- UUID: the NVIDIA container toolkit writes it in the host's
+//     numbering and already narrows what NVML shows inside the container,
+//     so indices, "all", "none", "void" and unset restrict nothing. UUIDs
+//     matching no GPU are ignored; if none matches, the variable is.
+//     When both variables apply, a GPU must pass both.
+//
+// Duplicates, including several MIG instances of one board, choose the
+// board once, because energy is board-level. MIG UUIDs are resolved by
+// listing each MIG-enabled board's MIG devices, only when an entry names
+// one.
+//
+// GPUs not chosen are listed by [Source.Skipped] with a reason wrapping
+// [source.ErrNotVisible] and are not reported further: on a shared node
+// they are the normal layout. When New succeeds, it reports once through
+// otel.Handle, as one joined error, the chosen GPUs it leaves out (no
+// counter, failed probe) and any invalid entry of either variable. When
+// nothing is chosen, New fails with [source.ErrNoDevices] and
+// [source.ErrNotVisible], naming the rule and listing the GPUs NVML shows.
+//
+// # Shared GPUs
+//
+// A [Source] lists the compute processes on every metered board in New and
+// then every 5 s on a goroutine of its own, which Close stops and waits
+// for. [Source.Share] returns the latest result without calling NVML. The
+// attributed processes are this process, or those of [WithProcesses].
+//
+//   - Only attributed processes, or none, on the board: Shared false, Split
+//     true, Fraction 1.
+//   - Others too, with per-process utilization: Fraction is the attributed
+//     processes' part of the SM utilization summed over the samples newer
+//     than the previous listing's (GetProcessUtilization with the last
+//     timestamp seen, as Kepler does). When no process used the SMs in the
+//     interval, the board is split evenly among the listed processes.
+//     Shared and Split are true.
+//   - Others too, without per-process utilization (MIG mode enabled, vGPU,
+//     or GetProcessUtilization answering NOT_SUPPORTED): Shared true, Split
+//     false. Nothing is split; the caller marks the work approximate.
+//
+// Processes is the number of distinct pids listed, MPS clients included.
+// When a listing fails, Processes is -1, the rest of the share is kept,
+// and the failure is reported once through otel.Handle until a listing
+// succeeds again. A board found lost keeps its last share.
+//
+// NVML reports pids in the host's PID namespace. A process in a container
+// with its own PID namespace cannot compare them with its own, so there a
+// board with one process is taken as the attributed one's and a board with
+// more is Shared and not Split.
+//
+// A listing makes, per board, GetComputeRunningProcesses,
+// GetMPSComputeRunningProcesses, GetMigMode and GetProcessUtilization;
+// only the first two when no process holds the board or pids cannot be
+// compared, and no GetProcessUtilization under MIG. Each call holds the
+// mutex that ReadEnergy and Close use, one call at a time, so a reading
+// waits at most one call.
+//
+// # Power bound
+//
+// Each device's [source.Device.MaxWatts] is its enforced power limit
+// (GetEnforcedPowerLimit) times 1.5; when that call fails it is 0, and the
+// sampler's default bound applies.
+//
 // # MIG
 //
 // Energy is a property of the board, not of a MIG instance. [New] enumerates
@@ -26,12 +105,14 @@
 //
 // # Unsupported and unreadable devices
 //
-// [New] probes each GPU once: it fetches the handle, UUID and name, and reads
-// the energy counter. A GPU that fails any of these, for example one that
+// [New] fetches every GPU's handle and UUID, then probes each chosen GPU
+// once: it fetches the name and reads the energy counter. A GPU that fails any of these, for example one that
 // answers ERROR_NOT_SUPPORTED because it predates Volta or is a vGPU without
 // the counter, is left out of [Source.Devices] and reported by
 // [Source.Skipped] with a reason wrapping [source.ErrNotSupported],
-// [source.ErrDeviceLost] or [source.ErrRead]. When no GPU is readable, New
+// [source.ErrDeviceLost] or [source.ErrRead]. A GPU whose handle or UUID
+// cannot be read is reported the same way, chosen or not, since whether it
+// was chosen cannot be told. When no chosen GPU is readable, New
 // shuts NVML down and returns an error wrapping [source.ErrNoDevices] and
 // every skipped device's reason, so errors.Is matches both ErrNoDevices and,
 // for example, ErrNotSupported.
@@ -62,6 +143,7 @@
 // # Shutdown
 //
 // After a successful Init, Shutdown is called exactly once: by New when it
-// fails after Init, or by the first [Source.Close]. Close serializes with
-// ReadEnergy, so no NVML call can run during or after Shutdown.
+// fails after Init, or by the first [Source.Close]. Close first stops the
+// process listing and waits for it, then serializes with ReadEnergy, so no
+// NVML call can run during or after Shutdown.
 package nvmlsource

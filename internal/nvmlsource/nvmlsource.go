@@ -1,12 +1,26 @@
 package nvmlsource
 
-import "github.com/otelenergy/otelenergy/internal/source"
+import (
+	"time"
+
+	"github.com/otelenergy/otelenergy/internal/source"
+)
 
 const (
 	// kind is what [Source.Kind] returns.
 	kind = "nvml"
 	// vendor is the hw.vendor of every device this package reports.
 	vendor = "NVIDIA"
+	// powerMargin scales a GPU's enforced power limit into its
+	// [source.Device.MaxWatts]. Boards overshoot their limit for
+	// milliseconds, and a counter step can lump two update periods
+	// together, so the bound sits well above the limit while staying
+	// orders of magnitude below what a corrupt reading implies.
+	powerMargin = 1.5
+	// defaultShareInterval is how often a [Source] lists the processes on
+	// its GPUs. Processes come and go on the scale of seconds to hours;
+	// listing costs a few NVML calls per GPU.
+	defaultShareInterval = 5 * time.Second
 )
 
 // Option configures [New]. The interface is sealed: only this package
@@ -15,14 +29,36 @@ type Option interface {
 	apply(*config)
 }
 
-// Skipped describes a GPU that [New] found but left out of
-// [Source.Devices] because its probe failed.
-type Skipped struct {
-	// Device holds what was learned before the probe failed. Index and
-	// Vendor are always set; ID and Name may be empty.
-	Device source.Device
-	// Reason wraps [source.ErrNotSupported] when the GPU has no energy
-	// counter, [source.ErrDeviceLost] when it is lost, and [source.ErrRead]
-	// otherwise.
-	Reason error
+// optionFunc adapts a function to [Option].
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// Skipped is a GPU that [New] found but does not meter, and why. It is the
+// same type as [source.Skipped], so that the public package re-exports one
+// type for every source.
+type Skipped = source.Skipped
+
+// WithDevices names the GPUs to meter, overriding CUDA_VISIBLE_DEVICES and
+// NVIDIA_VISIBLE_DEVICES. Each id takes a form CUDA_VISIBLE_DEVICES accepts:
+// an NVML index ("2"), a GPU UUID ("GPU-8a4b..."), a unique prefix of one
+// with or without "GPU-", or a MIG UUID ("MIG-..."), which names the board
+// it is carved from. Duplicates, including several MIG instances of one
+// board, meter the board once.
+//
+// An id that names no GPU makes [New] fail with an error wrapping
+// [source.ErrNotVisible] that names the id and lists the GPUs NVML shows.
+// The default, also used when ids is empty, is the environment's choice;
+// see the package doc.
+func WithDevices(ids ...string) Option {
+	return optionFunc(func(c *config) { c.devices = append([]string(nil), ids...) })
+}
+
+// WithProcesses names the processes whose work the energy is attributed
+// to, replacing the default, which is this process alone (os.Getpid()). A
+// gateway names the inference server it fronts. The pids are as NVML
+// reports them, which is the host's numbering; see the package doc on
+// containers. WithProcesses with no pid keeps the default.
+func WithProcesses(pids ...int) Option {
+	return optionFunc(func(c *config) { c.pids = append([]int(nil), pids...) })
 }

@@ -5,11 +5,14 @@ package nvmlsource
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.opentelemetry.io/otel"
 
 	"github.com/otelenergy/otelenergy/internal/source"
 )
@@ -17,11 +20,28 @@ import (
 // config holds what [New] resolves from its options.
 type config struct {
 	lib nvml.Interface
+	// devices are the ids of WithDevices; empty means the environment's
+	// choice.
+	devices []string
+	// pids are the attributed processes; empty means this process.
+	pids []int
+	// lookupEnv reads the environment; a test seam.
+	lookupEnv func(string) (string, bool)
+	// shareInterval is the period of the process listing; zero or less
+	// starts no goroutine, and shares change only on refreshShares.
+	shareInterval time.Duration
+	// hostPIDs reports whether this process's pids are in the namespace
+	// NVML reports pids in; a test seam.
+	hostPIDs func() bool
 }
 
 // newConfig applies opts and fills in the defaults.
 func newConfig(opts []Option) config {
-	var c config
+	c := config{
+		lookupEnv:     os.LookupEnv,
+		shareInterval: defaultShareInterval,
+		hostPIDs:      inHostPIDNamespace,
+	}
 	for _, o := range opts {
 		o.apply(&c)
 	}
@@ -30,13 +50,11 @@ func newConfig(opts []Option) config {
 		// this source's Init and Shutdown pair with nobody else's.
 		c.lib = nvml.New()
 	}
+	if len(c.pids) == 0 {
+		c.pids = []int{os.Getpid()}
+	}
 	return c
 }
-
-// optionFunc adapts a function to [Option].
-type optionFunc func(*config)
-
-func (f optionFunc) apply(c *config) { f(c) }
 
 // WithInterface makes [New] use lib instead of loading libnvidia-ml.so.1.
 // It exists for tests, which pass a go-nvml mock. The default, also used when
@@ -46,12 +64,13 @@ func WithInterface(lib nvml.Interface) Option {
 	return optionFunc(func(c *config) { c.lib = lib })
 }
 
-// Source reads the board-level energy counters of the NVIDIA GPUs that NVML
-// enumerates. Create one with [New]; a Source must not be copied.
+// Source reads the board-level energy counters of the NVIDIA GPUs this
+// process uses, and tracks which processes share them. Create one with
+// [New]; a Source must not be copied.
 //
-// All methods are safe for concurrent use. ReadEnergy and Close serialize on
-// a mutex, so Close waits for a read in progress and no read reaches NVML
-// after Close.
+// All methods are safe for concurrent use. ReadEnergy, Close and the
+// process listing serialize every NVML call on one mutex, so Close waits
+// for a call in progress and no call reaches NVML after Close.
 type Source struct {
 	lib     nvml.Interface
 	devices []source.Device
@@ -59,24 +78,38 @@ type Source struct {
 	skipped []Skipped
 
 	// mu guards closed and lost, and is held across every NVML call made
-	// after New, so that Shutdown can never overlap or precede a read.
+	// after New, so that Shutdown can never overlap or precede a call.
 	mu     sync.Mutex
 	closed bool
 	// lost[i] is the error that marked devices[i] lost, or nil.
 	lost []error
+
+	sharing
 }
 
-var _ source.Source = (*Source)(nil)
+var (
+	_ source.Source  = (*Source)(nil)
+	_ source.Skipper = (*Source)(nil)
+	_ source.Sharer  = (*Source)(nil)
+)
 
-// New initializes NVML, enumerates the physical GPUs and probes each one's
-// energy counter.
+// New initializes NVML, chooses the GPUs this process uses (see the package
+// doc), probes each one's energy counter, lists the processes on them, and
+// starts the goroutine that keeps that listing current.
 //
 // When Init fails, New returns an error wrapping [source.ErrUnavailable] and
-// the nvml.Return code, and calls no other NVML function. When Init succeeds
-// but no GPU is readable, New calls Shutdown once and returns an error
-// wrapping [source.ErrNoDevices] and the reason each GPU was skipped. When
-// enumeration itself fails, New calls Shutdown once and returns an error
-// wrapping [source.ErrUnavailable].
+// the nvml.Return code, and calls no other NVML function. Otherwise, on any
+// failure New calls Shutdown once and returns an error that wraps:
+// [source.ErrNotVisible] when a [WithDevices] id matches no GPU;
+// [source.ErrNoDevices] and [source.ErrNotVisible] when the environment
+// leaves no GPU; [source.ErrNoDevices] and each GPU's reason when no chosen
+// GPU is readable; [source.ErrUnavailable] when enumeration itself fails.
+//
+// When New succeeds but leaves out a chosen GPU (no counter, a failed
+// probe) or meets an invalid entry in CUDA_VISIBLE_DEVICES or
+// NVIDIA_VISIBLE_DEVICES, it reports that once through otel.Handle, as one
+// joined error. GPUs that are merely not chosen are listed by
+// [Source.Skipped] and not reported.
 func New(opts ...Option) (*Source, error) {
 	c := newConfig(opts)
 	if ret := c.lib.Init(); ret != nvml.SUCCESS {
@@ -84,65 +117,110 @@ func New(opts ...Option) (*Source, error) {
 		// included, could kill the process. See the package doc.
 		return nil, fmt.Errorf("%w: %w", source.ErrUnavailable, &returnError{op: "Init", ret: ret})
 	}
-	s, err := enumerate(c.lib)
+	s, notes, err := enumerate(c)
 	if err != nil {
 		if ret := c.lib.Shutdown(); ret != nvml.SUCCESS {
 			err = errors.Join(err, &returnError{op: "Shutdown", ret: ret})
 		}
 		return nil, err
 	}
+	for _, sk := range s.skipped {
+		if !errors.Is(sk.Reason, source.ErrNotVisible) {
+			notes = append(notes, fmt.Errorf("GPU %d %s left out: %w", sk.Device.Index, sk.Device.ID, sk.Reason))
+		}
+	}
+	if len(notes) > 0 {
+		otel.Handle(fmt.Errorf("nvmlsource: %w", errors.Join(notes...)))
+	}
+	s.startSharing(c)
 	return s, nil
 }
 
-// enumerate builds a Source from an initialized library. It never calls
-// Shutdown; New does that when enumerate fails.
-func enumerate(lib nvml.Interface) (*Source, error) {
+// enumerate builds a Source from an initialized library, and returns the
+// problems New reports when it succeeds. It never calls Shutdown; New does
+// that when enumerate fails.
+func enumerate(c config) (*Source, []error, error) {
+	lib := c.lib
 	n, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("%w: %w", source.ErrUnavailable, &returnError{op: "DeviceGetCount", ret: ret})
+		return nil, nil, fmt.Errorf("%w: %w", source.ErrUnavailable, &returnError{op: "DeviceGetCount", ret: ret})
 	}
+	if n == 0 {
+		return nil, nil, fmt.Errorf("%w: NVML reports no GPUs", source.ErrNoDevices)
+	}
+	r := &resolver{lib: lib, boards: make([]board, n)}
+	for i := range r.boards {
+		r.boards[i] = identify(lib, i)
+	}
+	sel, err := choose(r, c.devices, c.lookupEnv)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !slices.Contains(sel.meter, true) {
+		return nil, nil, r.noneChosen(sel)
+	}
+
 	s := &Source{lib: lib}
-	for i := range n {
-		d, h, err := probe(lib, i)
-		if err != nil {
-			s.skipped = append(s.skipped, Skipped{Device: d, Reason: err})
-			continue
+	for i, b := range r.boards {
+		d := source.Device{Vendor: vendor, Index: i, Type: "gpu", ID: b.uuid}
+		switch {
+		case b.err != nil:
+			// Whether it was chosen cannot be told without its UUID, so
+			// its own failure is the reason given.
+			s.skipped = append(s.skipped, Skipped{Device: d, Reason: b.err})
+		case !sel.meter[i]:
+			s.skipped = append(s.skipped, Skipped{Device: d, Reason: fmt.Errorf("%w: %s", source.ErrNotVisible, sel.why)})
+		default:
+			if d, err = probe(b.handle, d); err != nil {
+				s.skipped = append(s.skipped, Skipped{Device: d, Reason: err})
+				continue
+			}
+			s.devices = append(s.devices, d)
+			s.handles = append(s.handles, b.handle)
 		}
-		s.devices = append(s.devices, d)
-		s.handles = append(s.handles, h)
 	}
 	if len(s.devices) == 0 {
-		if len(s.skipped) == 0 {
-			return nil, fmt.Errorf("%w: NVML reports no GPUs", source.ErrNoDevices)
+		var reasons []error
+		for _, sk := range s.skipped {
+			if sel.meter[sk.Device.Index] || sk.Device.ID == "" {
+				reasons = append(reasons, fmt.Errorf("GPU %d %s: %w", sk.Device.Index, sk.Device.ID, sk.Reason))
+			}
 		}
-		reasons := make([]error, len(s.skipped))
-		for j, sk := range s.skipped {
-			reasons[j] = fmt.Errorf("GPU %d %s: %w", sk.Device.Index, sk.Device.ID, sk.Reason)
-		}
-		return nil, fmt.Errorf("%w: %w", source.ErrNoDevices, errors.Join(reasons...))
+		return nil, nil, fmt.Errorf("%w: %w", source.ErrNoDevices, errors.Join(reasons...))
 	}
 	s.lost = make([]error, len(s.devices))
-	return s, nil
+	return s, sel.notes, nil
 }
 
-// probe describes GPU i and checks that its energy counter answers. The
-// returned Device carries whatever was learned even when err is not nil.
-func probe(lib nvml.Interface, i int) (source.Device, nvml.Device, error) {
-	d := source.Device{Vendor: vendor, Index: i}
+// identify fetches GPU i's handle and UUID, which choosing it needs.
+func identify(lib nvml.Interface, i int) board {
 	h, ret := lib.DeviceGetHandleByIndex(i)
 	if ret != nvml.SUCCESS {
-		return d, nil, probeError("DeviceGetHandleByIndex", ret)
+		return board{err: probeError("DeviceGetHandleByIndex", ret)}
 	}
-	if d.ID, ret = h.GetUUID(); ret != nvml.SUCCESS {
-		return d, nil, probeError("GetUUID", ret)
+	uuid, ret := h.GetUUID()
+	if ret != nvml.SUCCESS {
+		return board{err: probeError("GetUUID", ret)}
 	}
+	return board{handle: h, uuid: uuid}
+}
+
+// probe completes d from its handle and checks that its energy counter
+// answers. The returned Device carries whatever was learned even when err
+// is not nil.
+func probe(h nvml.Device, d source.Device) (source.Device, error) {
+	var ret nvml.Return
 	if d.Name, ret = h.GetName(); ret != nvml.SUCCESS {
-		return d, nil, probeError("GetName", ret)
+		return d, probeError("GetName", ret)
 	}
 	if _, ret = h.GetTotalEnergyConsumption(); ret != nvml.SUCCESS {
-		return d, nil, probeError("GetTotalEnergyConsumption", ret)
+		return d, probeError("GetTotalEnergyConsumption", ret)
 	}
-	return d, h, nil
+	// Without a limit the sampler's default bound applies.
+	if mw, ret := h.GetEnforcedPowerLimit(); ret == nvml.SUCCESS && mw > 0 {
+		d.MaxWatts = float64(mw) / 1000 * powerMargin
+	}
+	return d, nil
 }
 
 // probeError wraps a failed probe call in the sentinel that says whether the
@@ -161,12 +239,16 @@ func probeError(op string, ret nvml.Return) error {
 // Kind returns "nvml".
 func (s *Source) Kind() string { return kind }
 
-// Devices returns the GPUs whose energy counter answered when [New] probed
-// them, in NVML index order. The contents never change; the slice is a copy.
+// Devices returns the chosen GPUs whose energy counter answered when [New]
+// probed them, in NVML index order. The contents never change; the slice is
+// a copy.
 func (s *Source) Devices() []source.Device { return slices.Clone(s.devices) }
 
-// Skipped returns the GPUs that [New] found but could not read, with the
-// reason for each. The slice is a copy.
+// Skipped returns the GPUs that [New] found but does not meter, in NVML
+// index order, with the reason for each: [source.ErrNotVisible] for a GPU
+// not chosen, [source.ErrNotSupported] for one without an energy counter,
+// [source.ErrDeviceLost] or [source.ErrRead] for a failed probe. The
+// contents never change; the slice is a copy.
 func (s *Source) Skipped() []Skipped { return slices.Clone(s.skipped) }
 
 // ReadEnergy returns the raw board-level energy counter of Devices()[i] in
@@ -205,10 +287,12 @@ func (s *Source) ReadEnergy(i int) (uint64, error) {
 	}
 }
 
-// Close shuts NVML down. Only the first call calls Shutdown and can return
-// its error; later calls return nil. Close waits for a ReadEnergy in
-// progress and is safe to call from any goroutine.
+// Close stops the process listing, waits for it to end, and shuts NVML
+// down. Only the first call calls Shutdown and can return its error; later
+// calls return nil. Close waits for a ReadEnergy in progress and is safe to
+// call from any goroutine.
 func (s *Source) Close() error {
+	s.stopSharing()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed || s.lib == nil {

@@ -8,15 +8,23 @@ import (
 	"github.com/otelenergy/otelenergy/internal/source"
 )
 
-// config is empty: this build has no option that applies.
-type config struct{}
+// config records the options that exist in every build; this build
+// applies none of them.
+type config struct {
+	devices []string
+	pids    []int
+}
 
 // Source stands in for the NVML source in builds without cgo on Linux.
 // [New] never returns one, and its methods behave as a closed source: no
 // devices, and ReadEnergy fails with [source.ErrUnavailable].
 type Source struct{}
 
-var _ source.Source = (*Source)(nil)
+var (
+	_ source.Source  = (*Source)(nil)
+	_ source.Skipper = (*Source)(nil)
+	_ source.Sharer  = (*Source)(nil)
+)
 
 // New always returns an error wrapping [source.ErrUnavailable]: go-nvml
 // needs cgo, and this build has no cgo or is not for Linux. The options are
@@ -37,6 +45,9 @@ func (s *Source) Devices() []source.Device { return nil }
 
 // Skipped returns nil.
 func (s *Source) Skipped() []Skipped { return nil }
+
+// Share returns the zero Share.
+func (s *Source) Share(int) source.Share { return source.Share{} }
 
 // ReadEnergy returns an error wrapping [source.ErrUnavailable].
 func (s *Source) ReadEnergy(int) (uint64, error) {

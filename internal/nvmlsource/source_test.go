@@ -32,7 +32,7 @@ func steady(gpu, n int) (uint64, nvml.Return) {
 
 // fakeH100 returns the fake 8-GPU DGX H100 with energy wired through fn,
 // and its devices. The fake server does not implement energy itself.
-func fakeH100(t *testing.T, fn energyFunc) (*server.Server, []*server.Device) {
+func fakeH100(t testing.TB, fn energyFunc) (*server.Server, []*server.Device) {
 	t.Helper()
 	srv := dgxh100.New()
 	devs := make([]*server.Device, len(srv.Devices))
@@ -46,15 +46,35 @@ func fakeH100(t *testing.T, fn energyFunc) (*server.Server, []*server.Device) {
 			// The mock records a call before running this function.
 			return fn(g, len(dev.GetTotalEnergyConsumptionCalls())-1)
 		}
+		dev.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return h100PowerLimitMW, nvml.SUCCESS }
+		// No process holds any GPU until a test says otherwise.
+		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+		dev.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+		dev.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) { return nil, nvml.ERROR_NOT_FOUND }
 	}
 	return srv, devs
 }
 
-// newSource calls New on lib and fails the test on error. It closes the
-// source at cleanup.
-func newSource(t *testing.T, lib nvml.Interface) *nvmlsource.Source {
+// h100PowerLimitMW is the enforced power limit of an H100 SXM5 at its
+// default setting, 700 W.
+const h100PowerLimitMW = 700_000
+
+// testOpts makes New use lib, an empty environment and no listing
+// goroutine, followed by opts.
+func testOpts(lib nvml.Interface, opts ...nvmlsource.Option) []nvmlsource.Option {
+	return append([]nvmlsource.Option{
+		nvmlsource.WithInterface(lib),
+		nvmlsource.WithEnv(nil),
+		nvmlsource.WithShareInterval(0),
+		nvmlsource.WithHostPIDs(true),
+	}, opts...)
+}
+
+// newSource calls New on lib with testOpts and fails the test on error. It
+// closes the source at cleanup.
+func newSource(t *testing.T, lib nvml.Interface, opts ...nvmlsource.Option) *nvmlsource.Source {
 	t.Helper()
-	s, err := nvmlsource.New(nvmlsource.WithInterface(lib))
+	s, err := nvmlsource.New(testOpts(lib, opts...)...)
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
@@ -107,7 +127,10 @@ func TestReadsAllEightGPUs(t *testing.T) {
 	}
 	seen := make(map[string]bool)
 	for i, d := range devs {
-		want := source.Device{ID: fake[i].UUID, Name: fake[i].Config.Name, Vendor: "NVIDIA", Index: i, CounterMax: 0}
+		want := source.Device{
+			ID: fake[i].UUID, Name: fake[i].Config.Name, Vendor: "NVIDIA", Index: i, CounterMax: 0,
+			Type: "gpu", MaxWatts: 700 * 1.5,
+		}
 		if d != want {
 			t.Errorf("Devices()[%d] = %+v, want %+v", i, d, want)
 		}
@@ -255,7 +278,7 @@ func TestNewNoReadableDevices(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := tt.lib(t)
-			s, err := nvmlsource.New(nvmlsource.WithInterface(srv))
+			s, err := nvmlsource.New(testOpts(srv)...)
 			if s != nil {
 				t.Errorf("New() source = %v, want nil", s)
 			}
@@ -496,7 +519,7 @@ func TestCloseShutsDownOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, _ := fakeH100(t, steady)
 			srv.ShutdownFunc = func() nvml.Return { return tt.shutdown }
-			s, err := nvmlsource.New(nvmlsource.WithInterface(srv))
+			s, err := nvmlsource.New(testOpts(srv)...)
 			if err != nil {
 				t.Fatalf("New() = %v", err)
 			}
@@ -528,7 +551,7 @@ func TestCloseConcurrentSafe(t *testing.T) {
 		shutdown.Store(true)
 		return nvml.SUCCESS
 	}
-	s, err := nvmlsource.New(nvmlsource.WithInterface(srv))
+	s, err := nvmlsource.New(testOpts(srv)...)
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}

@@ -1,0 +1,447 @@
+//go:build cgo && linux
+
+package nvmlsource_test
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/source"
+)
+
+// other is the pid of a process that is not this one.
+const other = 4242
+
+// procs makes d list pids as its compute processes.
+func procs(d *server.Device, pids ...uint32) {
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		infos := make([]nvml.ProcessInfo, len(pids))
+		for i, p := range pids {
+			infos[i] = nvml.ProcessInfo{Pid: p, UsedGpuMemory: 1 << 30}
+		}
+		return infos, nvml.SUCCESS
+	}
+}
+
+// smUtil makes d answer GetProcessUtilization from a queue of replies, one
+// per call; after the queue it answers NOT_FOUND. It records each
+// lastSeenTimestamp passed.
+func smUtil(d *server.Device, replies ...[]nvml.ProcessUtilizationSample) *[]uint64 {
+	var (
+		mu   sync.Mutex
+		seen []uint64
+	)
+	d.GetProcessUtilizationFunc = func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, last)
+		if len(replies) == 0 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		r := replies[0]
+		replies = replies[1:]
+		return r, nvml.SUCCESS
+	}
+	return &seen
+}
+
+func sample(pid uint32, ts uint64, sm uint32) nvml.ProcessUtilizationSample {
+	return nvml.ProcessUtilizationSample{Pid: pid, TimeStamp: ts, SmUtil: sm}
+}
+
+func TestShare(t *testing.T) {
+	me := uint32(os.Getpid())
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, d *server.Device)
+		opts  []nvmlsource.Option
+		want  source.Share
+	}{
+		{
+			name: "no process",
+			want: source.Share{Processes: 0, Split: true, Fraction: 1},
+		},
+		{
+			name:  "only this process",
+			setup: func(_ *testing.T, d *server.Device) { procs(d, me) },
+			want:  source.Share{Processes: 1, Split: true, Fraction: 1},
+		},
+		{
+			name: "another process at 70 SM% to our 30",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, me, other)
+				smUtil(d, []nvml.ProcessUtilizationSample{
+					sample(me, 10, 20), sample(other, 10, 50),
+					sample(me, 20, 10), sample(other, 20, 20),
+				})
+			},
+			want: source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.3},
+		},
+		{
+			name: "samples not newer than the last are ignored",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, me, other)
+				// The probe in New consumed nothing: lastSeen starts at 0,
+				// so a sample at 0 is stale.
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(other, 0, 100), sample(me, 5, 30), sample(other, 5, 70)})
+			},
+			want: source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.3},
+		},
+		{
+			name: "WithProcesses names the other process",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, me, other)
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(me, 10, 30), sample(other, 10, 70)})
+			},
+			opts: []nvmlsource.Option{nvmlsource.WithProcesses(other)},
+			want: source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.7},
+		},
+		{
+			name: "WithProcesses naming every listed process",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, me, other)
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(me, 10, 30), sample(other, 10, 70)})
+			},
+			opts: []nvmlsource.Option{nvmlsource.WithProcesses(int(me), other)},
+			want: source.Share{Processes: 2, Split: true, Fraction: 1},
+		},
+		{
+			name:  "idle shared board is split evenly",
+			setup: func(_ *testing.T, d *server.Device) { procs(d, me, other, other+1, other+2) },
+			want:  source.Share{Processes: 4, Shared: true, Split: true, Fraction: 0.25},
+		},
+		{
+			name:  "a board we do not use",
+			setup: func(_ *testing.T, d *server.Device) { procs(d, other) },
+			want:  source.Share{Processes: 1, Shared: true, Split: true, Fraction: 0},
+		},
+		{
+			name: "MIG board with another process",
+			setup: func(t *testing.T, d *server.Device) {
+				withMIG(t, d, 2)
+				procs(d, me, other)
+				d.GetProcessUtilizationFunc = nil // a call would panic
+			},
+			want: source.Share{Processes: 2, Shared: true},
+		},
+		{
+			name: "MIG board with only this process",
+			setup: func(t *testing.T, d *server.Device) {
+				withMIG(t, d, 2)
+				procs(d, me)
+				d.GetProcessUtilizationFunc = nil
+			},
+			want: source.Share{Processes: 1, Split: true, Fraction: 1},
+		},
+		{
+			name: "utilization not supported",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, me, other)
+				d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+					return nil, nvml.ERROR_NOT_SUPPORTED
+				}
+			},
+			want: source.Share{Processes: 2, Shared: true},
+		},
+		{
+			name: "MPS clients are listed apart",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, other) // the MPS server
+				d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+					return []nvml.ProcessInfo{{Pid: me}, {Pid: other + 1}}, nvml.SUCCESS
+				}
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(me, 10, 40), sample(other+1, 10, 40)})
+			},
+			want: source.Share{Processes: 3, Shared: true, Split: true, Fraction: 0.5},
+		},
+		{
+			name:  "duplicate pids count once",
+			setup: func(_ *testing.T, d *server.Device) { procs(d, me, me) },
+			want:  source.Share{Processes: 1, Split: true, Fraction: 1},
+		},
+		{
+			name:  "pids not comparable, one process",
+			setup: func(_ *testing.T, d *server.Device) { procs(d, 777) },
+			opts:  []nvmlsource.Option{nvmlsource.WithHostPIDs(false)},
+			want:  source.Share{Processes: 1, Split: true, Fraction: 1},
+		},
+		{
+			name:  "pids not comparable, two processes",
+			setup: func(_ *testing.T, d *server.Device) { procs(d, 777, 778) },
+			opts:  []nvmlsource.Option{nvmlsource.WithHostPIDs(false)},
+			want:  source.Share{Processes: 2, Shared: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, fake := fakeH100(t, steady)
+			if tt.setup != nil {
+				tt.setup(t, fake[3])
+			}
+			s := newSource(t, srv, tt.opts...)
+			if got := s.Share(3); got != tt.want {
+				t.Errorf("Share(3) = %+v, want %+v", got, tt.want)
+			}
+			if got, want := s.Share(0), (source.Share{Processes: 0, Split: true, Fraction: 1}); got != want {
+				t.Errorf("Share(0) of an unused board = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestShareSteps follows one board through refreshes: utilization is read
+// since the newest sample seen, an idle interval splits evenly, a failed
+// listing keeps the split and reports once, and the other process leaving
+// makes the board exclusive.
+func TestShareSteps(t *testing.T) {
+	notes := captureErrors(t)
+	me := uint32(os.Getpid())
+	srv, fake := fakeH100(t, steady)
+	d := fake[0]
+	procs(d, me, other)
+	seen := smUtil(d,
+		[]nvml.ProcessUtilizationSample{sample(me, 100, 30), sample(other, 100, 70)},
+		[]nvml.ProcessUtilizationSample{sample(me, 100, 99), sample(me, 200, 90), sample(other, 200, 10)},
+	)
+	s := newSource(t, srv)
+
+	steps := []struct {
+		name      string
+		before    func()
+		want      source.Share
+		wantNotes int
+	}{
+		{name: "first listing", want: source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.3}},
+		{name: "newer samples only", want: source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.9}},
+		{name: "idle interval", want: source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.5}},
+		{
+			name: "listing fails",
+			before: func() {
+				d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_UNKNOWN }
+			},
+			want:      source.Share{Processes: -1, Shared: true, Split: true, Fraction: 0.5},
+			wantNotes: 1,
+		},
+		{name: "still failing, reported once", want: source.Share{Processes: -1, Shared: true, Split: true, Fraction: 0.5}, wantNotes: 1},
+		{
+			name:      "other process leaves",
+			before:    func() { procs(d, me) },
+			want:      source.Share{Processes: 1, Split: true, Fraction: 1},
+			wantNotes: 1,
+		},
+	}
+	for i, st := range steps {
+		if st.before != nil {
+			st.before()
+		}
+		if i > 0 {
+			nvmlsource.RefreshShares(s)
+		}
+		if got := s.Share(0); got != st.want {
+			t.Errorf("%s: Share(0) = %+v, want %+v", st.name, got, st.want)
+		}
+		if got := notes(); len(got) != st.wantNotes {
+			t.Errorf("%s: otel.Handle got %v, want %d errors", st.name, got, st.wantNotes)
+		}
+	}
+	if want := []uint64{0, 100, 200, 200}; !equalU64(*seen, want) {
+		t.Errorf("GetProcessUtilization lastSeenTimestamps = %v, want %v", *seen, want)
+	}
+}
+
+func equalU64(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestShareLostBoard checks that a lost board keeps its share and does not
+// stop the listing of the boards after it.
+func TestShareLostBoard(t *testing.T) {
+	me := uint32(os.Getpid())
+	srv, fake := fakeH100(t, func(gpu, n int) (uint64, nvml.Return) {
+		if gpu == 0 && n > 0 {
+			return 0, nvml.ERROR_GPU_IS_LOST
+		}
+		return steady(gpu, n)
+	})
+	s := newSource(t, srv)
+	if _, err := s.ReadEnergy(0); !errors.Is(err, source.ErrDeviceLost) {
+		t.Fatalf("ReadEnergy(0) = %v, want source.ErrDeviceLost", err)
+	}
+	before := len(fake[0].GetComputeRunningProcessesCalls())
+	procs(fake[0], me, other)
+	procs(fake[1], me, other)
+	nvmlsource.RefreshShares(s)
+	if got, want := s.Share(0), (source.Share{Processes: 0, Split: true, Fraction: 1}); got != want {
+		t.Errorf("Share(0) of the lost board = %+v, want its last share %+v", got, want)
+	}
+	if got := s.Share(1); !got.Shared || got.Processes != 2 {
+		t.Errorf("Share(1) = %+v, want the board after the lost one listed again", got)
+	}
+	if n := len(fake[0].GetComputeRunningProcessesCalls()); n != before {
+		t.Errorf("lost board listed %d more times, want 0", n-before)
+	}
+}
+
+func TestShareOutOfRange(t *testing.T) {
+	srv, _ := fakeH100(t, steady)
+	s := newSource(t, srv)
+	for _, i := range []int{-1, 8, 1 << 20} {
+		if got := s.Share(i); got != (source.Share{}) {
+			t.Errorf("Share(%d) = %+v, want the zero Share", i, got)
+		}
+	}
+}
+
+// TestShareBackground checks that the listing goroutine refreshes shares on
+// its own and that Close stops it; TestMain's goleak check fails the run if
+// it outlives Close.
+func TestShareBackground(t *testing.T) {
+	me := uint32(os.Getpid())
+	srv, fake := fakeH100(t, steady)
+	var others atomic.Bool
+	fake[2].GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		if others.Load() {
+			return []nvml.ProcessInfo{{Pid: me}, {Pid: other}}, nvml.SUCCESS
+		}
+		return []nvml.ProcessInfo{{Pid: me}}, nvml.SUCCESS
+	}
+	s, err := nvmlsource.New(testOpts(srv, nvmlsource.WithShareInterval(time.Millisecond))...)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	if got := s.Share(2); got.Shared {
+		t.Fatalf("Share(2) = %+v before another process came", got)
+	}
+	others.Store(true)
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.Share(2).Shared {
+		if time.Now().After(deadline) {
+			t.Fatalf("Share(2) = %+v 10 s after another process came", s.Share(2))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	n := len(fake[2].GetComputeRunningProcessesCalls())
+	time.Sleep(20 * time.Millisecond)
+	if m := len(fake[2].GetComputeRunningProcessesCalls()); m != n {
+		t.Errorf("processes listed %d more times after Close", m-n)
+	}
+}
+
+// TestShareConcurrentSafe races the listing, the sampler's reads and Share
+// against Close: no NVML call may follow Shutdown. Run it with -race.
+func TestShareConcurrentSafe(t *testing.T) {
+	me := uint32(os.Getpid())
+	var shutdown atomic.Bool
+	after := func(what string) {
+		if shutdown.Load() {
+			t.Errorf("%s called after Shutdown", what)
+		}
+	}
+	srv, fake := fakeH100(t, func(gpu, n int) (uint64, nvml.Return) {
+		after("GetTotalEnergyConsumption")
+		return steady(gpu, n)
+	})
+	for _, d := range fake {
+		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+			after("GetComputeRunningProcesses")
+			return []nvml.ProcessInfo{{Pid: me}, {Pid: other}}, nvml.SUCCESS
+		}
+		d.GetProcessUtilizationFunc = func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			after("GetProcessUtilization")
+			return []nvml.ProcessUtilizationSample{sample(me, last+1, 30), sample(other, last+1, 70)}, nvml.SUCCESS
+		}
+	}
+	srv.ShutdownFunc = func() nvml.Return {
+		shutdown.Store(true)
+		return nvml.SUCCESS
+	}
+	s, err := nvmlsource.New(testOpts(srv, nvmlsource.WithShareInterval(time.Microsecond))...)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for _, f := range []func(){
+		func() { nvmlsource.RefreshShares(s) },
+		func() {
+			for i := range s.Devices() {
+				if _, err := s.ReadEnergy(i); err != nil && !errors.Is(err, source.ErrUnavailable) {
+					t.Errorf("ReadEnergy(%d) = %v", i, err)
+				}
+			}
+		},
+		func() {
+			for i := range s.Devices() {
+				if sh := s.Share(i); sh.Split && sh.Fraction != 0.3 {
+					t.Errorf("Share(%d) = %+v, want Fraction 0.3", i, sh)
+				}
+			}
+		},
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					f()
+				}
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := s.Close(); err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+}
+
+// BenchmarkRefresh lists the processes on the 8 GPUs of the fake DGX H100,
+// each shared by this process and one other, with utilization samples; the
+// figure includes the mock's own bookkeeping.
+func BenchmarkRefresh(b *testing.B) {
+	me := uint32(os.Getpid())
+	srv, fake := fakeH100(b, steady)
+	for _, d := range fake {
+		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+			return []nvml.ProcessInfo{{Pid: me}, {Pid: other}}, nvml.SUCCESS
+		}
+		d.GetProcessUtilizationFunc = func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			return []nvml.ProcessUtilizationSample{sample(me, last+1, 30), sample(other, last+1, 70)}, nvml.SUCCESS
+		}
+	}
+	s, err := nvmlsource.New(testOpts(srv)...)
+	if err != nil {
+		b.Fatalf("New() = %v", err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		nvmlsource.RefreshShares(s)
+	}
+}

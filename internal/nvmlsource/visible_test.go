@@ -1,0 +1,284 @@
+//go:build cgo && linux
+
+package nvmlsource_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"go.opentelemetry.io/otel"
+
+	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/source"
+)
+
+// withMIG enables MIG on d and gives it MIG devices whose UUIDs it returns.
+// The fake server does not wire MIG device handles, so they are built here.
+func withMIG(t *testing.T, d *server.Device, n int) []string {
+	t.Helper()
+	if _, ret := d.SetMigMode(nvml.DEVICE_MIG_ENABLE); ret != nvml.SUCCESS {
+		t.Fatalf("SetMigMode = %v", ret)
+	}
+	const slots = 7
+	uuids := make([]string, n)
+	migs := make([]nvml.Device, n)
+	for j := range n {
+		uuids[j] = fmt.Sprintf("MIG-%s-%d", strings.TrimPrefix(d.UUID, "GPU-")[:23], j)
+		u := uuids[j]
+		migs[j] = &mock.Device{GetUUIDFunc: func() (string, nvml.Return) { return u, nvml.SUCCESS }}
+	}
+	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return slots, nvml.SUCCESS }
+	d.GetMigDeviceHandleByIndexFunc = func(j int) (nvml.Device, nvml.Return) {
+		if j < 0 || j >= slots {
+			return nil, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if j >= n {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return migs[j], nvml.SUCCESS
+	}
+	return uuids
+}
+
+// captureErrors routes otel.Handle to a slice for the rest of the test and
+// restores the previous handler at cleanup. Tests that use it must not run
+// in parallel.
+func captureErrors(t *testing.T) func() []error {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	prev := otel.GetErrorHandler()
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}))
+	t.Cleanup(func() { otel.SetErrorHandler(prev) })
+	return func() []error {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(errs)
+	}
+}
+
+// indices returns the NVML index of each device.
+func indices(devs []source.Device) []int {
+	idx := make([]int, len(devs))
+	for i, d := range devs {
+		idx[i] = d.Index
+	}
+	return idx
+}
+
+// layout holds the GPU UUIDs of a fake server and the MIG UUIDs on its MIG
+// board.
+type layout struct{ ids, migs []string }
+
+func TestDeviceScope(t *testing.T) {
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	const migBoard = 6
+	tests := []struct {
+		name      string
+		env       func(l layout) map[string]string
+		devices   func(l layout) []string // WithDevices ids; nil for none
+		want      []int
+		wantNotes int     // otel.Handle calls
+		wantErr   []error // New fails with these
+		wantText  func(l layout) []string
+	}{
+		{name: "unset", want: all},
+		{name: "index", env: cuda("2"), want: []int{2}},
+		{
+			name: "GPU UUID",
+			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[3]} },
+			want: []int{3},
+		},
+		{
+			name: "UUID prefix with GPU-",
+			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[4][:14]} },
+			want: []int{4},
+		},
+		{
+			name: "UUID prefix without GPU-",
+			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[5][4:14]} },
+			want: []int{5},
+		},
+		{
+			name: "MIG UUID names its board",
+			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.migs[1]} },
+			want: []int{migBoard},
+		},
+		{
+			name: "legacy MIG UUID names its board",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": "MIG-" + l.ids[migBoard] + "/1/0"}
+			},
+			want: []int{migBoard},
+		},
+		{
+			name: "several MIG instances and the index of one board meter it once",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.migs[0] + "," + l.migs[1] + ",6"}
+			},
+			want: []int{migBoard},
+		},
+		{name: "two indices", env: cuda("2,5"), want: []int{2, 5}},
+		{name: "order and duplicates", env: cuda("5, 2,5"), want: []int{2, 5}},
+		{name: "invalid entry hides the rest", env: cuda("2,bogus,5"), want: []int{2}, wantNotes: 1},
+		{name: "index past the end hides the rest", env: cuda("1,8,3"), want: []int{1}, wantNotes: 1},
+		{
+			name:    "empty hides every GPU",
+			env:     cuda(""),
+			wantErr: []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string {
+				return []string{`CUDA_VISIBLE_DEVICES=""`}
+			},
+		},
+		{
+			name:    "-1 hides every GPU",
+			env:     cuda("-1"),
+			wantErr: []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(l layout) []string {
+				return []string{`"-1"`, "0 " + l.ids[0]}
+			},
+		},
+		{
+			name: "NVIDIA_VISIBLE_DEVICES UUIDs",
+			env: func(l layout) map[string]string {
+				return map[string]string{"NVIDIA_VISIBLE_DEVICES": l.ids[1] + "," + l.ids[3]}
+			},
+			want: []int{1, 3},
+		},
+		{
+			name: "NVIDIA_VISIBLE_DEVICES MIG UUID",
+			env:  func(l layout) map[string]string { return map[string]string{"NVIDIA_VISIBLE_DEVICES": l.migs[0]} },
+			want: []int{migBoard},
+		},
+		{name: "NVIDIA_VISIBLE_DEVICES indices are the host's", env: nvidia("1,3"), want: all},
+		{name: "NVIDIA_VISIBLE_DEVICES all", env: nvidia("all"), want: all},
+		{name: "NVIDIA_VISIBLE_DEVICES none", env: nvidia("none"), want: all},
+		{name: "NVIDIA_VISIBLE_DEVICES void", env: nvidia("void"), want: all},
+		{
+			name: "NVIDIA_VISIBLE_DEVICES UUID of another machine",
+			env:  nvidia("GPU-00000000-0000-0000-0000-000000000000"), want: all, wantNotes: 1,
+		},
+		{
+			name: "both variables intersect",
+			env: func(l layout) map[string]string {
+				return map[string]string{
+					"CUDA_VISIBLE_DEVICES":   "1,3,6",
+					"NVIDIA_VISIBLE_DEVICES": l.ids[3] + "," + l.ids[6] + "," + l.ids[7],
+				}
+			},
+			want: []int{3, 6},
+		},
+		{
+			name: "WithDevices overrides both",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": "2", "NVIDIA_VISIBLE_DEVICES": l.ids[1]}
+			},
+			devices: func(l layout) []string { return []string{"7", l.ids[4][4:12], l.migs[0]} },
+			want:    []int{4, 6, 7},
+		},
+		{
+			name:    "WithDevices duplicates",
+			devices: func(l layout) []string { return []string{l.ids[0], "0"} },
+			want:    []int{0},
+		},
+		{
+			name:    "WithDevices unknown id",
+			devices: func(layout) []string { return []string{"1", "bogus"} },
+			wantErr: []error{source.ErrNotVisible},
+			wantText: func(l layout) []string {
+				return []string{`"bogus"`, "0 " + l.ids[0], "7 " + l.ids[7]}
+			},
+		},
+		{
+			name:     "WithDevices index past the end",
+			devices:  func(layout) []string { return []string{"8"} },
+			wantErr:  []error{source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{`"8"`} },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			notes := captureErrors(t)
+			srv, fake := fakeH100(t, steady)
+			var l layout
+			for _, d := range fake {
+				l.ids = append(l.ids, d.UUID)
+			}
+			l.migs = withMIG(t, fake[migBoard], 2)
+			var env map[string]string
+			if tt.env != nil {
+				env = tt.env(l)
+			}
+			opts := testOpts(srv, nvmlsource.WithEnv(env))
+			if tt.devices != nil {
+				opts = append(opts, nvmlsource.WithDevices(tt.devices(l)...))
+			}
+
+			s, err := nvmlsource.New(opts...)
+			if len(tt.wantErr) > 0 {
+				if s != nil {
+					_ = s.Close()
+					t.Fatalf("New() succeeded with %v, want an error", indices(s.Devices()))
+				}
+				for _, want := range tt.wantErr {
+					if !errors.Is(err, want) {
+						t.Errorf("New() error = %v, want it to match %v", err, want)
+					}
+				}
+				for _, text := range tt.wantText(l) {
+					if err != nil && !strings.Contains(err.Error(), text) {
+						t.Errorf("New() error %q does not contain %q", err, text)
+					}
+				}
+				if n := len(srv.ShutdownCalls()); n != 1 {
+					t.Errorf("Shutdown called %d times, want 1", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("New() = %v", err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+
+			if got := indices(s.Devices()); !slices.Equal(got, tt.want) {
+				t.Errorf("metered GPUs = %v, want %v", got, tt.want)
+			}
+			sk := s.Skipped()
+			if len(sk) != len(fake)-len(tt.want) {
+				t.Errorf("Skipped() has %d entries, want %d", len(sk), len(fake)-len(tt.want))
+			}
+			for _, k := range sk {
+				if !errors.Is(k.Reason, source.ErrNotVisible) {
+					t.Errorf("Skipped GPU %d: reason %v, want source.ErrNotVisible", k.Device.Index, k.Reason)
+				}
+				if k.Device.ID != l.ids[k.Device.Index] {
+					t.Errorf("Skipped GPU %d: ID %q, want %q", k.Device.Index, k.Device.ID, l.ids[k.Device.Index])
+				}
+			}
+			if got := notes(); len(got) != tt.wantNotes {
+				t.Errorf("otel.Handle got %d errors %v, want %d", len(got), got, tt.wantNotes)
+			}
+		})
+	}
+}
+
+func cuda(v string) func(layout) map[string]string {
+	return func(layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": v} }
+}
+
+func nvidia(v string) func(layout) map[string]string {
+	return func(layout) map[string]string { return map[string]string{"NVIDIA_VISIBLE_DEVICES": v} }
+}
