@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/otelenergy/otelenergy/ledger"
 	"github.com/otelenergy/otelenergy/ring"
 )
 
@@ -18,44 +19,51 @@ var ErrInvalidConfig = errors.New("otelenergy: invalid configuration")
 // ErrClosed reports use of a Monitor after Shutdown.
 var ErrClosed = errors.New("otelenergy: monitor shut down")
 
-// Defaults.
-const (
-	// DefaultInterval is the sampling cadence: NVML's counter updates about
-	// every 100 ms, so sampling faster reads the same value twice.
-	DefaultInterval = 100 * time.Millisecond
-	// MinInterval is the cadence a Monitor refuses to go at or below.
-	MinInterval = 10 * time.Millisecond
-	// DefaultLiveWindow is the window of the live J/token and power figures.
-	DefaultLiveWindow = 10 * time.Second
-	// DefaultCounterUpdatePeriod is how often a GPU's energy counter is
-	// assumed to advance. A request shorter than this is marked approximate.
-	DefaultCounterUpdatePeriod = 100 * time.Millisecond
-)
+// ErrInvalidDevice reports a device index outside the Monitor's devices.
+var ErrInvalidDevice = errors.New("otelenergy: no such device")
+
+// DefaultInterval is the sampling cadence. GPU energy counters step every
+// 20 to 100 ms; reading faster than the fastest of them shows every step in
+// its own read, which is what lets the Monitor learn when each step
+// happened. A prime number of milliseconds keeps the reads from locking to
+// a counter's period, so the brackets of successive steps land at every
+// offset and pin the counter's phase to about a millisecond.
+const DefaultInterval = 17 * time.Millisecond
+
+// minInterval is the cadence a Monitor refuses to go at or below.
+const minInterval = 5 * time.Millisecond
+
+// defaultLiveWindow is the window of the live J/token and power figures.
+const defaultLiveWindow = 10 * time.Second
+
+// defaultCounterPeriod is the counter update period assumed until one is
+// measured: NVML's on most boards. A request shorter than the period is
+// marked approximate.
+const defaultCounterPeriod = 100 * time.Millisecond
+
+// ringCapacity is how many counter steps each device keeps: at a 20 ms
+// counter about 2.7 minutes, far beyond the ledger's horizon and the live
+// window.
+const ringCapacity = ring.DefaultCapacity
 
 // config holds a Monitor's resolved options.
 type config struct {
 	meterProvider metric.MeterProvider
 	interval      time.Duration
-	liveWindow    time.Duration
-	ringCapacity  int
 	now           func() time.Time
 	model         string
-	counterPeriod time.Duration
-	attribution   Attribution
-	ledgerWeights LedgerWeights
+	horizon       time.Duration
+	weights       LedgerWeights
+	weightsSet    bool
 	idleWatts     float64
 	idleSet       bool
 }
 
 func newConfig(opts []Option) (config, error) {
 	c := config{
-		interval:      DefaultInterval,
-		liveWindow:    DefaultLiveWindow,
-		ringCapacity:  ring.DefaultCapacity,
-		now:           time.Now,
-		counterPeriod: DefaultCounterUpdatePeriod,
-		attribution:   AttributionLedger,
-		ledgerWeights: defaultLedgerWeights,
+		interval: DefaultInterval,
+		now:      time.Now,
+		horizon:  time.Duration(ledger.DefaultHorizon),
 	}
 	for _, o := range opts {
 		o.apply(&c)
@@ -64,23 +72,19 @@ func newConfig(opts []Option) (config, error) {
 		c.meterProvider = otel.GetMeterProvider()
 	}
 	var errs []error
-	if c.interval <= MinInterval {
-		errs = append(errs, fmt.Errorf("%w: sampling interval %v must be above %v", ErrInvalidConfig, c.interval, MinInterval))
+	if c.interval <= minInterval {
+		errs = append(errs, fmt.Errorf("%w: sampling interval %v must be above %v", ErrInvalidConfig, c.interval, minInterval))
 	}
-	if c.liveWindow < c.interval {
-		errs = append(errs, fmt.Errorf("%w: live window %v shorter than the sampling interval %v", ErrInvalidConfig, c.liveWindow, c.interval))
-	}
-	if c.counterPeriod < 0 {
-		errs = append(errs, fmt.Errorf("%w: negative counter update period %v", ErrInvalidConfig, c.counterPeriod))
-	}
-	if c.attribution != AttributionLedger && c.attribution != AttributionWindowShare {
-		errs = append(errs, fmt.Errorf("%w: unknown attribution mode %d", ErrInvalidConfig, c.attribution))
+	if c.horizon < c.interval {
+		errs = append(errs, fmt.Errorf("%w: horizon %v shorter than the sampling interval %v", ErrInvalidConfig, c.horizon, c.interval))
 	}
 	if c.idleSet && (c.idleWatts < 0 || math.IsNaN(c.idleWatts) || math.IsInf(c.idleWatts, 0)) {
 		errs = append(errs, fmt.Errorf("%w: idle power %v W", ErrInvalidConfig, c.idleWatts))
 	}
-	if err := c.ledgerWeights.validate(); err != nil {
-		errs = append(errs, err)
+	if c.weightsSet {
+		if err := c.weights.validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return c, errors.Join(errs...)
 }
@@ -102,30 +106,17 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 // WithInterval sets the sampling cadence. The default is [DefaultInterval],
-// 100 ms. An interval at or below [MinInterval] (10 ms) makes NewMonitor fail
-// with [ErrInvalidConfig].
+// 17 ms. It should stay below the energy counter's update period, or the
+// Monitor cannot tell when the counter stepped and splits energy at its
+// reads instead. An interval at or below 5 ms makes NewMonitor fail with
+// [ErrInvalidConfig].
 func WithInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.interval = d })
 }
 
-// WithLiveWindow sets the window of the live J/token and power figures. The
-// default is [DefaultLiveWindow], 10 s.
-func WithLiveWindow(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.liveWindow = d })
-}
-
-// WithRingCapacity sets how many samples the Monitor keeps, rounded up to a
-// power of two. The default is [ring.DefaultCapacity], 8192: about 13.6
-// minutes at the default cadence. A request older than the ring is
-// attributed from its oldest sample. A capacity below 2 makes NewMonitor fail
-// with an error wrapping [ring.ErrCapacity].
-func WithRingCapacity(n int) Option {
-	return optionFunc(func(c *config) { c.ringCapacity = n })
-}
-
 // WithClock sets the clock the Monitor reads time from. The default is
 // time.Now; durations use its monotonic reading. Tests and simulations pass
-// a fake clock, the same one as [SimulatedConfig.Now].
+// a fake clock and call [Monitor.Sample] by hand.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) {
 		if now != nil {
@@ -141,10 +132,51 @@ func WithModel(name string) Option {
 	return optionFunc(func(c *config) { c.model = name })
 }
 
-// WithCounterUpdatePeriod sets how often the energy counter is assumed to
-// advance. A request window shorter than this is marked approximate
-// (otelenergy.energy.approximate). The default is
-// [DefaultCounterUpdatePeriod], 100 ms, NVML's update period on most boards.
-func WithCounterUpdatePeriod(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.counterPeriod = d })
+// WithHorizon sets how long the ledger waits, at most, for every request
+// active in a metered interval to report its tokens past that interval
+// before it splits the interval anyway. Requests that report their tokens
+// only when they end need a horizon longer than they run. The default is
+// 10 s. Final figures, and the span exporter's wait for them, can lag a
+// request's end by up to the horizon.
+func WithHorizon(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.horizon = d })
+}
+
+// WithIdlePower fixes the devices' static power, in W summed over all of
+// them, which the ledger splits among active requests by time. By default
+// it is learned from the metered steps, with the rest of the energy model.
+// Negative or non-finite values make NewMonitor fail with
+// [ErrInvalidConfig].
+func WithIdlePower(watts float64) Option {
+	return optionFunc(func(c *config) { c.idleWatts, c.idleSet = watts, true })
+}
+
+// LedgerWeights weighs output against input tokens in the dynamic part of
+// the split, in place of the learned energy model. Only their ratio
+// matters.
+type LedgerWeights struct {
+	// Output is the weight of one output (decode) token.
+	Output float64
+	// Input is the weight of one input (prompt) token.
+	Input float64
+}
+
+func (w LedgerWeights) validate() error {
+	for _, v := range []float64{w.Output, w.Input} {
+		if v < 0 || v > 1e6 || math.IsNaN(v) {
+			return fmt.Errorf("%w: ledger weights must be in [0, 1e6], got %+v", ErrInvalidConfig, w)
+		}
+	}
+	if w.Output == 0 && w.Input == 0 {
+		return fmt.Errorf("%w: ledger weights are all zero", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// WithLedgerWeights fixes the weights of output and input tokens in the
+// dynamic split. By default the ledger learns the energy of an output
+// token, of an input token and of prefill time from the metered steps
+// (see docs/attribution.md); fixed weights leave prefill out of the model.
+func WithLedgerWeights(w LedgerWeights) Option {
+	return optionFunc(func(c *config) { c.weights, c.weightsSet = w, true })
 }

@@ -2,6 +2,7 @@ package otelenergy
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -9,64 +10,85 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/otelenergy/otelenergy/ledger"
 )
 
-// pendingSpans holds, per span, the ledger request whose exact energy the
-// span exporter waits for. It is bounded: past its limit a span keeps the
-// estimate the middleware set. Entries whose span never reaches the exporter
-// (a RecordOnly sampling decision, a span dropped by a full batch queue, a
-// span of another TracerProvider) are swept out after pendingHorizon, longer
-// than a batch span processor holds a span before exporting it.
+// pendingSpans holds, per span, the request whose exact energy the span
+// exporter waits for. It is sharded by span id, so registering a span takes
+// one of many small locks, never one shared by every request. It is
+// bounded: past its limit a span keeps the estimate the middleware set.
+// Entries whose span never reaches the exporter (a RecordOnly sampling
+// decision, a span dropped by a full batch queue, a span of another
+// TracerProvider) are swept out after pendingHorizon.
 type pendingSpans struct {
 	enabled atomic.Bool
+	shards  [pendingShards]pendingShard
 
-	mu    sync.Mutex
-	spans map[trace.SpanID]pendingSpan
-	// wait is closed and cleared by the next sample; it exists only while
-	// an exporter waits, so sampling allocates nothing otherwise.
+	mu        sync.Mutex
+	lastSweep int64 // sampler-only
+	// wait is closed and cleared by the next sample that finalizes
+	// requests; it exists only while an exporter waits, so sampling
+	// allocates nothing otherwise.
 	wait chan struct{}
 }
 
-// pendingHorizon is how long a registered span is kept for the exporter.
-const pendingHorizon = time.Minute
+type pendingShard struct {
+	mu    sync.Mutex
+	spans map[trace.SpanID]pendingSpan
+	_     [40]byte
+}
 
-// maxPendingSpans bounds the spans registered for the exporter at once.
-const maxPendingSpans = 4096
-
-// finalizeWait is how long, beyond one sampling interval, an export batch
-// waits for the sample that finalizes its requests.
-const finalizeWait = time.Second
+const (
+	pendingShards = 32
+	// pendingHorizon is how long a registered span is kept for the
+	// exporter: beyond the ledger's horizon and a batch processor's delay.
+	pendingHorizon = 2 * time.Minute
+	// maxPendingPerShard bounds the spans registered at once.
+	maxPendingPerShard = 4096
+	// sweepEvery is how often stale entries are swept out.
+	sweepEvery = time.Second
+	// finalizeSlack is how long, beyond the horizon, an export batch waits
+	// for its requests' figures.
+	finalizeSlack = time.Second
+)
 
 type pendingSpan struct {
 	r  *requestState
 	at int64 // when the span was registered, on the Monitor's clock
 }
 
+func (p *pendingSpans) shard(sid trace.SpanID) *pendingShard {
+	return &p.shards[binary.LittleEndian.Uint64(sid[:])%pendingShards]
+}
+
 // put records that span sid's exact energy arrives with r's finalization.
 func (p *pendingSpans) put(sid trace.SpanID, r *requestState, now int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.spans == nil {
-		p.spans = make(map[trace.SpanID]pendingSpan)
+	s := p.shard(sid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.spans == nil {
+		s.spans = make(map[trace.SpanID]pendingSpan)
 	}
-	if len(p.spans) < maxPendingSpans {
-		p.spans[sid] = pendingSpan{r: r, at: now}
+	if len(s.spans) < maxPendingPerShard {
+		s.spans[sid] = pendingSpan{r: r, at: now}
 	}
 }
 
 func (p *pendingSpans) take(sid trace.SpanID) *requestState {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	e, ok := p.spans[sid]
+	s := p.shard(sid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.spans[sid]
 	if ok {
-		delete(p.spans, sid)
+		delete(s.spans, sid)
 	}
 	return e.r
 }
 
-// waiter returns a channel closed by the next sample.
+// waiter returns a channel closed by the next sample that finalizes
+// requests.
 func (p *pendingSpans) waiter() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -76,49 +98,70 @@ func (p *pendingSpans) waiter() <-chan struct{} {
 	return p.wait
 }
 
-// wake releases the exporters waiting for this sample, and sweeps out the
-// entries registered before cutoff.
-func (p *pendingSpans) wake(cutoff int64) {
+// wake releases the exporters waiting at now, and at most every
+// sweepEvery sweeps out the entries registered before now − pendingHorizon.
+// Only the sampler calls it.
+func (p *pendingSpans) wake(now int64) {
+	if !p.enabled.Load() {
+		return
+	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.wait != nil {
 		close(p.wait)
 		p.wait = nil
 	}
-	for sid, e := range p.spans {
-		if e.at < cutoff {
-			delete(p.spans, sid)
+	p.mu.Unlock()
+	if now != math.MinInt64 && now-p.lastSweep < int64(sweepEvery) {
+		return
+	}
+	p.lastSweep = now
+	cutoff := now - int64(pendingHorizon)
+	if now == math.MinInt64 {
+		cutoff = math.MaxInt64
+	}
+	for i := range p.shards {
+		s := &p.shards[i]
+		s.mu.Lock()
+		for sid, e := range s.spans {
+			if e.at < cutoff {
+				delete(s.spans, sid)
+			}
 		}
+		s.mu.Unlock()
 	}
 }
 
 // flush releases every waiter for good; used on Shutdown.
-func (p *pendingSpans) flush() { p.wake(math.MinInt64) }
+func (p *pendingSpans) flush() {
+	p.enabled.Store(true)
+	p.wake(math.MinInt64)
+}
 
-// NewSpanExporter wraps next so that request spans carry their exact ledger
+// NewSpanExporter wraps next so that request spans carry their exact
 // energy rather than the estimate taken when they ended.
 //
-// In ledger mode the interval in which a request ends is split only at the
-// next sample. The energy middleware and interceptors set an estimate
-// (otelenergy.energy.approximate=true) on the span; with this exporter in
-// the pipeline they also register the span, and ExportSpans holds the batch
-// until that sample, at most one sampling interval plus one second per call
-// and never past ctx's deadline, then replaces energy.millijoules with the
-// exact figure and sets otelenergy.energy.approximate to whether the window
-// was shorter than the counter's update period. When the sampler has
-// stalled (no sample for two intervals) it does not wait. Spans that are
-// not request spans, or whose request has not been finalized in time, pass
-// through unchanged. At most 4096 spans are registered at once; beyond that
-// spans keep their estimate. In window-share mode, or with a nil Monitor,
-// it returns next itself.
+// The ledger splits the intervals at a request's end only once the counter
+// has stepped past it and the requests active then have reported past it,
+// which takes up to the horizon (see [WithHorizon]). The energy middleware
+// and interceptors set an estimate (otelenergy.energy.approximate=true) on
+// the span; with this exporter in the pipeline they also register the
+// span, and ExportSpans holds the batch until those requests are final, at
+// most the horizon plus a second per call and never past ctx's deadline,
+// then replaces energy.millijoules with the exact figure and
+// otelenergy.energy.approximate with whether the figure is still
+// approximate for good (see [Result]). When the sampler has stalled it
+// does not wait. Spans that are not request spans, or whose request is not
+// final in time, pass through unchanged. With a nil Monitor it returns
+// next itself.
 //
-// Use it inside the batch span processor, never a synchronous one: a
+// Use it inside a batch span processor, never a synchronous one: a
 // synchronous processor exports in span.End, on the request's goroutine,
-// and the wait would delay the request.
+// and the wait would delay the request. docs/instrumenting.md sizes the
+// batch processor's queue and export timeout for a given request rate.
 //
 //	sdktrace.WithBatcher(otelenergy.NewSpanExporter(exp, mon))
 func NewSpanExporter(next sdktrace.SpanExporter, m *Monitor) sdktrace.SpanExporter {
-	if m == nil || m.ledger == nil {
+	if m == nil {
 		return next
 	}
 	m.pending.enabled.Store(true)
@@ -144,9 +187,9 @@ func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		if r == nil {
 			continue
 		}
-		if !r.finalized.Load() {
+		if !r.Final() {
 			if deadline == nil {
-				deadline = time.NewTimer(e.m.cfg.interval + finalizeWait)
+				deadline = time.NewTimer(e.m.cfg.horizon + e.m.cfg.interval + finalizeSlack)
 				defer deadline.Stop()
 			}
 			if !e.await(ctx, r, deadline.C) {
@@ -164,38 +207,65 @@ func (e *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	return e.next.ExportSpans(ctx, out)
 }
 
-// await waits until r is finalized, the batch's deadline passes or ctx
-// ends. It does not wait on a sampler that has stalled.
+// await waits until r is final, the batch's deadline passes or ctx ends.
+// It does not wait on a sampler that has stalled.
 func (e *spanExporter) await(ctx context.Context, r *requestState, deadline <-chan time.Time) bool {
-	for !r.finalized.Load() {
-		if e.m.now()-e.m.lastSample.Load() > 2*int64(e.m.cfg.interval) {
-			return false
+	for !r.Final() {
+		if e.m.shut.Load() || e.m.now()-e.m.lastSample.Load() > 4*int64(e.m.cfg.interval)+int64(time.Second) {
+			return r.Final()
 		}
 		select {
 		case <-e.m.pending.waiter():
 		case <-deadline:
-			return r.finalized.Load()
+			return r.Final()
 		case <-ctx.Done():
-			return r.finalized.Load()
+			return r.Final()
 		}
 	}
 	return true
 }
 
+// finalSpan is a request span with its exact energy: the read-only span
+// itself, with its attributes replaced.
+type finalSpan struct {
+	sdktrace.ReadOnlySpan
+	attrs []attribute.KeyValue
+}
+
+func (s finalSpan) Attributes() []attribute.KeyValue { return s.attrs }
+
 func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktrace.ReadOnlySpan {
-	stub := tracetest.SpanStubFromReadOnlySpan(s)
-	attrs := make([]attribute.KeyValue, 0, len(stub.Attributes))
-	for _, kv := range stub.Attributes {
-		if kv.Key != EnergyMillijoulesKey && kv.Key != EnergyApproximateKey {
+	old := s.Attributes()
+	attrs := make([]attribute.KeyValue, 0, len(old)+1)
+	for _, kv := range old {
+		if kv.Key != EnergyMillijoulesKey && kv.Key != approximateKey && kv.Key != sharedKey {
 			attrs = append(attrs, kv)
 		}
 	}
-	approx := r.flushed || r.endT-r.start < int64(e.m.cfg.counterPeriod)
-	stub.Attributes = append(attrs,
-		EnergyMillijoulesKey.Int64(int64(min(e.m.ledger.finalMJ(r), 1<<63-1))),
-		EnergyApproximateKey.Bool(approx))
-	return stub.Snapshot()
+	approx, shared := r.approximate(e.m)
+	attrs = append(attrs,
+		EnergyMillijoulesKey.Int64(int64(min(r.EnergyMJ(), 1<<63-1))),
+		approximateKey.Bool(approx))
+	if shared {
+		attrs = append(attrs, sharedKey.Bool(true))
+	}
+	return finalSpan{ReadOnlySpan: s, attrs: attrs}
 }
 
 // Shutdown shuts down the wrapped exporter.
 func (e *spanExporter) Shutdown(ctx context.Context) error { return e.next.Shutdown(ctx) }
+
+// finalize is the ledger's callback for a request whose figure became
+// final: it records the request-energy histogram in the context of the
+// request's span, so its exemplars link to the trace.
+func (m *Monitor) finalize(lr *ledger.Request) {
+	st, ok := lr.Data.(*requestState)
+	if !ok || (st.Output() == 0 && st.Input() == 0 && st.EnergyMJ() == 0) {
+		return
+	}
+	ctx := context.Background()
+	if st.span.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, st.span)
+	}
+	m.inst.requestEnergy.Record(ctx, float64(st.EnergyMJ())/1000, st.run.recordOpt)
+}

@@ -18,18 +18,16 @@ import (
 // The handler receives a request whose context carries a [Request];
 // handlers report tokens with [Monitor.AddTokens] on that context. When the
 // handler returns (or panics), the middleware sets on the current span
-// energy.millijoules, gen_ai.usage.output_tokens, gen_ai.usage.input_tokens
-// (when reported), otelenergy.run.id, otelenergy.energy.samples and
-// otelenergy.energy.approximate. Without a recording span it sets nothing
-// and costs little. When no energy could be attributed (no samples yet, or,
-// in window-share mode, a window that saw no tokens) energy.millijoules is
-// absent rather than 0; a request that was attributed nothing, such as one
-// that produced no tokens beside requests that did, carries 0.
+// energy.millijoules (the figure known then, see [Request.End]),
+// gen_ai.usage.output_tokens, gen_ai.usage.input_tokens (when reported),
+// otelenergy.run.id and otelenergy.energy.approximate; [NewSpanExporter]
+// replaces the energy with the exact figure. Without a recording span it
+// sets nothing. When no energy could be attributed energy.millijoules is
+// absent rather than 0.
 //
 // The ResponseWriter is passed through untouched, so http.Flusher,
 // http.Hijacker and streaming keep working. A nil Monitor makes the
-// middleware a pass-through, so a service whose Monitor failed to start
-// serves exactly as without it.
+// middleware a pass-through.
 func NewMiddleware(m *Monitor) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		if m == nil {
@@ -53,34 +51,33 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r.WithContext(req))
 }
 
-// finish ends r and reports it on the span in r's context and, outside
-// ledger mode, on the request-energy histogram. In ledger mode the
-// histogram is recorded with the exact figure when the ledger finalizes the
-// request.
+// finish ends r and reports it on the span in r's context. The histogram
+// of request energy is recorded when the figure is final.
 func (m *Monitor) finish(r *Request) {
 	res := r.End()
 	span := trace.SpanFromContext(r.Context)
-	if span.IsRecording() {
-		var kv [6]attribute.KeyValue
-		kv[0] = r.run.spanAttr
-		kv[1] = OutputTokensKey.Int64(int64(res.OutputTokens))
-		n := 2
-		if res.InputTokens > 0 {
-			kv[n] = InputTokensKey.Int64(int64(res.InputTokens))
+	if !span.IsRecording() {
+		return
+	}
+	var kv [6]attribute.KeyValue
+	kv[0] = r.st.run.spanAttr
+	kv[1] = outputTokensKey.Int64(int64(res.OutputTokens))
+	n := 2
+	if res.InputTokens > 0 {
+		kv[n] = inputTokensKey.Int64(int64(res.InputTokens))
+		n++
+	}
+	if res.HasEnergy {
+		kv[n] = EnergyMillijoulesKey.Int64(int64(min(res.EnergyMJ, 1<<63-1)))
+		kv[n+1] = approximateKey.Bool(res.Approximate)
+		n += 2
+		if res.Shared {
+			kv[n] = sharedKey.Bool(true)
 			n++
 		}
-		if res.HasEnergy {
-			kv[n] = EnergyMillijoulesKey.Int64(int64(min(res.EnergyMJ, 1<<63-1)))
-			kv[n+1] = EnergySamplesKey.Int(res.Samples)
-			kv[n+2] = EnergyApproximateKey.Bool(res.Approximate)
-			n += 3
-		}
-		span.SetAttributes(kv[:n]...)
-		if res.HasEnergy && m.ledger != nil && m.pending.enabled.Load() {
-			m.pending.put(span.SpanContext().SpanID(), r.requestState, m.now())
-		}
 	}
-	if m.ledger == nil && res.HasEnergy {
-		m.inst.requestEnergy.Record(r.Context, float64(res.EnergyMJ)/1000, r.run.recordOpt)
+	span.SetAttributes(kv[:n]...)
+	if res.HasEnergy && res.Approximate && m.pending.enabled.Load() {
+		m.pending.put(span.SpanContext().SpanID(), r.st, m.now())
 	}
 }

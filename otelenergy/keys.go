@@ -6,31 +6,26 @@ import (
 	"github.com/otelenergy/otelenergy/runscope"
 )
 
-// Attribute keys this package sets. The hw.* keys come from the semconv
-// package matching the SDK; the gen_ai.* keys are GenAI semantic convention
-// keys that the Go semconv packages stopped carrying, so they are defined
-// here; the otelenergy.* keys are this package's own.
+// EnergyMillijoulesKey is the span attribute that carries a request's
+// energy in whole millijoules (int64). docs/metrics.md lists every
+// attribute and instrument this package sets.
+const EnergyMillijoulesKey = attribute.Key("energy.millijoules")
+
+// Attribute keys this package sets besides EnergyMillijoulesKey. The hw.*
+// keys come from the semconv package matching the SDK; the gen_ai.* keys
+// are GenAI semantic convention keys that the Go semconv packages stopped
+// carrying, so they are defined here; the otelenergy.* keys are this
+// package's own.
 const (
-	// EnergyMillijoulesKey is the span attribute carrying a request's energy
-	// in whole millijoules (int64).
-	EnergyMillijoulesKey = attribute.Key("energy.millijoules")
-	// EnergySamplesKey counts the counter samples inside a request's window.
-	EnergySamplesKey = attribute.Key("otelenergy.energy.samples")
-	// EnergyApproximateKey is true when a request's window is shorter than
-	// the counter's update period, or an edge of it was estimated.
-	EnergyApproximateKey = attribute.Key("otelenergy.energy.approximate")
-	// SourceKey names the energy source kind: nvml, simulated or custom.
-	SourceKey = attribute.Key("otelenergy.source")
-	// WindowKey tells the live J/token figure (live) from the run's (run).
-	WindowKey = attribute.Key("otelenergy.window")
-	// RunIDKey is the run's id, on spans, per-run points and run resources.
-	RunIDKey = runscope.RunIDKey
-	// ModelKey is gen_ai.request.model.
-	ModelKey = runscope.ModelKey
-	// OutputTokensKey is gen_ai.usage.output_tokens.
-	OutputTokensKey = attribute.Key("gen_ai.usage.output_tokens")
-	// InputTokensKey is gen_ai.usage.input_tokens.
-	InputTokensKey = attribute.Key("gen_ai.usage.input_tokens")
-	// TokenTypeKey is gen_ai.token.type: output or input.
-	TokenTypeKey = attribute.Key("gen_ai.token.type")
+	approximateKey  = attribute.Key("otelenergy.energy.approximate")
+	sharedKey       = attribute.Key("otelenergy.energy.shared")
+	sourceKey       = attribute.Key("otelenergy.source")
+	windowKey       = attribute.Key("otelenergy.window")
+	outputTokensKey = attribute.Key("gen_ai.usage.output_tokens")
+	inputTokensKey  = attribute.Key("gen_ai.usage.input_tokens")
+	tokenTypeKey    = attribute.Key("gen_ai.token.type")
+	coefficientKey  = attribute.Key("otelenergy.ledger.coefficient")
+	anomalyKey      = attribute.Key("otelenergy.anomaly")
+	reasonKey       = attribute.Key("otelenergy.reason")
+	runIDKey        = runscope.RunIDKey
 )

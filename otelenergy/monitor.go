@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,54 +13,67 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 
+	"github.com/otelenergy/otelenergy/internal/source"
+	"github.com/otelenergy/otelenergy/internal/steptime"
+	"github.com/otelenergy/otelenergy/ledger"
 	"github.com/otelenergy/otelenergy/ring"
 	"github.com/otelenergy/otelenergy/runscope"
 	"github.com/otelenergy/otelenergy/tracker"
 )
 
-// MaxTokensPerCall is the largest count one AddTokens call accepts. Larger
+// maxTokensPerCall is the largest count one AddTokens call accepts. Larger
 // or negative counts are rejected and counted, never wrapped into a huge
 // number.
-const MaxTokensPerCall = 1 << 24
+const maxTokensPerCall = 1 << 24
+
+// Run is a run: a model load or hot-swap, with its own id and baseline. It
+// is runscope's type, here so that the common case needs one import.
+type Run = runscope.Run
+
+// Snapshot is a set of cumulative totals at one instant.
+type Snapshot = runscope.Snapshot
 
 // Monitor meters the energy of one [Source]'s devices and attributes it to
 // tokens and requests.
 //
-// One background goroutine, started by [Monitor.Start], samples every device
-// at the configured cadence into a lock-free ring. Instruments are
-// registered with the MeterProvider at construction and observe the sampled
-// totals. Requests are tracked by [Monitor.StartRequest], which the HTTP
-// middleware and gRPC interceptors call.
+// One background goroutine, started by [Monitor.Start], reads every device
+// at the configured cadence, learns when each device's counter steps, and
+// records the steps into a lock-free ring per device. The ledger splits the
+// energy of each step among the requests active in it. Instruments are
+// registered with the MeterProvider at construction and observe the
+// sampled totals. Requests are tracked by [Monitor.StartRequest], which the
+// HTTP middleware and gRPC interceptors call.
 //
-// All methods are safe for concurrent use. A Monitor owns its Source and
-// closes it on Shutdown.
+// All methods are safe for concurrent use, and safe on a nil Monitor, where
+// they do nothing and return zero values or [ErrClosed]. A Monitor owns its
+// Source and closes it on Shutdown.
 type Monitor struct {
 	cfg   config
 	src   Source
 	devs  []*device
-	ring  *ring.Ring
 	epoch time.Time
 
-	outTokens atomic.Uint64
-	inTokens  atomic.Uint64
-	rejected  atomic.Uint64
-	// unattributed is window-share mode's idle energy; the ledger keeps
-	// its own.
-	unattributed atomic.Uint64
-	// shut is set by Shutdown; Sample does nothing afterwards.
-	shut atomic.Bool
+	outTokens   atomic.Uint64
+	inTokens    atomic.Uint64
+	unownedOut  atomic.Uint64
+	unownedIn   atomic.Uint64
+	rejected    atomic.Uint64
+	sampleNanos atomic.Int64 // duration of the last sampling pass
+	shut        atomic.Bool
 
-	// sampleMu makes Sample the ring's single writer, whether it is called
-	// by the sampler goroutine, BeginRun or the application.
+	// sampleMu makes Sample the rings' single writer and the ledger's
+	// single sampler, whether it is called by the sampler goroutine,
+	// BeginRun or the application.
 	sampleMu   sync.Mutex
 	lastSample atomic.Int64 // ns since epoch; -1 before the first sample
 
 	scope runscope.Scope
 	run   atomic.Pointer[runInfo]
 
-	ledger  *ledger
+	ledger  *ledger.Ledger
 	pending pendingSpans
 	inst    *instruments
+	sharer  source.Sharer
 
 	life    sync.Mutex
 	started bool
@@ -74,12 +86,15 @@ type Monitor struct {
 type device struct {
 	Device
 	acc    *tracker.Accumulator
+	steps  steptime.Estimator // sampler-only
+	ring   *ring.Ring
+	prev   uint64 // sampler-only: the total at the previous read
+	primed bool   // sampler-only: the ring has its first point
+	failed bool   // sampler-only: the previous read failed
 	errors atomic.Uint64
 	lost   atomic.Bool
-	failed bool          // sampler-only: the previous read failed, so the next error is not reported again
-	power  atomic.Uint64 // math.Float64bits of watts over the live window; NaN when unknown
-	hist   []ring.Point  // sampler-only: recent (t, cumulative mJ) for power
-	histN  int
+	period atomic.Int64 // learned counter update period, ns; 0 unknown
+	share  atomic.Pointer[source.Share]
 }
 
 // runInfo is a run plus everything the request path needs from it, built
@@ -93,8 +108,9 @@ type runInfo struct {
 
 // NewMonitor returns a Monitor over src, with instruments registered on the
 // configured MeterProvider. It does not start sampling: call
-// [Monitor.Start]. It fails with [ErrInvalidConfig] for bad options, and
-// with [ErrNoDevices] when src has no device.
+// [Monitor.Start], or [Monitor.Sample] by hand. It fails with
+// [ErrInvalidConfig] for bad options, and with [ErrNoDevices] when src has
+// no device.
 func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 	if src == nil {
 		return nil, fmt.Errorf("%w: nil Source", ErrInvalidConfig)
@@ -103,28 +119,34 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := ring.New(cfg.ringCapacity)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-	}
 	devices := src.Devices()
 	if len(devices) == 0 {
 		return nil, fmt.Errorf("%w: source %q has no devices", ErrNoDevices, src.Kind())
 	}
-	m := &Monitor{cfg: cfg, src: src, ring: r, epoch: cfg.now()}
+	m := &Monitor{cfg: cfg, src: src, epoch: cfg.now()}
+	m.sharer, _ = src.(source.Sharer)
 	m.lastSample.Store(-1)
-	histLen := int(cfg.liveWindow/cfg.interval) + 2
-	for _, d := range devices {
-		dev := &device{Device: d, acc: tracker.NewAccumulator(d.CounterMax), hist: make([]ring.Point, histLen)}
-		dev.power.Store(math.Float64bits(math.NaN()))
-		m.devs = append(m.devs, dev)
+	rings := make([]*ring.Ring, len(devices))
+	for i, d := range devices {
+		r, err := ring.New(ringCapacity)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		rings[i] = r
+		m.devs = append(m.devs, &device{
+			Device: d,
+			acc:    tracker.NewAccumulator(tracker.Limits{CounterMax: d.CounterMax, MaxWatts: d.PowerBound()}),
+			ring:   r,
+		})
 	}
-	if sim, ok := src.(interface{ bindTokens(func() (uint64, uint64)) }); ok {
-		sim.bindTokens(func() (uint64, uint64) { return m.outTokens.Load(), m.inTokens.Load() })
+	lc := ledger.Config{Rings: rings, Horizon: int64(cfg.horizon)}
+	if cfg.idleSet {
+		lc.IdleWatts, lc.IdleFixed = cfg.idleWatts, true
 	}
-	if cfg.attribution == AttributionLedger {
-		m.ledger = newLedger(cfg)
+	if cfg.weightsSet {
+		lc.OutputWeight, lc.InputWeight, lc.WeightsFixed = cfg.weights.Output, cfg.weights.Input, true
 	}
+	m.ledger = ledger.New(lc)
 	if m.inst, err = newInstruments(m); err != nil {
 		return nil, err
 	}
@@ -136,11 +158,17 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 // Resource returns a schemaless resource with otelenergy.source, the kind of
 // the Monitor's source, to merge into the application's resource.
 func (m *Monitor) Resource() *resource.Resource {
-	return resource.NewSchemaless(SourceKey.String(m.src.Kind()))
+	if m == nil {
+		return resource.Empty()
+	}
+	return resource.NewSchemaless(sourceKey.String(m.src.Kind()))
 }
 
 // Devices returns the metered devices.
 func (m *Monitor) Devices() []Device {
+	if m == nil {
+		return nil
+	}
 	out := make([]Device, len(m.devs))
 	for i, d := range m.devs {
 		out[i] = d.Device
@@ -148,16 +176,27 @@ func (m *Monitor) Devices() []Device {
 	return out
 }
 
-// Ring returns the Monitor's sample ring, for read-only queries.
-func (m *Monitor) Ring() *ring.Ring { return m.ring }
+// Ring returns a read-only view of device i's counter steps: each point is
+// a step at its estimated instant, with the device's cumulative energy and
+// the output tokens counted by then. It fails with [ErrInvalidDevice] for
+// an index outside [Monitor.Devices].
+func (m *Monitor) Ring(i int) (ring.View, error) {
+	if m == nil || i < 0 || i >= len(m.devs) {
+		return ring.View{}, fmt.Errorf("%w: index %d", ErrInvalidDevice, i)
+	}
+	return m.devs[i].ring.View(), nil
+}
 
 // now returns nanoseconds since the Monitor was built, on the monotonic
 // clock when the configured clock provides one.
 func (m *Monitor) now() int64 { return int64(m.cfg.now().Sub(m.epoch)) }
 
 // Start takes a first sample and starts the sampler goroutine. It is
-// idempotent; after Shutdown it returns [ErrClosed].
+// idempotent; after Shutdown, or on a nil Monitor, it returns [ErrClosed].
 func (m *Monitor) Start() error {
+	if m == nil {
+		return ErrClosed
+	}
 	m.life.Lock()
 	defer m.life.Unlock()
 	if m.closed {
@@ -187,15 +226,18 @@ func (m *Monitor) loop(stop <-chan struct{}, done chan<- struct{}) {
 	}
 }
 
-// Shutdown stops the sampler, waits for it to exit, takes a last sample so
-// that requests that ended since the previous one get their final figures,
-// unregisters the instruments and closes the source. It is idempotent.
+// Shutdown stops the sampler, waits for it to exit, takes a last sample,
+// finalizes every tracked request with what it has (marked approximate),
+// unregisters the instruments and closes the source. It is idempotent and
+// safe on a nil Monitor.
 //
 // If ctx ends before the sampler exits (a device read that hangs), Shutdown
 // returns ctx's error at once; the source is then closed when the sampler's
-// read returns, and requests still being tracked keep the figures they have,
-// marked approximate.
+// read returns.
 func (m *Monitor) Shutdown(ctx context.Context) error {
+	if m == nil {
+		return nil
+	}
 	m.life.Lock()
 	if m.closed {
 		m.life.Unlock()
@@ -220,10 +262,13 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 		m.Sample()
 	}
 	// shut is set without sampleMu: a sample stuck in a device read must
-	// not hold Shutdown past its context.
+	// not hold Shutdown past its context. Flush takes sampleMu only when
+	// the sampler is known to have exited.
 	m.shut.Store(true)
-	if m.ledger != nil {
-		m.recordFinal(m.ledger.flush())
+	if exited {
+		m.sampleMu.Lock()
+		m.ledger.Flush(m.finalize)
+		m.sampleMu.Unlock()
 	}
 	m.pending.flush()
 	if err := m.inst.unregister(); err != nil {
@@ -244,11 +289,19 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Sample reads every device once and records a point. The sampler goroutine
-// calls it at every tick; applications that drive sampling themselves call
-// it instead of Start. Sample serializes with itself, and does nothing after
-// Shutdown. Steady-state sampling allocates nothing.
+// Sample reads every device once. The sampler goroutine calls it every
+// interval; applications that drive sampling themselves (tests,
+// simulations on a fake clock) call it instead of Start, at the same
+// cadence, and get the same figures. Sample serializes with itself and
+// does nothing after Shutdown.
+//
+// A read that sees no counter step pushes nothing and splits nothing; its
+// cost is the device reads plus one pass over the active requests' token
+// counters. Steady-state sampling allocates nothing.
 func (m *Monitor) Sample() {
+	if m == nil {
+		return
+	}
 	m.sampleMu.Lock()
 	defer m.sampleMu.Unlock()
 	if !m.shut.Load() {
@@ -257,108 +310,190 @@ func (m *Monitor) Sample() {
 }
 
 func (m *Monitor) sampleLocked() {
+	began := time.Now()
 	t := m.now()
 	if last := m.lastSample.Load(); last >= 0 && t < last {
-		t = last // a clock that went backwards must not break the ring's order
+		t = last // a clock that went backwards must not break the rings' order
 	}
-	var total uint64
+	stepped := false
 	for i, d := range m.devs {
-		if !d.lost.Load() {
-			m.read(i, d, t)
+		if d.lost.Load() {
+			continue
 		}
-		total += d.acc.Total()
+		if m.read(i, d, t) {
+			stepped = true
+		}
 	}
-	tokens := m.outTokens.Load()
-	if err := m.ring.Push(ring.Point{T: t, EnergyMJ: total, Tokens: tokens}); err != nil {
-		otel.Handle(err) // unreachable: t never goes backwards
-	}
-	if m.ledger != nil {
-		m.recordFinal(m.ledger.step(t, total, tokens, m.inTokens.Load()))
-	} else if p, ok := m.ring.Back(1); ok && p.Tokens == tokens {
-		// Window-share: energy in an interval that saw no tokens is idle.
-		m.unattributed.Add(satSub(total, p.EnergyMJ))
+	m.ledger.Observe(t, m.unownedOut.Load(), m.unownedIn.Load())
+	if stepped {
+		m.ledger.Settle(t, m.finalize)
+		m.pending.wake(t)
 	}
 	m.lastSample.Store(t)
-	m.pending.wake(t - int64(pendingHorizon))
+	m.sampleNanos.Store(int64(time.Since(began)))
 }
 
-// read samples device i. Errors are counted; the first of a run of failures
-// is reported through otel.Handle, because the sampler has no caller.
-func (m *Monitor) read(i int, d *device, t int64) {
+// read samples device i at t and reports whether its counter stepped.
+// Errors are counted; the first of a run of failures is reported through
+// otel.Handle, because the sampler has no caller.
+func (m *Monitor) read(i int, d *device, t int64) bool {
 	raw, err := m.src.ReadEnergy(i)
 	if err == nil {
-		_, err = d.acc.Advance(raw)
+		_, err = d.acc.Advance(raw, t)
 	}
 	if err != nil {
 		d.errors.Add(1)
 		if errors.Is(err, ErrDeviceLost) {
 			d.lost.Store(true)
-			d.power.Store(math.Float64bits(math.NaN()))
+			m.ledger.SetLost(i)
 		}
 		if !d.failed {
 			otel.Handle(fmt.Errorf("otelenergy: reading %s (%s): %w", d.ID, d.Name, err))
 		}
 		d.failed = true
-		return
+		return false
 	}
 	d.failed = false
-	d.recordPower(t, d.acc.Total())
+	if m.sharer != nil {
+		s := m.sharer.Share(i)
+		if p := d.share.Load(); p == nil || *p != s {
+			d.share.Store(&s)
+		}
+		m.ledger.SetShare(i, s.Fraction, s.Split, s.Shared && !s.Split)
+	}
+	total := d.acc.Total()
+	if !d.primed {
+		// The first reading anchors the device's series: the ledger splits
+		// from here on.
+		d.steps.Observe(t, false)
+		d.primed, d.prev = true, total
+		m.push(d, t, total)
+		return true
+	}
+	at, ok := d.steps.Observe(t, total != d.prev)
+	if !ok {
+		return false
+	}
+	d.prev = total
+	d.period.Store(d.steps.Period())
+	m.push(d, at, total)
+	return true
 }
 
-// recordPower appends (t, mJ) to the device's history and publishes its mean
-// power over the live window.
-func (d *device) recordPower(t int64, mj uint64) {
-	n := len(d.hist)
-	d.hist[d.histN%n] = ring.Point{T: t, EnergyMJ: mj}
-	d.histN++
-	if d.histN < 2 {
-		return
+func (m *Monitor) push(d *device, at int64, total uint64) {
+	if back, ok := d.ring.Back(0); ok && at < back.T {
+		at = back.T
 	}
-	oldest := d.hist[max(0, d.histN-n)%n]
-	w := ring.Window{Start: oldest, End: d.hist[(d.histN-1)%n]}
-	if watts, ok := w.Watts(); ok {
-		d.power.Store(math.Float64bits(watts))
+	if err := d.ring.Push(ring.Point{T: at, EnergyMJ: total, Tokens: m.outTokens.Load()}); err != nil {
+		otel.Handle(err) // unreachable: at never goes backwards
 	}
 }
 
 // AddTokens counts n output tokens: in the Monitor's totals, and in the
-// request carried by ctx if there is one. It is one atomic add per count
-// and never allocates. A negative n, or one above [MaxTokensPerCall], is
-// rejected and counted. On a nil Monitor it does nothing, so handlers can
-// call it whether or not energy metering could start.
+// request carried by ctx if there is one. It is a few atomic adds, never
+// allocates and never blocks. A negative n, or one above 2^24, is rejected
+// and counted. On a nil Monitor it does nothing, so handlers can call it
+// whether or not energy metering could start.
+//
+// Tokens reported in one call are taken as produced evenly since the
+// request's previous report, so a handler that reports in chunks or only
+// at the end is still attributed correctly, once the ledger's horizon
+// covers the wait (see [WithHorizon]).
 func (m *Monitor) AddTokens(ctx context.Context, n int) { m.addTokens(ctx, n, false) }
 
 // AddInputTokens counts n input (prompt) tokens, kept apart from output
-// tokens, as [Monitor.AddTokens] does.
+// tokens, as [Monitor.AddTokens] does. Input tokens are taken as processed
+// between the request's start and its first output token.
 func (m *Monitor) AddInputTokens(ctx context.Context, n int) { m.addTokens(ctx, n, true) }
 
 func (m *Monitor) addTokens(ctx context.Context, n int, input bool) {
 	if m == nil {
 		return
 	}
-	if n <= 0 || n > MaxTokensPerCall {
+	if n <= 0 || n > maxTokensPerCall {
 		if n != 0 {
 			m.rejected.Add(1)
 		}
 		return
 	}
-	total := &m.outTokens
-	if input {
-		total = &m.inTokens
-	}
-	total.Add(uint64(n))
-	if r := requestFrom(ctx); r != nil && r.m == m {
-		if input {
-			r.in.Add(uint64(n))
+	r := requestFrom(ctx)
+	owned := r != nil && r.st.m == m && r.st.tracked
+	switch {
+	case input:
+		m.inTokens.Add(uint64(n))
+		if owned {
+			r.st.AddInput(uint64(n))
 		} else {
-			r.out.Add(uint64(n))
+			m.unownedIn.Add(uint64(n))
+		}
+	default:
+		m.outTokens.Add(uint64(n))
+		if owned {
+			r.st.AddOutput(uint64(n))
+		} else {
+			m.unownedOut.Add(uint64(n))
 		}
 	}
 }
 
-// RejectedTokenReports returns how many AddTokens or AddInputTokens calls
-// were rejected for a negative or absurd count.
-func (m *Monitor) RejectedTokenReports() uint64 { return m.rejected.Load() }
+// Stats are a Monitor's counts of what went wrong or was left out.
+type Stats struct {
+	// Devices holds one entry per metered device, in [Monitor.Devices]
+	// order.
+	Devices []DeviceStats
+	// Skipped lists the devices the source found but does not read.
+	Skipped []Skipped
+	// RejectedTokenReports counts AddTokens and AddInputTokens calls
+	// rejected for a negative or absurd count.
+	RejectedTokenReports uint64
+	// DroppedRequests counts requests that got no energy because 65,536
+	// were already being tracked.
+	DroppedRequests uint64
+	// ExpiredRequests counts requests not ended within an hour of their
+	// start: they stopped accruing then.
+	ExpiredRequests uint64
+}
+
+// DeviceStats are one device's sampler figures.
+type DeviceStats struct {
+	// ReadErrors counts failed reads.
+	ReadErrors uint64
+	// Lost is true once the device stopped answering.
+	Lost bool
+	// Wraps, Resets, Jitters and Glitches count the counter's anomalies.
+	Wraps, Resets, Jitters, Glitches uint64
+	// UpdatePeriod is the counter's learned update period, or 0 while it
+	// is unknown.
+	UpdatePeriod time.Duration
+}
+
+// Stats returns the Monitor's counts as of now.
+func (m *Monitor) Stats() Stats {
+	if m == nil {
+		return Stats{}
+	}
+	s := Stats{
+		RejectedTokenReports: m.rejected.Load(),
+		DroppedRequests:      m.ledger.Dropped(),
+		ExpiredRequests:      m.ledger.Expired(),
+		Devices:              make([]DeviceStats, len(m.devs)),
+	}
+	if sk, ok := m.src.(source.Skipper); ok {
+		s.Skipped = sk.Skipped()
+	}
+	for i, d := range m.devs {
+		s.Devices[i] = DeviceStats{
+			ReadErrors:   d.errors.Load(),
+			Lost:         d.lost.Load(),
+			Wraps:        d.acc.Wraps(),
+			Resets:       d.acc.Resets(),
+			Jitters:      d.acc.Jitters(),
+			Glitches:     d.acc.Glitches(),
+			UpdatePeriod: time.Duration(d.period.Load()),
+		}
+	}
+	return s
+}
 
 // snapshot returns the cumulative totals. t is the snapshot's time; a
 // negative t takes the last sample's.
@@ -367,48 +502,45 @@ func (m *Monitor) snapshot(t int64) runscope.Snapshot {
 		t = max(m.lastSample.Load(), 0)
 	}
 	s := runscope.Snapshot{
-		T:            t,
-		EnergyMJ:     make([]uint64, len(m.devs)),
-		OutputTokens: m.outTokens.Load(),
-		InputTokens:  m.inTokens.Load(),
+		T:              t,
+		EnergyMJ:       make([]uint64, len(m.devs)),
+		OutputTokens:   m.outTokens.Load(),
+		InputTokens:    m.inTokens.Load(),
+		UnattributedMJ: m.ledger.Unattributed(),
 	}
 	for i, d := range m.devs {
 		s.EnergyMJ[i] = d.acc.Total()
 	}
-	s.UnattributedMJ = m.unattributedMJ()
 	return s
 }
 
-func (m *Monitor) unattributedMJ() uint64 {
-	if m.ledger != nil {
-		return m.ledger.unattributed.Load()
+// Totals returns the process-cumulative totals as of now: energy per device
+// as of the last sample, tokens as of now. A run's own view is
+// run.Since(m.Totals()).
+func (m *Monitor) Totals() Snapshot {
+	if m == nil {
+		return Snapshot{}
 	}
-	return m.unattributed.Load()
+	return m.snapshot(-1)
 }
 
-// Totals returns the process-cumulative totals as of now: energy per device
-// as of the last sample, and tokens as of now.
-func (m *Monitor) Totals() runscope.Snapshot { return m.snapshot(-1) }
-
-// SamplerErrors returns the number of failed reads of device i.
-func (m *Monitor) SamplerErrors(i int) uint64 { return m.devs[i].errors.Load() }
-
-// Run returns the current run.
-func (m *Monitor) Run() *runscope.Run { return m.run.Load().run }
-
-// RunTotals returns the current run and its own view of the totals:
-// cumulative − the run's baseline. This is the "this run" figure for an
-// in-process dashboard; exported counters stay cumulative.
-func (m *Monitor) RunTotals() (*runscope.Run, runscope.Snapshot) {
-	ri := m.run.Load()
-	return ri.run, ri.run.Since(m.snapshot(-1))
+// Run returns the current run, or nil on a nil Monitor.
+func (m *Monitor) Run() *Run {
+	if m == nil {
+		return nil
+	}
+	return m.run.Load().run
 }
 
 // BeginRun ends the current run and begins a new one for model, such as
 // after a model load or hot-swap. It takes a sample first, so both runs'
 // boundaries fall on the same sample: no energy is counted in both runs or
 // in neither. It returns the new run; the ended one keeps its end snapshot.
-func (m *Monitor) BeginRun(model string) *runscope.Run {
+// On a nil Monitor it returns nil.
+func (m *Monitor) BeginRun(model string) *Run {
+	if m == nil {
+		return nil
+	}
 	m.sampleMu.Lock()
 	defer m.sampleMu.Unlock()
 	if !m.shut.Load() {
@@ -425,6 +557,19 @@ func (m *Monitor) setRun(r *runscope.Run) {
 		run:       r,
 		spanAttr:  runscope.RunIDKey.String(r.ID()),
 		recordOpt: metric.WithAttributeSet(attribute.NewSet(attrs...)),
-		jptOpt:    metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{WindowKey.String("run")}, attrs...)...)),
+		jptOpt:    metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{windowKey.String("run")}, attrs...)...)),
 	})
+}
+
+// counterPeriod returns the slowest learned update period among the
+// devices, or the default while none is known.
+func (m *Monitor) counterPeriod() int64 {
+	var p int64
+	for _, d := range m.devs {
+		p = max(p, d.period.Load())
+	}
+	if p == 0 {
+		return int64(defaultCounterPeriod)
+	}
+	return p
 }

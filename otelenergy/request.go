@@ -2,11 +2,10 @@ package otelenergy
 
 import (
 	"context"
-	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/otelenergy/otelenergy/ring"
+	"github.com/otelenergy/otelenergy/ledger"
 )
 
 // Request tracks one unit of work (an HTTP request, an RPC, a queue job) so
@@ -14,36 +13,23 @@ import (
 //
 // A Request is a context.Context: it carries its parent's values, deadline
 // and cancellation, plus itself, so handlers pass it on and
-// [Monitor.AddTokens] finds it. It is built once per request, which costs two
-// allocations. Its token counters are safe for concurrent use; End must be
-// called exactly once, by the goroutine that started it.
+// [Monitor.AddTokens] finds it. Starting one costs two allocations and no
+// lock; its token counters are atomics. End must be called exactly once.
 type Request struct {
 	context.Context
-	m   *Monitor
-	seq uint64 // ring.Written() at start
-	*requestState
+	st *requestState
 }
 
 // requestState is what the ledger and the span exporter keep of a request
 // after it ends. It is allocated apart from the Request so that holding it
-// until the next sample does not keep the request's context, and through it
-// the HTTP request and the span, alive.
+// until its figure is final does not keep the request's context, and
+// through it the HTTP request, alive.
 type requestState struct {
-	run   *runInfo
-	start int64
-	out   atomic.Uint64
-	in    atomic.Uint64
-
-	// Ledger state, guarded by the ledger's mutex.
-	idx       int // index in the ledger's active list; -1 when not in it
-	lastOut   uint64
-	lastIn    uint64
-	ledgerMJ  uint64
-	ended     bool
-	flushed   bool // finalized by Shutdown without its last interval
-	endT      int64
-	spanCtx   trace.SpanContext
-	finalized atomic.Bool
+	ledger.Request
+	m       *Monitor
+	run     *runInfo
+	span    trace.SpanContext // immutable: read by the sampler at any time
+	tracked bool              // handed to the ledger
 }
 
 type requestKey struct{}
@@ -77,82 +63,78 @@ type Result struct {
 	// EnergyMJ is the energy attributed to the request, in whole
 	// millijoules. It is meaningful only when HasEnergy is true.
 	EnergyMJ uint64
-	// HasEnergy is false when no energy could be attributed: no source, no
-	// samples yet, or (window-share) a window that saw no tokens.
+	// HasEnergy is false when no energy could be attributed: no samples
+	// yet, a nil Monitor, or more requests at once than the ledger tracks.
 	HasEnergy bool
-	// Samples is the number of counter samples taken while the request ran.
-	Samples int
-	// Approximate is true when the request's window was shorter than the
-	// counter's update period, or an edge of it was estimated.
+	// Approximate is true while part of the figure is an estimate (the
+	// intervals at the request's end are split only once the counter has
+	// stepped past it and the requests active then have reported), and for
+	// good when the request ran for less than the counter's update period,
+	// ran on a shared device whose energy could not be split, or was
+	// finalized by Shutdown, the horizon or its maximum age.
 	Approximate bool
+	// Shared is true when a device the request ran on is used by other
+	// processes and its energy could not be split among them.
+	Shared bool
 	// OutputTokens and InputTokens are the tokens the request reported.
 	OutputTokens, InputTokens uint64
+	// RunID is the id of the run the request started in.
+	RunID string
 }
 
 // StartRequest begins tracking a request whose context is ctx and returns
 // it. Pass the returned Request (a context) to the handler, and call End
-// when the request is done. Starting a request never blocks on the sampler
+// when the request is done. It takes no lock, never blocks on the sampler
 // and never fails: without samples, or on a nil Monitor, End reports no
 // energy.
 func (m *Monitor) StartRequest(ctx context.Context) *Request {
 	if m == nil {
-		return &Request{Context: ctx, requestState: &requestState{idx: -1}}
+		return &Request{Context: ctx, st: &requestState{}}
 	}
-	r := &Request{Context: ctx, m: m, seq: m.ring.Written(),
-		requestState: &requestState{run: m.run.Load(), start: m.now(), idx: -1}}
+	st := &requestState{m: m, run: m.run.Load(), span: trace.SpanContextFromContext(ctx)}
+	st.Init(m.now(), st)
 	// The ledger tracks requests only while something samples, so that a
 	// Monitor nobody samples never accumulates them.
-	if m.ledger != nil && m.lastSample.Load() >= 0 && !m.shut.Load() {
-		m.ledger.add(r.requestState)
+	if m.lastSample.Load() >= 0 && !m.shut.Load() {
+		st.tracked = true
+		m.ledger.Add(&st.Request)
 	}
-	return r
+	return &Request{Context: ctx, st: st}
 }
 
-// OutputTokens returns the output tokens reported on r so far.
-func (r *Request) OutputTokens() uint64 { return r.out.Load() }
-
-// InputTokens returns the input tokens reported on r so far.
-func (r *Request) InputTokens() uint64 { return r.in.Load() }
-
-// RunID returns the id of the run the request started in, or "" for a
-// request started on a nil Monitor.
-func (r *Request) RunID() string {
-	if r.run == nil {
-		return ""
-	}
-	return r.run.run.ID()
-}
-
-// End stops tracking r and returns what it cost as far as is known now.
-//
-// In window-share mode that is final. In ledger mode the interval in which
-// the request ended is split at the next sample; End estimates the request's
-// part of it from the latest power and marks the result approximate, and the
-// exact figure follows at the next sample (see [NewSpanExporter]).
+// End stops tracking r and returns what it cost as far as is known now:
+// the energy of the intervals already split, plus an estimate of the rest
+// from the ledger's model, marked approximate. The exact figure follows
+// once the ledger has split the intervals at the request's end (see
+// [NewSpanExporter]). End takes no lock and does not allocate.
 func (r *Request) End() Result {
-	m := r.m
+	st := r.st
+	res := Result{OutputTokens: st.Output(), InputTokens: st.Input()}
+	m := st.m
 	if m == nil {
-		return Result{OutputTokens: r.out.Load(), InputTokens: r.in.Load()}
+		return res
 	}
+	res.RunID = st.run.run.ID()
 	end := m.now()
-	res := Result{
-		OutputTokens: r.out.Load(),
-		InputTokens:  r.in.Load(),
-		Samples:      int(m.ring.Written() - r.seq),
-		Approximate:  end-r.start < int64(m.cfg.counterPeriod),
-	}
-	if m.ledger != nil {
-		r.spanCtx = trace.SpanContextFromContext(r.Context)
-		mj, ok, estimated := m.ledger.end(r.requestState, end, m.outTokens.Load(), m.inTokens.Load())
-		res.EnergyMJ, res.HasEnergy = mj, ok
-		res.Approximate = res.Approximate || estimated
+	st.Request.End(end)
+	if !st.tracked || st.Flags()&ledger.FlagDropped != 0 {
 		return res
 	}
-	w, ok := m.ring.Window(r.start, end)
-	if !ok {
-		return res
+	res.EnergyMJ, res.HasEnergy = m.ledger.Estimate(&st.Request, end), true
+	res.Approximate, res.Shared = st.approximate(m)
+	if !st.Final() {
+		res.Approximate = true
 	}
-	res.Samples = w.Samples
-	res.EnergyMJ, res.HasEnergy = ring.Share(w.EnergyMJ(), w.Tokens(), res.OutputTokens)
 	return res
+}
+
+// approximate says whether r's final figure is approximate, and whether
+// it ran on a shared device.
+func (st *requestState) approximate(m *Monitor) (approx, shared bool) {
+	f := st.Flags()
+	shared = f&ledger.FlagShared != 0
+	end, _ := st.Ended()
+	approx = f&(ledger.FlagExpired|ledger.FlagFlushed|ledger.FlagForced|ledger.FlagShared) != 0 ||
+		end-st.Start() < m.counterPeriod()
+	return approx, shared
 }

@@ -3,50 +3,78 @@ package otelenergy
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/otelenergy/otelenergy/ring"
-	"github.com/otelenergy/otelenergy/runscope"
 )
 
-// RegisterRunMetrics registers run-scoped instruments for run on mp and
-// returns their registration.
+// RunMeterProvider returns a MeterProvider for run, with the run-scoped
+// instruments registered on it, and its resource res merged with the run's
+// own (otelenergy.run.id, gen_ai.request.model). opts configure the
+// provider as for sdkmetric.NewMeterProvider (readers, views); a resource
+// among them is replaced. A provider's resource cannot change, so each run
+// needs its own; its cumulative start time is then the run's start.
 //
-// The values are run's own view, cumulative − baseline, so they start at
-// zero when the run begins: otelenergy.run.energy (J, per GPU),
-// otelenergy.run.tokens ({token}, by gen_ai.token.type),
+// The run-scoped instruments are run's own view, cumulative − baseline, so
+// they start at zero when the run begins: otelenergy.run.energy (J, per
+// device), otelenergy.run.tokens ({token}, by gen_ai.token.type),
 // otelenergy.run.energy.unattributed (J) and
 // otelenergy.run.energy_per_token (J/{token}). Once the run has ended they
-// hold its final values, so shutting mp down after [Monitor.BeginRun]
-// exports them one last time.
+// hold its final values, so shutting the provider down after the next
+// [Monitor.BeginRun] exports them one last time:
 //
-// mp is meant to be a MeterProvider built for this run, whose resource
-// includes [runscope.Run.Resource]: a provider's resource cannot change, and
-// its cumulative start time is then the run's start. The process-cumulative
-// instruments stay on the Monitor's own provider and never go backwards.
-func (m *Monitor) RegisterRunMetrics(mp metric.MeterProvider, run *runscope.Run) (metric.Registration, error) {
+//	run := mon.BeginRun("llama-3.1-8b")
+//	mp, err := mon.RunMeterProvider(run, res, sdkmetric.WithReader(reader))
+//	// ... at the next swap: mp.Shutdown(ctx)
+//
+// The process-cumulative instruments stay on the Monitor's own provider
+// and never go backwards. It fails with [ErrClosed] on a nil Monitor, and
+// with an error wrapping [ErrInvalidConfig] when the resources cannot be
+// merged.
+func (m *Monitor) RunMeterProvider(run *Run, res *resource.Resource, opts ...sdkmetric.Option) (*sdkmetric.MeterProvider, error) {
+	if m == nil {
+		return nil, ErrClosed
+	}
+	if run == nil {
+		return nil, fmt.Errorf("%w: nil run", ErrInvalidConfig)
+	}
+	merged, err := resource.Merge(res, run.Resource())
+	if err != nil {
+		return nil, fmt.Errorf("%w: run resource: %w", ErrInvalidConfig, err)
+	}
+	mp := sdkmetric.NewMeterProvider(append(opts, sdkmetric.WithResource(merged))...)
+	if err := m.registerRunMetrics(mp, run); err != nil {
+		return nil, errors.Join(err, mp.Shutdown(context.Background()))
+	}
+	return mp, nil
+}
+
+func (m *Monitor) registerRunMetrics(mp metric.MeterProvider, run *Run) error {
 	meter := mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
-	energy, err1 := meter.Float64ObservableCounter(MetricRunEnergy, metric.WithUnit("J"),
-		metric.WithDescription("GPU energy consumed since the run began."))
-	tokens, err2 := meter.Int64ObservableCounter(MetricRunTokens, metric.WithUnit("{token}"),
+	energy, err1 := meter.Float64ObservableCounter("otelenergy.run.energy", metric.WithUnit("J"),
+		metric.WithDescription("Device energy consumed since the run began."))
+	tokens, err2 := meter.Int64ObservableCounter("otelenergy.run.tokens", metric.WithUnit("{token}"),
 		metric.WithDescription("Tokens reported since the run began."))
-	unattr, err3 := meter.Float64ObservableCounter(MetricRunUnattributed, metric.WithUnit("J"),
+	unattr, err3 := meter.Float64ObservableCounter("otelenergy.run.energy.unattributed", metric.WithUnit("J"),
 		metric.WithDescription("Energy attributed to no request since the run began."))
-	perToken, err4 := meter.Float64ObservableGauge(MetricRunEnergyPerTokn, metric.WithUnit("J/{token}"),
-		metric.WithDescription("GPU energy per output token since the run began; absent before its first token."))
+	perToken, err4 := meter.Float64ObservableGauge("otelenergy.run.energy_per_token", metric.WithUnit("J/{token}"),
+		metric.WithDescription("Device energy per output token since the run began; absent before its first token."))
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		return nil, err
+		return err
 	}
 	devOpts := make([]metric.ObserveOption, len(m.devs))
 	for i, d := range m.devs {
-		devOpts[i] = metric.WithAttributeSet(attribute.NewSet(semconv.HwID(d.ID), semconv.HwTypeGpu))
+		devOpts[i] = metric.WithAttributeSet(attribute.NewSet(semconv.HwID(d.ID), semconv.HwTypeKey.String(d.HWType())))
 	}
-	outOpt := metric.WithAttributeSet(attribute.NewSet(TokenTypeKey.String("output")))
-	inOpt := metric.WithAttributeSet(attribute.NewSet(TokenTypeKey.String("input")))
-	return meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	outOpt := metric.WithAttributeSet(attribute.NewSet(tokenTypeKey.String("output")))
+	inOpt := metric.WithAttributeSet(attribute.NewSet(tokenTypeKey.String("input")))
+	_, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		v := run.Since(m.snapshot(-1))
 		for i, e := range v.EnergyMJ {
 			o.ObserveFloat64(energy, float64(e)/1000, devOpts[i])
@@ -59,4 +87,5 @@ func (m *Monitor) RegisterRunMetrics(mp metric.MeterProvider, run *runscope.Run)
 		}
 		return nil
 	}, energy, tokens, unattr, perToken)
+	return err
 }

@@ -2,6 +2,7 @@ package otelenergy
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
@@ -9,50 +10,75 @@ import (
 )
 
 // Source reads cumulative energy counters; see the interface's methods for
-// its contract. [NewNVMLSource], [NewSimulatedSource] and [NewFuncSource]
-// build the three implementations. A Monitor takes ownership of its Source
-// and closes it on Shutdown.
+// its contract. [NewNVMLSource] and [NewFuncSource] build the library's
+// own; package simgpu has a simulated one. A Monitor takes ownership of its
+// Source and closes it on Shutdown.
 type Source = source.Source
 
 // Device describes one energy-metered device.
 type Device = source.Device
 
+// Skipped is a device a Source found but does not read, and why; see
+// [Monitor.Stats].
+type Skipped = source.Skipped
+
 // Sentinel errors from sources. Match them with errors.Is.
 var (
-	ErrUnavailable  = source.ErrUnavailable
+	// ErrUnavailable: the source cannot be used on this machine.
+	ErrUnavailable = source.ErrUnavailable
+	// ErrNotSupported: a device has no energy counter.
 	ErrNotSupported = source.ErrNotSupported
-	ErrDeviceLost   = source.ErrDeviceLost
-	ErrRead         = source.ErrRead
-	ErrNoDevices    = source.ErrNoDevices
+	// ErrDeviceLost: a device stopped answering and is not read again.
+	ErrDeviceLost = source.ErrDeviceLost
+	// ErrRead: one read failed; the next good one covers the gap.
+	ErrRead = source.ErrRead
+	// ErrNoDevices: the source found no device it can read.
+	ErrNoDevices = source.ErrNoDevices
+	// ErrNotVisible: a device this process cannot use was left out.
+	ErrNotVisible = source.ErrNotVisible
 )
 
-// Source kinds, exported as the resource attribute otelenergy.source.
-const (
-	SourceNVML      = "nvml"
-	SourceSimulated = "simulated"
-	SourceCustom    = "custom"
-)
-
-// NewNVMLSource returns a source that reads every NVIDIA GPU's
-// GetTotalEnergyConsumption counter through NVML.
+// NewNVMLSource returns a source that reads the GetTotalEnergyConsumption
+// counter of the NVIDIA GPUs this process uses, through NVML.
 //
 // It fails with an error wrapping [ErrUnavailable] when NVML cannot be used
 // (libnvidia-ml.so absent, driver not loaded, no permission, or a build
-// without cgo), and with [ErrNoDevices] when no GPU has an energy counter.
-// GPUs without one (pre-Volta, some vGPUs) are skipped, not read as zero.
-// Energy is board-level: under MIG each physical GPU is read once. The
-// library never falls back to a simulated source on its own.
-func NewNVMLSource() (Source, error) {
-	s, err := nvmlsource.New()
+// without cgo), and with [ErrNoDevices] when no usable GPU has an energy
+// counter. GPUs without one (pre-Volta, some vGPUs) are skipped, not read
+// as zero. Energy is board-level: under MIG each physical GPU is read
+// once. The library never falls back to a simulated source on its own.
+// docs/operations.md says which GPUs are metered and how shared GPUs are
+// split. Options choose the GPUs ([WithDevices]) and the processes whose
+// work is attributed ([WithProcesses]).
+func NewNVMLSource(opts ...NVMLOption) (Source, error) {
+	s, err := nvmlsource.New(opts...)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// FuncSource adapts a function that reads a counter of the caller's own,
-// such as DCGM, RAPL or a BMC reading, to [Source]. Its kind is "custom".
-type FuncSource struct {
+// NVMLOption configures [NewNVMLSource].
+type NVMLOption = nvmlsource.Option
+
+// WithDevices names the GPUs to meter, overriding CUDA_VISIBLE_DEVICES and
+// NVIDIA_VISIBLE_DEVICES: NVML indices, GPU- UUIDs, unique UUID prefixes,
+// or MIG- UUIDs, which meter their parent board. A gateway names the GPUs
+// its local inference server runs on. An id that matches no GPU makes
+// NewNVMLSource fail with an error wrapping [ErrNotVisible] that names it
+// and lists the GPUs there are. By default the GPUs this process can use
+// are metered, read from those variables as CUDA reads them.
+func WithDevices(ids ...string) NVMLOption { return nvmlsource.WithDevices(ids...) }
+
+// WithProcesses names the processes whose work is attributed, by host pid,
+// replacing the default, this process. On a GPU that other processes use
+// too, requests get the named processes' share of the board's energy by SM
+// utilization, and the rest is exported as
+// otelenergy.energy.other_processes.
+func WithProcesses(pids ...int) NVMLOption { return nvmlsource.WithProcesses(pids...) }
+
+// funcSource adapts a read function to [Source].
+type funcSource struct {
 	devices []Device
 	read    func(i int) (uint64, error)
 	close   func() error
@@ -61,32 +87,39 @@ type FuncSource struct {
 	closed bool
 }
 
-var _ Source = (*FuncSource)(nil)
-
 // NewFuncSource returns a [Source] over devices whose counters read returns
-// in millijoules. read is called from the sampler goroutine only; i indexes
-// devices. Its errors should wrap [ErrRead], [ErrDeviceLost] or
-// [ErrUnavailable]. closeFn, which may be nil, runs once on Close.
-func NewFuncSource(devices []Device, read func(i int) (uint64, error), closeFn func() error) (*FuncSource, error) {
+// in millijoules, such as DCGM, RAPL or a BMC reading. Its kind, exported
+// as the resource attribute otelenergy.source, is "custom".
+//
+// read is called from the sampler goroutine only, never concurrently with
+// closeFn; i indexes devices. Its errors should wrap [ErrRead],
+// [ErrDeviceLost] or [ErrUnavailable]. closeFn, which may be nil, runs once
+// when the Monitor shuts down.
+//
+// Each Device says what it is (Type, exported as hw.type; "gpu" when
+// empty) and may bound its power (MaxWatts; 2000 W when zero): a reading
+// that implies more energy than that bound allows since the previous one
+// is a glitch and is not charged.
+func NewFuncSource(devices []Device, read func(i int) (uint64, error), closeFn func() error) (Source, error) {
 	if len(devices) == 0 {
 		return nil, fmt.Errorf("%w: NewFuncSource needs at least one device", ErrNoDevices)
 	}
 	if read == nil {
 		return nil, fmt.Errorf("%w: NewFuncSource needs a read function", ErrInvalidConfig)
 	}
-	return &FuncSource{devices: append([]Device(nil), devices...), read: read, close: closeFn}, nil
+	for _, d := range devices {
+		if d.MaxWatts < 0 || math.IsNaN(d.MaxWatts) || math.IsInf(d.MaxWatts, 0) {
+			return nil, fmt.Errorf("%w: device %q: MaxWatts %v", ErrInvalidConfig, d.ID, d.MaxWatts)
+		}
+	}
+	return &funcSource{devices: append([]Device(nil), devices...), read: read, close: closeFn}, nil
 }
 
-// Kind returns "custom".
-func (f *FuncSource) Kind() string { return SourceCustom }
+func (f *funcSource) Kind() string { return "custom" }
 
-// Devices returns the devices given to [NewFuncSource].
-func (f *FuncSource) Devices() []Device { return f.devices }
+func (f *funcSource) Devices() []Device { return f.devices }
 
-// ReadEnergy calls the read function for device i. It holds the source's
-// lock while read runs, so read never runs concurrently with the close
-// function.
-func (f *FuncSource) ReadEnergy(i int) (uint64, error) {
+func (f *funcSource) ReadEnergy(i int) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -98,8 +131,7 @@ func (f *FuncSource) ReadEnergy(i int) (uint64, error) {
 	return f.read(i)
 }
 
-// Close runs the close function once.
-func (f *FuncSource) Close() error {
+func (f *funcSource) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {

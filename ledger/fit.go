@@ -1,0 +1,208 @@
+package ledger
+
+import "math"
+
+// Feature indices of the energy model. An interval's metered energy is
+// modelled as
+//
+//	E ≈ Ps·Δt + eOut·(output tokens) + Ppf·(request-seconds in prefill)
+//	    + Pbusy·(seconds with any request in prefill) + eIn·(input tokens)
+//
+// with every coefficient non-negative. The two prefill terms span how a
+// board's power grows with concurrent prefills, from linear (each prefill
+// adds its own power) to saturating (a compute-bound board draws about the
+// same power for one prefill or several); the fit finds where between them
+// the hardware lies.
+const (
+	fStatic      = iota // Δt, s
+	fOutput             // output tokens produced in the interval
+	fPrefill            // request-seconds spent in prefill in the interval
+	fPrefillBusy        // seconds in which at least one request was in prefill
+	fInput              // input tokens processed in the interval
+	nFeat
+)
+
+// model is a non-negative least-squares fit with exponential forgetting.
+//
+// It keeps the weighted normal equations (A = Σ λ·x·xᵀ, b = Σ λ·x·y) and
+// solves them by trying every subset of features as the free set and
+// keeping the feasible solution with the least residual. With four
+// features that is fifteen tiny solves, and it is exactly the choice among
+// model structures (prefill as power, as energy per input token, both, or
+// neither) by the residual of the fit.
+type model struct {
+	a      [nFeat][nFeat]float64
+	b      [nFeat]float64
+	yy     float64
+	n      float64 // effective number of intervals
+	theta  [nFeat]float64
+	fixed  [nFeat]bool // coefficients set by the user and not fitted
+	usable bool
+}
+
+// minIntervals is the effective number of intervals the fit needs before
+// its coefficients are used.
+const minIntervals = 20
+
+// add folds one interval in, after decaying the past by lambda. x and y
+// are in SI units; the fixed coefficients' part of y is removed first.
+func (m *model) add(x [nFeat]float64, y, lambda float64) {
+	for i := range nFeat {
+		if m.fixed[i] {
+			y -= m.theta[i] * x[i]
+			x[i] = 0
+		}
+	}
+	for i := range nFeat {
+		m.b[i] = lambda*m.b[i] + x[i]*y
+		for j := range nFeat {
+			m.a[i][j] = lambda*m.a[i][j] + x[i]*x[j]
+		}
+	}
+	m.yy = lambda*m.yy + y*y
+	m.n = lambda*m.n + 1
+}
+
+// solve refits the free coefficients.
+func (m *model) solve() {
+	if m.n < minIntervals {
+		return
+	}
+	best, bestRSS := [nFeat]float64{}, math.Inf(1)
+	for set := 1; set < 1<<nFeat; set++ {
+		var idx [nFeat]int
+		k := 0
+		skip := false
+		for i := range nFeat {
+			if set&(1<<i) == 0 {
+				continue
+			}
+			if m.fixed[i] || m.a[i][i] <= 0 {
+				skip = true
+				break
+			}
+			idx[k] = i
+			k++
+		}
+		if skip {
+			continue
+		}
+		th, ok := m.solveSubset(idx[:k])
+		if !ok {
+			continue
+		}
+		var full [nFeat]float64
+		feasible := true
+		for j, i := range idx[:k] {
+			if th[j] < 0 || math.IsNaN(th[j]) {
+				feasible = false
+				break
+			}
+			full[i] = th[j]
+		}
+		if !feasible {
+			continue
+		}
+		if rss := m.rss(full); rss < bestRSS {
+			best, bestRSS = full, rss
+		}
+	}
+	if math.IsInf(bestRSS, 1) {
+		return
+	}
+	for i := range nFeat {
+		if !m.fixed[i] {
+			m.theta[i] = best[i]
+		}
+	}
+	m.usable = true
+}
+
+// rss is the weighted residual sum of squares of theta.
+func (m *model) rss(theta [nFeat]float64) float64 {
+	r := m.yy
+	for i := range nFeat {
+		r -= 2 * theta[i] * m.b[i]
+		for j := range nFeat {
+			r += theta[i] * m.a[i][j] * theta[j]
+		}
+	}
+	return r
+}
+
+// solveSubset solves the normal equations restricted to idx by Gaussian
+// elimination with partial pivoting, with a small ridge so that a feature
+// the data cannot tell from another does not blow up.
+func (m *model) solveSubset(idx []int) ([nFeat]float64, bool) {
+	var out [nFeat]float64
+	k := len(idx)
+	var g [nFeat][nFeat + 1]float64
+	for r, i := range idx {
+		for c, j := range idx {
+			g[r][c] = m.a[i][j]
+		}
+		g[r][r] *= 1 + 1e-9
+		g[r][k] = m.b[i]
+	}
+	for c := range k {
+		p := c
+		for r := c + 1; r < k; r++ {
+			if math.Abs(g[r][c]) > math.Abs(g[p][c]) {
+				p = r
+			}
+		}
+		if g[p][c] == 0 {
+			return out, false
+		}
+		g[c], g[p] = g[p], g[c]
+		for r := c + 1; r < k; r++ {
+			f := g[r][c] / g[c][c]
+			for cc := c; cc <= k; cc++ {
+				g[r][cc] -= f * g[c][cc]
+			}
+		}
+	}
+	for r := k - 1; r >= 0; r-- {
+		s := g[r][k]
+		for c := r + 1; c < k; c++ {
+			s -= g[r][c] * out[c]
+		}
+		out[r] = s / g[r][r]
+	}
+	return out, true
+}
+
+// ttft learns the time to first token from a request's input tokens, as
+// a + b·tokens, by least squares with forgetting. It places the prefill of
+// requests that report their first output tokens in a chunk.
+type ttft struct {
+	s0, s1, s11, sy, s1y float64
+}
+
+func (t *ttft) add(tokens, seconds float64) {
+	const lambda = 0.98
+	t.s0 = lambda*t.s0 + 1
+	t.s1 = lambda*t.s1 + tokens
+	t.s11 = lambda*t.s11 + tokens*tokens
+	t.sy = lambda*t.sy + seconds
+	t.s1y = lambda*t.s1y + tokens*seconds
+}
+
+// predict returns the expected time to first token in seconds, and false
+// before any observation.
+func (t *ttft) predict(tokens float64) (float64, bool) {
+	if t.s0 < 1 {
+		return 0, false
+	}
+	mean := t.sy / t.s0
+	det := t.s0*t.s11 - t.s1*t.s1
+	if det <= 1e-9*t.s0*t.s11 || t.s0 < 4 {
+		return mean, true
+	}
+	b := (t.s0*t.s1y - t.s1*t.sy) / det
+	a := (t.sy - b*t.s1) / t.s0
+	if b < 0 {
+		return mean, true
+	}
+	return max(0, a+b*tokens), true
+}

@@ -1,0 +1,487 @@
+package ledger
+
+import (
+	"math"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/otelenergy/otelenergy/ring"
+)
+
+// Defaults of [Config].
+const (
+	DefaultHorizon   = 10e9    // ns: an interval waits at most 10 s for reports
+	DefaultMaxAge    = 3600e9  // ns: a request not ended within an hour stops accruing
+	DefaultMaxActive = 1 << 16 // requests tracked at once
+	DefaultForget    = 120e9   // ns: the model's memory
+	fallbackInput    = 0.1     // input-token weight before the model is learned
+	inboxShards      = 16      // StartRequest spreads over this many lock-free stacks
+	maxExactPartial  = 16      // partial spans in an interval split exactly by time
+	nsPerSecond      = float64(1e9)
+)
+
+// Config configures a [Ledger].
+type Config struct {
+	// Rings holds one ring per device, whose points are the device's
+	// counter steps: T the step's estimated instant, EnergyMJ the device's
+	// cumulative energy. The ledger only reads them.
+	Rings []*ring.Ring
+	// Horizon, in ns, is how long an interval waits for every request
+	// active in it to report past it. Zero selects DefaultHorizon.
+	Horizon int64
+	// MaxAge, in ns, is how long a request may run before it stops
+	// accruing. Zero selects DefaultMaxAge.
+	MaxAge int64
+	// MaxActive bounds the requests tracked at once. Zero selects
+	// DefaultMaxActive.
+	MaxActive int
+	// IdleWatts, when IdleFixed, is the static power of all devices
+	// together, split evenly among them; otherwise it is learned.
+	IdleWatts float64
+	IdleFixed bool
+	// OutputWeight and InputWeight, when WeightsFixed, weigh tokens in the
+	// dynamic split instead of the learned model.
+	OutputWeight, InputWeight float64
+	WeightsFixed              bool
+}
+
+// Ledger splits metered energy among requests. See the package
+// documentation for the arithmetic and the guarantees.
+//
+// Add, Estimate and the Request methods are safe from any goroutine and
+// lock-free. Observe, Settle, Flush, SetShare and SetLost form the sampler
+// side: they must be called from one goroutine at a time.
+type Ledger struct {
+	cfg Config
+
+	inbox [inboxShards]struct {
+		head atomic.Pointer[Request]
+		_    [56]byte
+	}
+
+	// Sampler-owned.
+	active   []*Request
+	devs     []device
+	unowned  Request
+	prevRead int64
+	read     bool
+	ttft     ttft
+	free     [][]point
+	parts    []part
+	edges    []int64
+
+	// Published.
+	unattributed atomic.Uint64
+	splitMJ      atomic.Uint64
+	other        atomic.Uint64
+	dropped      atomic.Uint64
+	expired      atomic.Uint64
+	activeN      atomic.Int64
+	coef         [nFeat]atomic.Uint64 // float64 bits, summed over devices, J units
+}
+
+type device struct {
+	ring   *ring.Ring
+	next   uint64 // logical index of the next point to split up to
+	primed bool
+	prevT  int64
+	prevE  uint64
+	m      model
+	frac   float64
+	split  bool // frac applies
+	shared bool // shared and not splittable
+	lost   bool
+}
+
+// part is one request's features in the interval being split.
+type part struct {
+	r        *Request
+	lo, hi   int64 // active span in the interval
+	pfLo     int64 // prefill span in the interval
+	pfHi     int64
+	cov      float64
+	pfShare  float64 // share of the time with any prefill, ns
+	out, in  float64
+	pf       float64 // ns in prefill
+	weight   float64
+	reported bool
+}
+
+// New returns a ledger over cfg.Rings.
+func New(cfg Config) *Ledger {
+	if cfg.Horizon <= 0 {
+		cfg.Horizon = DefaultHorizon
+	}
+	if cfg.MaxAge <= 0 {
+		cfg.MaxAge = DefaultMaxAge
+	}
+	if cfg.MaxActive <= 0 {
+		cfg.MaxActive = DefaultMaxActive
+	}
+	l := &Ledger{cfg: cfg, devs: make([]device, len(cfg.Rings))}
+	for i, r := range cfg.Rings {
+		d := &l.devs[i]
+		d.ring, d.frac, d.split = r, 1, true
+		if cfg.IdleFixed {
+			d.m.fixed[fStatic] = true
+			d.m.theta[fStatic] = cfg.IdleWatts / float64(len(cfg.Rings))
+		}
+		if DebugTheta != nil {
+			for k := range nFeat {
+				d.m.fixed[k], d.m.theta[k] = true, DebugTheta[k]
+			}
+			d.m.usable = true
+		}
+		if cfg.WeightsFixed {
+			// Tokens go in as one weighted feature; prefill as its own
+			// feature is left out.
+			d.m.fixed[fPrefill], d.m.fixed[fPrefillBusy], d.m.fixed[fInput] = true, true, true
+		}
+	}
+	l.unowned.st.unowned = true
+	return l
+}
+
+// Add hands r to the ledger. It is lock-free: r is pushed on one of a few
+// stacks that the sampler drains at its next Observe.
+func (l *Ledger) Add(r *Request) {
+	s := &l.inbox[(uintptr(unsafe.Pointer(r))>>6)%inboxShards].head
+	for {
+		h := s.Load()
+		r.next = h
+		if s.CompareAndSwap(h, r) {
+			return
+		}
+	}
+}
+
+// SetShare sets the fraction of device i's energy that belongs to the
+// attributed processes (split true), or marks the device shared without a
+// measured split (split false).
+func (l *Ledger) SetShare(i int, fraction float64, split, shared bool) {
+	d := &l.devs[i]
+	d.frac, d.split, d.shared = min(max(fraction, 0), 1), split, shared
+	if !split {
+		d.frac = 1
+	}
+}
+
+// SetLost marks device i lost: requests no longer wait for its steps.
+func (l *Ledger) SetLost(i int) { l.devs[i].lost = true }
+
+// Observe records what every tracked request has reported as of the read
+// at t, adopting requests added since the previous read. uOut and uIn are
+// the cumulative tokens reported outside any request. It is O(active
+// requests) and allocates nothing in steady state.
+func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
+	prev := l.prevRead
+	if !l.read || t < prev {
+		prev = t
+	}
+	if !l.read {
+		// Tokens reported outside any request are spread from the first
+		// read on, like a request's since its previous report.
+		l.unowned.st = sampled{pts: []point{{t: t}}, pfEnd: t, unowned: true}
+	}
+	l.read, l.prevRead = true, t
+	// A report first seen at this read happened in (prev, t].
+	rep := prev + (t-prev)/2
+	for i := range l.inbox {
+		h := l.inbox[i].head.Swap(nil)
+		for r := h; r != nil; {
+			next := r.next
+			r.next = nil
+			l.adopt(r)
+			r = next
+		}
+	}
+	for _, r := range l.active {
+		l.observe(r, t, rep)
+	}
+	if u := &l.unowned; len(u.st.pts) > 0 {
+		if last := u.st.pts[len(u.st.pts)-1]; last.out != uOut || last.in != uIn {
+			u.st.pts = append(u.st.pts, point{t: max(rep, last.t), out: uOut, in: uIn})
+		}
+	}
+	l.activeN.Store(int64(len(l.active)))
+}
+
+func (l *Ledger) adopt(r *Request) {
+	if len(l.active) >= l.cfg.MaxActive {
+		l.dropped.Add(1)
+		r.setFlag(FlagDropped)
+		r.final.Store(true)
+		return
+	}
+	var pts []point
+	if n := len(l.free); n > 0 {
+		pts, l.free = l.free[n-1][:0], l.free[:n-1]
+	} else {
+		pts = make([]point, 0, 16)
+	}
+	r.st = sampled{pts: append(pts, point{t: r.start}), known: r.start, pfEnd: -1, adopted: true}
+	l.active = append(l.active, r)
+}
+
+func (l *Ledger) observe(r *Request, t, rep int64) {
+	s := &r.st
+	if s.endSeen {
+		return
+	}
+	// ended is loaded before the counts: End follows the request's last
+	// report, so once ended is seen the counts are final.
+	ended := r.ended.Load()
+	o, in := r.out.Load(), r.in.Load()
+	at := max(rep, r.start)
+	if ended {
+		s.endSeen, s.end = true, r.end.Load()
+		at = min(at, s.end)
+	} else if t-r.start > l.cfg.MaxAge {
+		s.endSeen, s.end = true, r.start+l.cfg.MaxAge
+		r.setFlag(FlagExpired)
+		l.expired.Add(1)
+		at = min(at, s.end)
+	}
+	last := s.pts[len(s.pts)-1]
+	if o != last.out || in != last.in {
+		at = max(at, last.t)
+		known := at
+		switch {
+		case last.out == 0 && o > 0:
+			if !l.placePrefill(r, at, o, in) && !s.endSeen {
+				// The first chunk hides when decode began; the next
+				// report's rate tells. Until then the intervals since
+				// the previous report wait.
+				known = s.known
+			}
+		case s.firstN > 0 && o > s.firstN:
+			l.placeFromRate(r, at, o, in)
+		}
+		s.pts = append(s.pts, point{t: at, out: o, in: in})
+		s.known = max(s.known, known)
+	}
+	if s.endSeen && s.pfEnd < 0 {
+		s.pfEnd = s.end // no output: the whole request was prefill
+	}
+}
+
+// placePrefill sets the end of r's prefill when its first output tokens,
+// n of them, are first seen at time at, and reports whether the placement
+// is final. One or two tokens mark the first token's time. A larger first
+// report hides it: the learned time to first token places it for now, and
+// the rate of the request's next report places it for good.
+func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
+	s := &r.st
+	if n <= 2 {
+		s.pfEnd = at
+		l.ttft.add(float64(in), float64(at-r.start)/nsPerSecond)
+		return true
+	}
+	// The decode of n tokens needs some of (start, at]; keep one token's
+	// even share of it for decode at least.
+	latest := at - (at-r.start)/int64(n+1)
+	if sec, ok := l.ttft.predict(float64(in)); ok {
+		s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
+	} else {
+		s.pfEnd = r.start + (at-r.start)/int64(n+1)
+	}
+	s.pfEnd = max(s.pfEnd, r.start)
+	s.firstN, s.firstT = n, at
+	return false
+}
+
+// placeFromRate places the prefill of a request whose first report was a
+// chunk, from the rate of its second report: the first chunk's tokens took
+// as long at that rate, so decode began that long before the first report.
+func (l *Ledger) placeFromRate(r *Request, at int64, o, in uint64) {
+	s := &r.st
+	if dt := at - s.firstT; dt > 0 {
+		perToken := float64(dt) / float64(o-s.firstN)
+		s.pfEnd = max(r.start, min(s.firstT, s.firstT-int64(perToken*float64(s.firstN))))
+		l.ttft.add(float64(in), float64(s.pfEnd-r.start)/nsPerSecond)
+	}
+	s.firstN = 0
+}
+
+// Settle splits every interval that is ready as of t and finalizes the
+// requests whose intervals are all split, calling final for each. An
+// interval is ready when every request active in it has reported past its
+// end or ended, or when it is older than the horizon.
+func (l *Ledger) Settle(t int64, final func(*Request)) {
+	minKnown := int64(math.MaxInt64)
+	for _, r := range l.active {
+		if !r.st.endSeen {
+			minKnown = min(minKnown, r.st.known)
+		}
+	}
+	through := int64(math.MaxInt64)
+	for i := range l.devs {
+		d := &l.devs[i]
+		for {
+			j := d.next
+			p, ok := d.ring.At(j)
+			if !ok {
+				if old := d.ring.Oldest(); j < old {
+					// The ring lapped the ledger: continue from the
+					// oldest point; the energy in between is split as
+					// one interval.
+					d.next = old
+					continue
+				}
+				break
+			}
+			if d.primed && p.T > minKnown && t-p.T <= l.cfg.Horizon {
+				break
+			}
+			if d.primed {
+				e := satSub(p.EnergyMJ, d.prevE)
+				l.splitMJ.Add(e)
+				l.split(d, d.prevT, p.T, e, minKnown)
+			}
+			d.primed, d.prevT, d.prevE = true, p.T, p.EnergyMJ
+			d.next = j + 1
+		}
+		if !d.lost {
+			through = min(through, d.prevT)
+		}
+	}
+	if through == math.MaxInt64 {
+		through = t // every device lost: nothing more will be split
+	}
+	kept := 0
+	for _, r := range l.active {
+		s := &r.st
+		if s.endSeen && s.end <= through {
+			r.through.Store(s.end)
+			l.release(r)
+			r.final.Store(true)
+			if final != nil {
+				final(r)
+			}
+			continue
+		}
+		r.through.Store(max(r.start, through))
+		l.prune(r, through)
+		r.outThru.Store(s.pts[0].out)
+		r.inThru.Store(s.pts[0].in)
+		l.active[kept] = r
+		kept++
+	}
+	clear(l.active[kept:])
+	l.active = l.active[:kept]
+	l.prune(&l.unowned, through)
+	l.activeN.Store(int64(kept))
+	for i := range nFeat {
+		var sum float64
+		for d := range l.devs {
+			sum += l.devs[d].m.theta[i]
+		}
+		l.coef[i].Store(math.Float64bits(sum))
+	}
+}
+
+// Flush finalizes every tracked request with what it has, marking it
+// flushed, and calls final for each. Shutdown uses it so that nothing waits
+// for a split that will not come.
+func (l *Ledger) Flush(final func(*Request)) {
+	for i := range l.inbox {
+		h := l.inbox[i].head.Swap(nil)
+		for r := h; r != nil; {
+			next := r.next
+			r.next = nil
+			r.setFlag(FlagFlushed)
+			r.final.Store(true)
+			r = next
+		}
+	}
+	for _, r := range l.active {
+		r.setFlag(FlagFlushed)
+		l.release(r)
+		r.final.Store(true)
+		if final != nil {
+			final(r)
+		}
+	}
+	clear(l.active)
+	l.active = l.active[:0]
+	l.activeN.Store(0)
+}
+
+// release returns r's timeline to the free list.
+func (l *Ledger) release(r *Request) {
+	if r.st.pts != nil && len(l.free) < 1024 {
+		l.free = append(l.free, r.st.pts[:0])
+	}
+	r.st.pts = nil
+	r.st.released = true
+}
+
+// prune drops the points of r's timeline that every device has split
+// past, keeping the newest of them as the anchor of the next segment.
+func (l *Ledger) prune(r *Request, through int64) {
+	pts := r.st.pts
+	k := 0
+	for k+1 < len(pts) && pts[k+1].t <= through {
+		k++
+	}
+	if k > 0 {
+		// The first output segment's start comes from pfEnd, which
+		// survives pruning, so the anchor keeps its meaning.
+		n := copy(pts, pts[k:])
+		r.st.pts = pts[:n]
+	}
+}
+
+// SplitMJ returns the energy, in mJ, of every interval split so far, summed
+// over devices: what the requests, Unattributed and OtherProcesses add up
+// to exactly.
+func (l *Ledger) SplitMJ() uint64 { return l.splitMJ.Load() }
+
+// Unattributed returns the energy, in mJ, that went to no request.
+func (l *Ledger) Unattributed() uint64 { return l.unattributed.Load() }
+
+// OtherProcesses returns the energy, in mJ, that belonged to other
+// processes on shared devices.
+func (l *Ledger) OtherProcesses() uint64 { return l.other.Load() }
+
+// Dropped returns how many requests got nothing because the ledger was
+// full.
+func (l *Ledger) Dropped() uint64 { return l.dropped.Load() }
+
+// Expired returns how many requests stopped accruing at the maximum age.
+func (l *Ledger) Expired() uint64 { return l.expired.Load() }
+
+// Active returns the number of requests being tracked.
+func (l *Ledger) Active() int { return int(l.activeN.Load()) }
+
+// Coefficients is the ledger's learned energy model, summed over devices.
+// All are zero until enough intervals have been seen.
+type Coefficients struct {
+	// StaticW is the static power, in W.
+	StaticW float64
+	// OutputJ is the energy of one output token, in J.
+	OutputJ float64
+	// PrefillW is the power each request in prefill adds, in W.
+	PrefillW float64
+	// PrefillBusyW is the power a device draws while any request is in
+	// prefill, however many, in W.
+	PrefillBusyW float64
+	// InputJ is the energy of one input token, in J.
+	InputJ float64
+}
+
+// Coefficients returns the learned model. It is safe from any goroutine.
+func (l *Ledger) Coefficients() Coefficients {
+	f := func(i int) float64 { return math.Float64frombits(l.coef[i].Load()) }
+	return Coefficients{f(fStatic), f(fOutput), f(fPrefill), f(fPrefillBusy), f(fInput)}
+}
+
+func satSub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+// DebugTheta fixes the model (temporary diagnostics).
+var DebugTheta *[5]float64

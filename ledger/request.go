@@ -1,0 +1,235 @@
+package ledger
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// Request is one unit of work the ledger attributes energy to.
+//
+// Build it with [NewRequest], hand it to [Ledger.Add], report its tokens
+// with [Request.AddOutput] and [Request.AddInput] from any goroutine, and
+// call [Request.End] once. Nothing on that path takes a lock or allocates:
+// each call is one or two atomic operations on the request itself.
+//
+// The sampler adopts the request at its next [Ledger.Observe] and keeps
+// its own timeline of it; once every interval the request was active in
+// has been split, the request is final ([Request.Final]) and
+// [Request.EnergyMJ] is its exact share.
+type Request struct {
+	// Data is the owner's payload, set before Add and never changed; the
+	// ledger hands it back in the finalize callback.
+	Data any
+
+	start int64
+	end   atomic.Int64
+	ended atomic.Bool
+	out   atomic.Uint64
+	in    atomic.Uint64
+
+	// Written by the sampler, read by anyone.
+	mj       atomic.Uint64 // energy split to the request so far
+	through  atomic.Int64  // every device has split up to here
+	outThru  atomic.Uint64 // output tokens the split covers
+	inThru   atomic.Uint64
+	final    atomic.Bool
+	flags    atomic.Uint32
+	next     *Request // inbox link, written before publication
+	adoptedA atomic.Bool
+
+	st sampled // owned by the sampler
+}
+
+// Flags say why a request's figure is approximate, or that it got none.
+const (
+	// FlagDropped: the ledger was full when the request started; it got
+	// no energy.
+	FlagDropped uint32 = 1 << iota
+	// FlagExpired: the request was not ended within the maximum age and
+	// stopped accruing then.
+	FlagExpired
+	// FlagFlushed: the ledger was flushed (shutdown) before the request's
+	// last intervals were split.
+	FlagFlushed
+	// FlagForced: an interval of the request was split at the horizon,
+	// before the request had reported past it.
+	FlagForced
+	// FlagShared: a device the request ran on is shared with other
+	// processes and could not be split.
+	FlagShared
+)
+
+// NewRequest returns a request that started at t, in ns on the ledger's
+// clock. [Request.Init] does the same for a Request embedded in a larger
+// struct.
+func NewRequest(t int64, data any) *Request {
+	r := &Request{}
+	r.Init(t, data)
+	return r
+}
+
+// Init prepares a zero Request that started at t. It must be called before
+// the request is used, and only once.
+func (r *Request) Init(t int64, data any) {
+	r.Data, r.start = data, t
+	r.through.Store(t)
+}
+
+// Start returns the request's start time.
+func (r *Request) Start() int64 { return r.start }
+
+// AddOutput counts n output tokens produced now. Safe from any goroutine.
+func (r *Request) AddOutput(n uint64) { r.out.Add(n) }
+
+// AddInput counts n input tokens. Safe from any goroutine.
+func (r *Request) AddInput(n uint64) { r.in.Add(n) }
+
+// Output returns the output tokens reported so far.
+func (r *Request) Output() uint64 { return r.out.Load() }
+
+// Input returns the input tokens reported so far.
+func (r *Request) Input() uint64 { return r.in.Load() }
+
+// End marks the request ended at t. Only the first call counts; it must
+// follow every AddOutput and AddInput of the request in the goroutine that
+// calls it, or be ordered after them by the caller. It is lock-free.
+func (r *Request) End(t int64) {
+	if r.ended.Load() {
+		return
+	}
+	r.end.Store(max(t, r.start))
+	r.ended.Store(true)
+}
+
+// Ended reports whether End was called, and the end time.
+func (r *Request) Ended() (int64, bool) {
+	if !r.ended.Load() {
+		return 0, false
+	}
+	return r.end.Load(), true
+}
+
+// Final reports whether the request's figure is final.
+func (r *Request) Final() bool { return r.final.Load() }
+
+// EnergyMJ returns the energy split to the request so far; once
+// [Request.Final] is true it is the request's exact share.
+func (r *Request) EnergyMJ() uint64 { return r.mj.Load() }
+
+// Flags returns the request's Flag bits.
+func (r *Request) Flags() uint32 { return r.flags.Load() }
+
+func (r *Request) setFlag(f uint32) { r.flags.Or(f) }
+
+// Estimate returns the request's energy so far plus an estimate, from the
+// ledger's current model, of the part not yet split up to t. It is
+// lock-free and allocates nothing.
+func (l *Ledger) Estimate(r *Request, t int64) uint64 {
+	mj := r.mj.Load()
+	if r.final.Load() {
+		return mj
+	}
+	through := r.through.Load()
+	if t <= through {
+		return mj
+	}
+	var c [nFeat]float64
+	for i := range c {
+		c[i] = math.Float64frombits(l.coef[i].Load())
+	}
+	n := max(1, l.activeN.Load())
+	est := c[fStatic] * float64(t-max(through, r.start)) / 1e9 / float64(n)
+	est += c[fOutput] * float64(r.out.Load()-min(r.out.Load(), r.outThru.Load()))
+	est += c[fInput] * float64(r.in.Load()-min(r.in.Load(), r.inThru.Load()))
+	if est <= 0 || math.IsNaN(est) {
+		return mj
+	}
+	return mj + uint64(min(est*1000, 1<<62))
+}
+
+// point is one observed report: the cumulative counts first seen at a read,
+// placed at the estimated report time t.
+type point struct {
+	t       int64
+	out, in uint64
+}
+
+// sampled is the sampler's own view of a request.
+type sampled struct {
+	pts      []point
+	known    int64  // the latest report time; every interval up to it is known
+	pfEnd    int64  // end of prefill: the first output token; -1 unknown
+	firstN   uint64 // tokens of a first report that was a chunk, until the next report places the prefill
+	firstT   int64
+	endSeen  bool
+	end      int64
+	unowned  bool // the pseudo-request of tokens reported outside any request
+	adopted  bool
+	released bool
+}
+
+// activeIn reports whether the request was active in (a, b].
+func (s *sampled) activeIn(start, a, b int64) bool {
+	return start < b && (!s.endSeen || s.end > a)
+}
+
+// span returns the request's active span clipped to (a, b].
+func (s *sampled) span(start, a, b int64) (int64, int64) {
+	lo, hi := max(start, a), b
+	if s.endSeen {
+		hi = min(hi, s.end)
+	}
+	return lo, max(lo, hi)
+}
+
+// prefill returns the prefill window [start, end]; with no output seen
+// yet it runs to horizonEnd.
+func (s *sampled) prefill(start, horizonEnd int64) (int64, int64) {
+	switch {
+	case s.pfEnd >= 0:
+		return start, s.pfEnd
+	case s.endSeen:
+		return start, s.end
+	default:
+		return start, max(start, horizonEnd)
+	}
+}
+
+// outputIn returns the output tokens produced in (a, b], spreading each
+// report's tokens evenly since the previous report, and the first report's
+// since the end of prefill.
+func (s *sampled) outputIn(a, b int64) float64 {
+	var sum float64
+	for m := 1; m < len(s.pts); m++ {
+		p0, p1 := s.pts[m-1], s.pts[m]
+		d := p1.out - p0.out
+		if d == 0 || p1.t <= a {
+			continue
+		}
+		if p0.t >= b {
+			break
+		}
+		lo := p0.t
+		if p0.out == 0 && s.pfEnd >= 0 {
+			lo = min(max(s.pfEnd, p0.t), p1.t)
+		}
+		sum += float64(d) * overlap(lo, p1.t, a, b)
+	}
+	return sum
+}
+
+// overlap returns the fraction of (lo, hi] inside (a, b]; a zero-length
+// (lo, hi] counts whole when hi is inside.
+func overlap(lo, hi, a, b int64) float64 {
+	if hi <= lo {
+		if hi > a && hi <= b {
+			return 1
+		}
+		return 0
+	}
+	x0, x1 := max(lo, a), min(hi, b)
+	if x1 <= x0 {
+		return 0
+	}
+	return float64(x1-x0) / float64(hi-lo)
+}

@@ -1,0 +1,252 @@
+package ledger
+
+import "math"
+
+// split divides the energy e metered by device d over (a, b] among the
+// requests active in it. minKnown is the earliest time up to which every
+// running request has reported; an interval ending after it is being
+// split at the horizon.
+//
+// Invariant: every millijoule of e goes to exactly one of a request, the
+// unattributed counter, or the other-processes counter.
+func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
+	attr := e
+	if d.split && d.frac < 1 {
+		attr = min(e, uint64(float64(e)*d.frac))
+	}
+	l.other.Add(e - attr)
+	if b <= a {
+		l.unattributed.Add(attr)
+		return
+	}
+	forced := b > minKnown
+	parts := l.parts[:0]
+	for _, r := range l.active {
+		s := &r.st
+		if !s.activeIn(r.start, a, b) {
+			continue
+		}
+		lo, hi := s.span(r.start, a, b)
+		pfLo, pfHi := s.prefill(r.start, max(s.known, b))
+		in := float64(s.pts[len(s.pts)-1].in)
+		pLo, pHi := max(pfLo, a), min(pfHi, b)
+		parts = append(parts, part{
+			r:    r,
+			lo:   lo,
+			hi:   hi,
+			pfLo: pLo,
+			pfHi: max(pLo, pHi),
+			out:  s.outputIn(a, b),
+			pf:   float64(max(0, pHi-pLo)),
+			in:   in * overlap(pfLo, pfHi, a, b),
+		})
+		if forced && !s.endSeen && s.known < b {
+			r.setFlag(FlagForced)
+		}
+		if d.shared {
+			r.setFlag(FlagShared)
+		}
+	}
+	l.parts = parts
+	unowned := l.unowned.st.outputIn(a, b)
+	dt := float64(b - a)
+	l.coverage(parts, a, b, false)
+	busy := l.coverage(parts, a, b, true)
+
+	wo, wi := 1.0, fallbackInput
+	if l.cfg.WeightsFixed {
+		wo, wi = l.cfg.OutputWeight, l.cfg.InputWeight
+	}
+	var x [nFeat]float64
+	x[fStatic] = dt / nsPerSecond
+	x[fOutput] = unowned * wo
+	for i := range parts {
+		p := &parts[i]
+		if l.cfg.WeightsFixed {
+			x[fOutput] += wo*p.out + wi*p.in
+		} else {
+			x[fOutput] += p.out
+			x[fPrefill] += p.pf / nsPerSecond
+			x[fInput] += p.in
+		}
+	}
+	if !l.cfg.WeightsFixed {
+		x[fPrefillBusy] = busy / nsPerSecond
+	}
+	y := float64(attr) / 1000
+	d.m.add(x, y, math.Exp(-dt/DefaultForget))
+	d.m.solve()
+	th := d.m.theta
+	learned := d.m.usable
+
+	var static uint64
+	if learned || d.m.fixed[fStatic] {
+		static = min(attr, uint64(th[fStatic]*dt/nsPerSecond*1000))
+	}
+	given := give(static, parts, byCoverage, dt)
+	dyn := attr - static
+
+	var total float64
+	for i := range parts {
+		p := &parts[i]
+		switch {
+		case l.cfg.WeightsFixed:
+			p.weight = wo*p.out + wi*p.in
+		case learned:
+			p.weight = th[fOutput]*p.out + th[fPrefill]*p.pf/nsPerSecond +
+				th[fPrefillBusy]*p.pfShare/nsPerSecond + th[fInput]*p.in
+		default:
+			p.weight = p.out + fallbackInput*p.in
+		}
+		total += p.weight
+	}
+	switch {
+	case l.cfg.WeightsFixed:
+		total += wo * unowned
+	case learned:
+		total += th[fOutput] * unowned
+	default:
+		total += unowned
+	}
+	if total > 0 {
+		given += give(dyn, parts, byWeight, total)
+	} else {
+		var cov float64
+		for i := range parts {
+			cov += parts[i].cov
+		}
+		given += give(dyn, parts, byCoverage, cov)
+	}
+	l.unattributed.Add(attr - given)
+}
+
+const (
+	byCoverage = iota
+	byWeight
+)
+
+// give splits e among parts in proportion to their coverage or weight out
+// of total, by cumulative rounding: the shares telescope, so exactly
+// floor(e·Σw/total) is given, and it returns that.
+func give(e uint64, parts []part, by int, total float64) uint64 {
+	if e == 0 || total <= 0 || math.IsNaN(total) || math.IsInf(total, 0) {
+		return 0
+	}
+	var cum float64
+	var given uint64
+	for i := range parts {
+		w := parts[i].cov
+		if by == byWeight {
+			w = parts[i].weight
+		}
+		cum += w
+		s := uint64(math.Floor(float64(e) * min(1, cum/total)))
+		s = min(max(s, given), e)
+		parts[i].r.mj.Add(s - given)
+		given = s
+	}
+	return given
+}
+
+// coverage sets each part's share of the interval's time, in ns, and
+// returns the time covered: at every instant the time is shared equally
+// among the requests active then (in prefill, with prefill set), and time
+// with none is nobody's. It is exact while few requests start or end inside
+// the interval, and proportional to active time beyond that.
+func (l *Ledger) coverage(parts []part, a, b int64, prefill bool) float64 {
+	dt := float64(b - a)
+	span := func(p *part) (int64, int64) {
+		if prefill {
+			return p.pfLo, p.pfHi
+		}
+		return p.lo, p.hi
+	}
+	out := func(p *part) *float64 {
+		if prefill {
+			return &p.pfShare
+		}
+		return &p.cov
+	}
+	full, partial := 0, 0
+	var sumLen float64
+	for i := range parts {
+		p := &parts[i]
+		*out(p) = 0
+		lo, hi := span(p)
+		switch {
+		case hi <= lo:
+		case lo == a && hi == b:
+			full++
+		default:
+			partial++
+		}
+		sumLen += float64(max(0, hi-lo))
+	}
+	switch {
+	case full+partial == 0:
+		return 0
+	case partial == 0:
+		for i := range parts {
+			if lo, hi := span(&parts[i]); lo == a && hi == b {
+				*out(&parts[i]) = dt / float64(full)
+			}
+		}
+		return dt
+	case partial > maxExactPartial:
+		// Approximate: active time, scaled so that the total never
+		// exceeds the interval.
+		covered := min(dt, sumLen)
+		for i := range parts {
+			lo, hi := span(&parts[i])
+			*out(&parts[i]) = float64(max(0, hi-lo)) * covered / sumLen
+		}
+		return covered
+	}
+	edges := append(l.edges[:0], a, b)
+	for i := range parts {
+		if lo, hi := span(&parts[i]); hi > lo && (lo != a || hi != b) {
+			edges = append(edges, lo, hi)
+		}
+	}
+	// Insertion sort: at most 2·maxExactPartial+2 edges.
+	for i := 1; i < len(edges); i++ {
+		for j := i; j > 0 && edges[j] < edges[j-1]; j-- {
+			edges[j], edges[j-1] = edges[j-1], edges[j]
+		}
+	}
+	l.edges = edges
+	isPartial := func(p *part) bool {
+		lo, hi := span(p)
+		return hi > lo && (lo != a || hi != b)
+	}
+	var fullShare, covered float64
+	for k := 0; k+1 < len(edges); k++ {
+		s0, s1 := edges[k], edges[k+1]
+		if s1 <= s0 {
+			continue
+		}
+		n := full
+		for i := range parts {
+			if lo, hi := span(&parts[i]); isPartial(&parts[i]) && lo <= s0 && hi >= s1 {
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		covered += float64(s1 - s0)
+		share := float64(s1-s0) / float64(n)
+		fullShare += share
+		for i := range parts {
+			if lo, hi := span(&parts[i]); isPartial(&parts[i]) && lo <= s0 && hi >= s1 {
+				*out(&parts[i]) += share
+			}
+		}
+	}
+	for i := range parts {
+		if lo, hi := span(&parts[i]); lo == a && hi == b {
+			*out(&parts[i]) = fullShare
+		}
+	}
+	return covered
+}
