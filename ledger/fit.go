@@ -42,7 +42,7 @@ type model struct {
 
 // minIntervals is the effective number of intervals the fit needs before
 // its coefficients are used.
-const minIntervals = 20
+const minIntervals = 64
 
 // add folds one interval in, after decaying the past by lambda. x and y
 // are in SI units; the fixed coefficients' part of y is removed first.
@@ -103,8 +103,11 @@ func (m *model) solve() {
 		if !feasible {
 			continue
 		}
-		if rss := m.rss(full); rss < bestRSS {
-			best, bestRSS = full, rss
+		// Bayesian information criterion: a feature earns its place only
+		// if it explains enough of the energy for the data there is.
+		score := m.n*math.Log(max(m.rss(full), 1e-12)/m.n) + float64(k)*math.Log(m.n)
+		if score < bestRSS {
+			best, bestRSS = full, score
 		}
 	}
 	if math.IsInf(bestRSS, 1) {

@@ -81,16 +81,23 @@ type Ledger struct {
 }
 
 type device struct {
-	ring   *ring.Ring
-	next   uint64 // logical index of the next point to split up to
-	primed bool
-	prevT  int64
-	prevE  uint64
-	m      model
-	frac   float64
-	split  bool // frac applies
-	shared bool // shared and not splittable
-	lost   bool
+	ring *ring.Ring
+	next uint64 // logical index of the next point to split up to
+	// The model learns ahead of the split: learnNext is the next point to
+	// learn up to, learnT and learnE the previous learned point.
+	learnNext uint64
+	lprimed   bool
+	learnT    int64
+	learnE    uint64
+	firstT    int64 // the first point learned
+	primed    bool
+	prevT     int64
+	prevE     uint64
+	m         model
+	frac      float64
+	split     bool // frac applies
+	shared    bool // shared and not splittable
+	lost      bool
 }
 
 // part is one request's features in the interval being split.
@@ -104,6 +111,8 @@ type part struct {
 	out, in  float64
 	pf       float64 // ns in prefill
 	weight   float64
+	tokJ     float64 // modelled token energy, J
+	pfJ      float64 // modelled prefill energy, J
 	reported bool
 }
 
@@ -293,14 +302,30 @@ func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
 // placeFromRate places the prefill of a request whose first report was a
 // chunk, from the rate of its second report: the first chunk's tokens took
 // as long at that rate, so decode began that long before the first report.
+// A second report that is the request's last, and smaller than the first,
+// times its tokens poorly (the request may idle before it ends); the
+// learned time to first token then places the prefill if it can.
 func (l *Ledger) placeFromRate(r *Request, at int64, o, in uint64) {
 	s := &r.st
-	if dt := at - s.firstT; dt > 0 {
-		perToken := float64(dt) / float64(o-s.firstN)
-		s.pfEnd = max(r.start, min(s.firstT, s.firstT-int64(perToken*float64(s.firstN))))
+	defer func() { s.firstN = 0 }()
+	dt := at - s.firstT
+	if dt <= 0 {
+		return
+	}
+	perToken := float64(dt) / float64(o-s.firstN)
+	// The chunk's first token is the prefill's end: n tokens span n−1 gaps.
+	byRate := s.firstT - int64(perToken*float64(s.firstN-1))
+	if s.endSeen && o-s.firstN < s.firstN {
+		if sec, ok := l.ttft.predict(float64(in)); ok {
+			// Keep at least one token's time per token of the first
+			// chunk at the second report's rate, at most.
+			byRate = max(r.start+int64(sec*nsPerSecond), byRate)
+		}
+	}
+	s.pfEnd = max(r.start, min(s.firstT, byRate))
+	if !s.endSeen || o-s.firstN >= s.firstN {
 		l.ttft.add(float64(in), float64(s.pfEnd-r.start)/nsPerSecond)
 	}
-	s.firstN = 0
 }
 
 // Settle splits every interval that is ready as of t and finalizes the
@@ -317,20 +342,41 @@ func (l *Ledger) Settle(t int64, final func(*Request)) {
 	through := int64(math.MaxInt64)
 	for i := range l.devs {
 		d := &l.devs[i]
+		// Learn from every ready interval first, then split the learned
+		// ones: while the model is still too young to trust, intervals
+		// wait for it, up to the horizon.
 		for {
-			j := d.next
+			j := d.learnNext
+			if old := d.ring.Oldest(); j < old {
+				// The ring lapped the ledger: continue from the oldest
+				// point; the energy in between is one interval.
+				j = old
+			}
 			p, ok := d.ring.At(j)
-			if !ok {
-				if old := d.ring.Oldest(); j < old {
-					// The ring lapped the ledger: continue from the
-					// oldest point; the energy in between is split as
-					// one interval.
-					d.next = old
-					continue
-				}
+			if !ok || (d.lprimed && p.T > minKnown && t-p.T <= l.cfg.Horizon) {
 				break
 			}
-			if d.primed && p.T > minKnown && t-p.T <= l.cfg.Horizon {
+			if d.lprimed {
+				l.learn(d, d.learnT, p.T, satSub(p.EnergyMJ, d.learnE), minKnown)
+			}
+			if !d.lprimed {
+				d.firstT = p.T
+			}
+			d.lprimed, d.learnT, d.learnE, d.learnNext = true, p.T, p.EnergyMJ, j+1
+		}
+		d.m.solve()
+		for d.next < d.learnNext {
+			j := d.next
+			if old := d.ring.Oldest(); j < old {
+				j = old
+			}
+			p, ok := d.ring.At(j)
+			// While the model is young, intervals wait for it as long as
+			// the horizon allows: the first requests of a run start
+			// together, and what they did cannot be told apart until
+			// later requests have started and ended at other times.
+			young := !d.m.usable || d.learnT-d.firstT < l.cfg.Horizon*3/4
+			if !ok || (d.primed && young && t-p.T <= l.cfg.Horizon) {
 				break
 			}
 			if d.primed {
@@ -338,8 +384,7 @@ func (l *Ledger) Settle(t int64, final func(*Request)) {
 				l.splitMJ.Add(e)
 				l.split(d, d.prevT, p.T, e, minKnown)
 			}
-			d.primed, d.prevT, d.prevE = true, p.T, p.EnergyMJ
-			d.next = j + 1
+			d.primed, d.prevT, d.prevE, d.next = true, p.T, p.EnergyMJ, j+1
 		}
 		if !d.lost {
 			through = min(through, d.prevT)

@@ -2,23 +2,22 @@ package ledger
 
 import "math"
 
-// split divides the energy e metered by device d over (a, b] among the
-// requests active in it. minKnown is the earliest time up to which every
-// running request has reported; an interval ending after it is being
-// split at the horizon.
-//
-// Invariant: every millijoule of e goes to exactly one of a request, the
-// unattributed counter, or the other-processes counter.
-func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
-	attr := e
+// attributable returns the part of e that belongs to the attributed
+// processes on device d.
+func attributable(d *device, e uint64) uint64 {
 	if d.split && d.frac < 1 {
-		attr = min(e, uint64(float64(e)*d.frac))
+		return min(e, uint64(float64(e)*d.frac))
 	}
-	l.other.Add(e - attr)
-	if b <= a {
-		l.unattributed.Add(attr)
-		return
-	}
+	return e
+}
+
+// features collects, into l.parts, the requests active in (a, b] with
+// their features, and returns the interval's feature vector and the
+// tokens reported outside any request in it. minKnown is the earliest time
+// up to which every running request has reported; an interval ending after
+// it is being split at the horizon, which marks the requests that had not
+// reported past it.
+func (l *Ledger) features(d *device, a, b, minKnown int64) (x [nFeat]float64, unowned float64) {
 	forced := b > minKnown
 	parts := l.parts[:0]
 	for _, r := range l.active {
@@ -48,17 +47,12 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		}
 	}
 	l.parts = parts
-	unowned := l.unowned.st.outputIn(a, b)
-	dt := float64(b - a)
+	unowned = l.unowned.st.outputIn(a, b)
 	l.coverage(parts, a, b, false)
 	busy := l.coverage(parts, a, b, true)
 
-	wo, wi := 1.0, fallbackInput
-	if l.cfg.WeightsFixed {
-		wo, wi = l.cfg.OutputWeight, l.cfg.InputWeight
-	}
-	var x [nFeat]float64
-	x[fStatic] = dt / nsPerSecond
+	wo, wi := l.tokenWeights()
+	x[fStatic] = float64(b-a) / nsPerSecond
 	x[fOutput] = unowned * wo
 	for i := range parts {
 		p := &parts[i]
@@ -73,9 +67,43 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	if !l.cfg.WeightsFixed {
 		x[fPrefillBusy] = busy / nsPerSecond
 	}
-	y := float64(attr) / 1000
-	d.m.add(x, y, math.Exp(-dt/DefaultForget))
-	d.m.solve()
+	return x, unowned
+}
+
+// tokenWeights returns the weights of output and input tokens in the
+// fixed-weight and fallback splits.
+func (l *Ledger) tokenWeights() (float64, float64) {
+	if l.cfg.WeightsFixed {
+		return l.cfg.OutputWeight, l.cfg.InputWeight
+	}
+	return 1, fallbackInput
+}
+
+// learn folds the interval (a, b] with energy e into device d's model.
+func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
+	if b <= a {
+		return
+	}
+	x, _ := l.features(d, a, b, minKnown)
+	d.m.add(x, float64(attributable(d, e))/1000, math.Exp(-float64(b-a)/DefaultForget))
+}
+
+// split divides the energy e metered by device d over (a, b] among the
+// requests active in it, with the device's current model.
+//
+// Invariant: every millijoule of e goes to exactly one of a request, the
+// unattributed counter, or the other-processes counter.
+func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
+	attr := attributable(d, e)
+	l.other.Add(e - attr)
+	if b <= a {
+		l.unattributed.Add(attr)
+		return
+	}
+	_, unowned := l.features(d, a, b, minKnown)
+	parts := l.parts
+	dt := float64(b - a)
+	wo, wi := l.tokenWeights()
 	th := d.m.theta
 	learned := d.m.usable
 
@@ -93,20 +121,26 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		case l.cfg.WeightsFixed:
 			p.weight = wo*p.out + wi*p.in
 		case learned:
-			p.weight = th[fOutput]*p.out + th[fPrefill]*p.pf/nsPerSecond +
-				th[fPrefillBusy]*p.pfShare/nsPerSecond + th[fInput]*p.in
+			p.tokJ = th[fOutput]*p.out + th[fInput]*p.in
+			p.pfJ = th[fPrefill]*p.pf/nsPerSecond + th[fPrefillBusy]*p.pfShare/nsPerSecond
+			p.weight = p.tokJ + p.pfJ
 		default:
 			p.weight = p.out + fallbackInput*p.in
 		}
 		total += p.weight
 	}
+	var unownedW float64
 	switch {
 	case l.cfg.WeightsFixed:
-		total += wo * unowned
+		unownedW = wo * unowned
 	case learned:
-		total += th[fOutput] * unowned
+		unownedW = th[fOutput] * unowned
 	default:
-		total += unowned
+		unownedW = unowned
+	}
+	total += unownedW
+	if learned && !l.cfg.WeightsFixed && total > 0 {
+		total = l.spreadResidual(parts, float64(dyn)/1000, unownedW)
 	}
 	if total > 0 {
 		given += give(dyn, parts, byWeight, total)
@@ -119,6 +153,54 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	}
 	l.unattributed.Add(attr - given)
 }
+
+// Relative uncertainties of the modelled parts of a request's energy in an
+// interval. Prefill's energy varies with the prompt, the batch and the
+// kernel far more than a decode token's does, so the part of an interval's
+// energy that the model does not explain is most likely prefill's.
+const (
+	prefillUncertainty = 0.3
+	tokenUncertainty   = 0.05
+)
+
+// spreadResidual turns the modelled weights (in J) into the requests'
+// expected shares of the dynamic energy dynJ: each gets its modelled energy
+// plus a part of the residual dynJ − Σ modelled in proportion to its
+// variance, which is the least-squares estimate of each part given their
+// sum. When that would make a share negative it keeps the plain
+// proportional weights. It returns the new total weight.
+func (l *Ledger) spreadResidual(parts []part, dynJ, unownedJ float64) float64 {
+	modelled := unownedJ
+	v := sq(tokenUncertainty * unownedJ)
+	for i := range parts {
+		p := &parts[i]
+		modelled += p.weight
+		v += sq(prefillUncertainty*p.pfJ) + sq(tokenUncertainty*p.tokJ)
+	}
+	if v <= 0 || modelled <= 0 {
+		return modelled
+	}
+	resid := dynJ - modelled
+	for i := range parts {
+		p := &parts[i]
+		if p.weight+resid*(sq(prefillUncertainty*p.pfJ)+sq(tokenUncertainty*p.tokJ))/v < 0 {
+			return modelled
+		}
+	}
+	uw := unownedJ + resid*sq(tokenUncertainty*unownedJ)/v
+	if uw < 0 {
+		return modelled
+	}
+	total := uw
+	for i := range parts {
+		p := &parts[i]
+		p.weight += resid * (sq(prefillUncertainty*p.pfJ) + sq(tokenUncertainty*p.tokJ)) / v
+		total += p.weight
+	}
+	return total
+}
+
+func sq(x float64) float64 { return x * x }
 
 const (
 	byCoverage = iota

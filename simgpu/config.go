@@ -20,6 +20,7 @@ const (
 	DefaultPrefillBase          = 80 * time.Millisecond
 	DefaultPrefillPerInputToken = 250 * time.Microsecond
 	DefaultPrefillSpread        = 0.3
+	DefaultPrefillPowerSpread   = 0.1
 	DefaultUpdatePeriod         = 100 * time.Millisecond
 	DefaultInitialCounter       = 1_000_000
 )
@@ -82,12 +83,17 @@ type Config struct {
 	PrefillBase          time.Duration
 	PrefillPerInputToken time.Duration
 
-	// PrefillSpread is the relative spread s of two factors drawn
-	// independently per job, each uniform in [1-s, 1+s): one scales its
-	// prefill length, the other its prefill power. It must be below 1.
-	// Zero selects [DefaultPrefillSpread]; a negative value selects no
-	// spread (both factors are exactly 1).
+	// PrefillSpread is the relative spread s of a factor drawn per job,
+	// uniform in [1-s, 1+s), that scales its prefill length. It must be
+	// below 1. Zero selects [DefaultPrefillSpread]; a negative value
+	// selects no spread (the factor is exactly 1).
 	PrefillSpread float64
+
+	// PrefillPowerSpread is the same for a second factor, drawn
+	// independently, that scales the job's prefill power: kernels and
+	// prompts differ in how hard they load the board. Zero selects
+	// [DefaultPrefillPowerSpread]; negative selects none.
+	PrefillPowerSpread float64
 
 	// UpdatePeriod is the time between counter steps. Default
 	// [DefaultUpdatePeriod]; it must lie in [[MinUpdatePeriod],
@@ -223,6 +229,12 @@ func (c Config) resolve() (Config, error) {
 	case c.PrefillSpread < 0:
 		c.PrefillSpread = 0
 	}
+	switch {
+	case c.PrefillPowerSpread == 0:
+		c.PrefillPowerSpread = DefaultPrefillPowerSpread
+	case c.PrefillPowerSpread < 0:
+		c.PrefillPowerSpread = 0
+	}
 	if c.UpdatePeriod == 0 {
 		c.UpdatePeriod = DefaultUpdatePeriod
 	}
@@ -246,6 +258,7 @@ func (c Config) resolve() (Config, error) {
 		{"JoulesPerInputToken", c.JoulesPerInputToken, 0},
 		{"PrefillWatts", c.PrefillWatts, 0},
 		{"PrefillSpread", c.PrefillSpread, 1},
+		{"PrefillPowerSpread", c.PrefillPowerSpread, 1},
 		{"Gain", c.Gain, 0},
 		{"GainSpread", c.GainSpread, 1},
 		{"Noise", c.Noise, 1},

@@ -27,7 +27,8 @@
 // [GPU.Begin] to [Job.End]. Its prefill starts at Begin and lasts
 // (PrefillBase + PrefillPerInputToken × input tokens) × f_len; the job's
 // power factor f_pow scales its prefill power. f_len and f_pow are drawn
-// independently per job, uniform in [1-s, 1+s) with s = PrefillSpread.
+// independently per job, uniform in [1-s, 1+s) with s = PrefillSpread for
+// f_len and PrefillPowerSpread for f_pow.
 // The prefill ends at [Job.PrefillEnd], or earlier at the job's first
 // Tokens or its End.
 //

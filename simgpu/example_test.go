@@ -12,9 +12,10 @@ import (
 func Example() {
 	clk := newFakeClock()
 	g, err := simgpu.New(simgpu.Config{
-		Phase:         50 * time.Millisecond,
-		PrefillSpread: -1, // no per-job randomness, for round numbers
-		Now:           clk.Now,
+		Phase:              50 * time.Millisecond,
+		PrefillSpread:      -1, // no per-job randomness, for round numbers
+		PrefillPowerSpread: -1,
+		Now:                clk.Now,
 	})
 	if err != nil {
 		panic(err)

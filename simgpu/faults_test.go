@@ -134,6 +134,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"prefill base", simgpu.Config{PrefillBase: -time.Millisecond}},
 		{"prefill per token", simgpu.Config{PrefillPerInputToken: -time.Millisecond}},
 		{"prefill spread", simgpu.Config{PrefillSpread: 1}},
+		{"prefill power spread", simgpu.Config{PrefillPowerSpread: 1}},
 		{"short period", simgpu.Config{UpdatePeriod: time.Microsecond}},
 		{"long period", simgpu.Config{UpdatePeriod: 2 * time.Second}},
 		{"phase", simgpu.Config{Phase: -time.Millisecond}},

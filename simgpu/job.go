@@ -34,9 +34,9 @@ func (g *GPU) Begin(inputTokens int) *Job {
 	g.advance()
 	inputTokens = max(inputTokens, 0)
 	lf, pf := 1.0, 1.0
-	if s := g.cfg.PrefillSpread; s > 0 {
+	if s, ps := g.cfg.PrefillSpread, g.cfg.PrefillPowerSpread; s > 0 || ps > 0 {
 		lf = 1 + s*(2*g.rng.Float64()-1)
-		pf = 1 + s*(2*g.rng.Float64()-1)
+		pf = 1 + ps*(2*g.rng.Float64()-1)
 	}
 	var dur int64
 	if !g.cfg.NoPrefill {

@@ -133,7 +133,7 @@ func TestCounterFollowsTruth(t *testing.T) {
 
 func TestPrefill(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
-		g, clk := newGPU(t, simgpu.Config{PrefillSpread: -1, Phase: 1})
+		g, clk := newGPU(t, simgpu.Config{PrefillSpread: -1, PrefillPowerSpread: -1, Phase: 1})
 		j := g.Begin(100)
 		// 80 ms + 100 × 0.25 ms.
 		if got, want := j.PrefillEnd().Sub(j.BeganAt()), 105*time.Millisecond; got != want {
@@ -145,14 +145,14 @@ func TestPrefill(t *testing.T) {
 		if got, want := j.TrueEnergyMJ(), 42_000.0; math.Abs(got-want) > 1e-6 {
 			t.Fatalf("truth %v mJ, want %v", got, want)
 		}
-		g2, _ := newGPU(t, simgpu.Config{PrefillSpread: -1})
+		g2, _ := newGPU(t, simgpu.Config{PrefillSpread: -1, PrefillPowerSpread: -1})
 		j2 := g2.Begin(200)
 		if got := j2.PrefillEnd().Sub(j2.BeganAt()); got == 2*105*time.Millisecond {
 			t.Fatal("prefill length proportional to the prompt")
 		}
 	})
 	t.Run("batched", func(t *testing.T) {
-		g, clk := newGPU(t, simgpu.Config{PrefillSpread: -1, Devices: 2})
+		g, clk := newGPU(t, simgpu.Config{PrefillSpread: -1, PrefillPowerSpread: -1, Devices: 2})
 		a, b := g.Begin(0), g.Begin(0)
 		clk.at(80)
 		a.End()
@@ -166,7 +166,7 @@ func TestPrefill(t *testing.T) {
 		}
 	})
 	t.Run("early tokens", func(t *testing.T) {
-		g, clk := newGPU(t, simgpu.Config{PrefillSpread: -1, JoulesPerToken: 1})
+		g, clk := newGPU(t, simgpu.Config{PrefillSpread: -1, PrefillPowerSpread: -1, JoulesPerToken: 1})
 		j := g.Begin(0)
 		clk.at(30)
 		j.Tokens(1)
