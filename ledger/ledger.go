@@ -78,6 +78,7 @@ type Ledger struct {
 	expired      atomic.Uint64
 	activeN      atomic.Int64
 	coef         [nFeat]atomic.Uint64 // float64 bits, summed over devices, J units
+	avgW         atomic.Uint64        // float64 bits: recent attributable power, summed over devices
 }
 
 type device struct {
@@ -98,6 +99,7 @@ type device struct {
 	split     bool // frac applies
 	shared    bool // shared and not splittable
 	lost      bool
+	avgW      float64 // recent attributable power, W
 }
 
 // part is one request's features in the interval being split.
@@ -332,12 +334,19 @@ func (l *Ledger) placeFromRate(r *Request, at int64, o, in uint64) {
 // requests whose intervals are all split, calling final for each. An
 // interval is ready when every request active in it has reported past its
 // end or ended, or when it is older than the horizon.
-func (l *Ledger) Settle(t int64, final func(*Request)) {
+func (l *Ledger) Settle(t int64, final func(*Request)) { l.settle(t, false, final) }
+
+// settle is Settle; with force, every interval pushed so far is ready.
+func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	minKnown := int64(math.MaxInt64)
 	for _, r := range l.active {
 		if !r.st.endSeen {
 			minKnown = min(minKnown, r.st.known)
 		}
+	}
+	horizon := l.cfg.Horizon
+	if force {
+		horizon = -1 << 62
 	}
 	through := int64(math.MaxInt64)
 	for i := range l.devs {
@@ -353,7 +362,7 @@ func (l *Ledger) Settle(t int64, final func(*Request)) {
 				j = old
 			}
 			p, ok := d.ring.At(j)
-			if !ok || (d.lprimed && p.T > minKnown && t-p.T <= l.cfg.Horizon) {
+			if !ok || (d.lprimed && p.T > minKnown && t-p.T <= horizon) {
 				break
 			}
 			if d.lprimed {
@@ -376,7 +385,7 @@ func (l *Ledger) Settle(t int64, final func(*Request)) {
 			// together, and what they did cannot be told apart until
 			// later requests have started and ended at other times.
 			young := !d.m.usable || d.learnT-d.firstT < l.cfg.Horizon*3/4
-			if !ok || (d.primed && young && t-p.T <= l.cfg.Horizon) {
+			if !ok || (d.primed && young && t-p.T <= horizon) {
 				break
 			}
 			if d.primed {
@@ -423,12 +432,21 @@ func (l *Ledger) Settle(t int64, final func(*Request)) {
 		}
 		l.coef[i].Store(math.Float64bits(sum))
 	}
+	var w float64
+	for d := range l.devs {
+		w += l.devs[d].avgW
+	}
+	l.avgW.Store(math.Float64bits(w))
 }
 
-// Flush finalizes every tracked request with what it has, marking it
-// flushed, and calls final for each. Shutdown uses it so that nothing waits
-// for a split that will not come.
+// Flush splits every interval pushed so far, as if the horizon had passed,
+// finalizes the requests that ended by then, and then every other tracked
+// request with what it has, marking it flushed; it calls final for each.
+// Shutdown uses it so that nothing waits for a split that will not come.
 func (l *Ledger) Flush(final func(*Request)) {
+	if l.read {
+		l.settle(l.prevRead, true, final)
+	}
 	for i := range l.inbox {
 		h := l.inbox[i].head.Swap(nil)
 		for r := h; r != nil; {

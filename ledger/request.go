@@ -138,9 +138,16 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 		c[i] = math.Float64frombits(l.coef[i].Load())
 	}
 	n := max(1, l.activeN.Load())
-	est := c[fStatic] * float64(t-max(through, r.start)) / 1e9 / float64(n)
-	est += c[fOutput] * float64(r.out.Load()-min(r.out.Load(), r.outThru.Load()))
-	est += c[fInput] * float64(r.in.Load()-min(r.in.Load(), r.inThru.Load()))
+	sec := float64(t-max(through, r.start)) / 1e9
+	var est float64
+	if c == ([nFeat]float64{}) {
+		// No model yet: a time share of the recent power.
+		est = math.Float64frombits(l.avgW.Load()) * sec / float64(n)
+	} else {
+		est = c[fStatic] * sec / float64(n)
+		est += c[fOutput] * float64(r.out.Load()-min(r.out.Load(), r.outThru.Load()))
+		est += c[fInput] * float64(r.in.Load()-min(r.in.Load(), r.inThru.Load()))
+	}
 	if est <= 0 || math.IsNaN(est) {
 		return mj
 	}

@@ -85,7 +85,11 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 		return
 	}
 	x, _ := l.features(d, a, b, minKnown)
-	d.m.add(x, float64(attributable(d, e))/1000, math.Exp(-float64(b-a)/DefaultForget))
+	y := float64(attributable(d, e)) / 1000
+	d.m.add(x, y, math.Exp(-float64(b-a)/DefaultForget))
+	// About the last ten seconds' power, for estimates before the model.
+	w := y / (float64(b-a) / nsPerSecond)
+	d.avgW += (1 - math.Exp(-float64(b-a)/10e9)) * (w - d.avgW)
 }
 
 // split divides the energy e metered by device d over (a, b] among the
