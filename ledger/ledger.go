@@ -137,12 +137,6 @@ func New(cfg Config) *Ledger {
 			d.m.fixed[fStatic] = true
 			d.m.theta[fStatic] = cfg.IdleWatts / float64(len(cfg.Rings))
 		}
-		if DebugTheta != nil {
-			for k := range nFeat {
-				d.m.fixed[k], d.m.theta[k] = true, DebugTheta[k]
-			}
-			d.m.usable = true
-		}
 		if cfg.WeightsFixed {
 			// Tokens go in as one weighted feature; prefill as its own
 			// feature is left out.
@@ -545,6 +539,3 @@ func satSub(a, b uint64) uint64 {
 	}
 	return a - b
 }
-
-// DebugTheta fixes the model (temporary diagnostics).
-var DebugTheta *[5]float64
