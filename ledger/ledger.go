@@ -94,12 +94,18 @@ type device struct {
 	primed    bool
 	prevT     int64
 	prevE     uint64
-	m         model
-	frac      float64
-	split     bool // frac applies
-	shared    bool // shared and not splittable
-	lost      bool
-	avgW      float64 // recent attributable power, W
+	m         model // the model of the chosen lag
+	// cands are the models of each candidate reporting lag: a counter
+	// whose step at τ reports the energy up to τ − lag. The one that
+	// explains the steps best is chosen.
+	cands  [len(lags)]model
+	lag    int64 // the chosen lag, ns
+	best   int
+	frac   float64
+	split  bool // frac applies
+	shared bool // shared and not splittable
+	lost   bool
+	avgW   float64 // recent attributable power, W
 }
 
 // part is one request's features in the interval being split.
@@ -133,15 +139,19 @@ func New(cfg Config) *Ledger {
 	for i, r := range cfg.Rings {
 		d := &l.devs[i]
 		d.ring, d.frac, d.split = r, 1, true
-		if cfg.IdleFixed {
-			d.m.fixed[fStatic] = true
-			d.m.theta[fStatic] = cfg.IdleWatts / float64(len(cfg.Rings))
+		for c := range d.cands {
+			m := &d.cands[c]
+			if cfg.IdleFixed {
+				m.fixed[fStatic] = true
+				m.theta[fStatic] = cfg.IdleWatts / float64(len(cfg.Rings))
+			}
+			if cfg.WeightsFixed {
+				// Tokens go in as one weighted feature; prefill as its
+				// own feature is left out.
+				m.fixed[fPrefill], m.fixed[fPrefillBusy], m.fixed[fInput] = true, true, true
+			}
 		}
-		if cfg.WeightsFixed {
-			// Tokens go in as one weighted feature; prefill as its own
-			// feature is left out.
-			d.m.fixed[fPrefill], d.m.fixed[fPrefillBusy], d.m.fixed[fInput] = true, true, true
-		}
+		d.m = d.cands[0]
 	}
 	l.unowned.st.unowned = true
 	return l
@@ -367,7 +377,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			}
 			d.lprimed, d.learnT, d.learnE, d.learnNext = true, p.T, p.EnergyMJ, j+1
 		}
-		d.m.solve()
+		l.chooseLag(d)
 		for d.next < d.learnNext {
 			j := d.next
 			if old := d.ring.Oldest(); j < old {
@@ -390,7 +400,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			d.primed, d.prevT, d.prevE, d.next = true, p.T, p.EnergyMJ, j+1
 		}
 		if !d.lost {
-			through = min(through, d.prevT)
+			through = min(through, d.prevT-d.lag)
 		}
 	}
 	if through == math.MaxInt64 {

@@ -79,17 +79,51 @@ func (l *Ledger) tokenWeights() (float64, float64) {
 	return 1, fallbackInput
 }
 
-// learn folds the interval (a, b] with energy e into device d's model.
+// lags are the candidate reporting lags, in ns: a counter's step at τ may
+// report the energy consumed up to τ − lag. Each has a model; the one with
+// the least residual is used.
+var lags = [...]int64{0, 10e6, 20e6, 30e6, 40e6, 50e6, 60e6, 80e6, 100e6}
+
+// maxLagSearch bounds the requests for which every candidate lag is
+// evaluated on every interval; with more active requests only the chosen
+// lag keeps learning, which keeps a busy sampler's work O(active).
+const maxLagSearch = 64
+
+// learn folds the interval (a, b] with energy e into device d's models.
 func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 	if b <= a {
 		return
 	}
-	x, _ := l.features(d, a, b, minKnown)
 	y := float64(attributable(d, e)) / 1000
-	d.m.add(x, y, math.Exp(-float64(b-a)/DefaultForget))
+	lambda := math.Exp(-float64(b-a) / DefaultForget)
+	search := len(l.active) <= maxLagSearch
+	for c, lag := range lags {
+		if !search && c != d.best {
+			continue
+		}
+		x, _ := l.features(d, a-lag, b-lag, minKnown)
+		d.cands[c].add(x, y, lambda)
+	}
 	// About the last ten seconds' power, for estimates before the model.
 	w := y / (float64(b-a) / nsPerSecond)
 	d.avgW += (1 - math.Exp(-float64(b-a)/10e9)) * (w - d.avgW)
+}
+
+// chooseLag solves every candidate's model and takes the lag whose model
+// leaves the least residual per interval.
+func (l *Ledger) chooseLag(d *device) {
+	best, bestRSS := d.best, math.Inf(1)
+	for c := range d.cands {
+		m := &d.cands[c]
+		m.solve()
+		if !m.usable || m.n <= 0 {
+			continue
+		}
+		if r := m.rss(m.theta) / m.n; r < bestRSS {
+			best, bestRSS = c, r
+		}
+	}
+	d.best, d.lag, d.m = best, lags[best], d.cands[best]
 }
 
 // split divides the energy e metered by device d over (a, b] among the
@@ -104,7 +138,8 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		l.unattributed.Add(attr)
 		return
 	}
-	_, unowned := l.features(d, a, b, minKnown)
+	_, unowned := l.features(d, a-d.lag, b-d.lag, minKnown)
+	a, b = a-d.lag, b-d.lag
 	parts := l.parts
 	dt := float64(b - a)
 	wo, wi := l.tokenWeights()
