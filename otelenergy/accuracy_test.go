@@ -88,6 +88,7 @@ var accScenarios = []struct {
 		s.GPU.Noise = 0.2
 	})},
 	{"two-gpus", accTarget.with(func(s *accScenario) { s.GPU.Devices = 2 })},
+	{"prefill-power-30", accTarget.with(func(s *accScenario) { s.GPU.PrefillPowerSpread = 0.3 })},
 	{"idealized", accTarget.with(func(s *accScenario) { s.Idealized = true })},
 }
 
