@@ -55,9 +55,11 @@
 //   - a rise within it is a [Forward] and a rise beyond it a [Glitch];
 //   - a drop that passes the quarter rule and whose wrapped delta is within
 //     it is a [Wrap];
-//   - any other drop to a raw value within it is a [Reset]: a counter that
-//     restarted from zero inside the window cannot have counted more;
-//   - any other drop is a [Jitter], charged nothing.
+//   - any other drop to a raw value within it, and to at most half the
+//     baseline, is a [Reset]: a counter that restarted from zero inside the
+//     window cannot have counted more, and a reload restarts near zero;
+//   - any other drop is a [Jitter], charged nothing: a counter that steps
+//     back by a few millijoules is jitter even while its value is small.
 //
 // A Glitch is charged the last known power times the time since the previous
 // reading, and never more than the bound; 0 while no power is known. The last

@@ -161,7 +161,8 @@ func (t *Tracker) Max() uint64 {
 //   - [Wrap] if raw < b, b is in the top quarter of the range, raw in the
 //     bottom quarter, and the distance through the wrap point is ≤ B,
 //     charging that distance;
-//   - otherwise [Reset] if raw ≤ B, charging raw;
+//   - otherwise [Reset] if raw ≤ B and, with a power bound, raw ≤ b/2 (a
+//     drop to near zero), charging raw;
 //   - otherwise [Jitter], charging 0.
 //
 // Forward (with a nonzero delta), Glitch, Wrap and Reset move the baseline
@@ -223,7 +224,10 @@ func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 		// the wrapped delta ≤ bound.
 		s = Step{Kind: Wrap, Delta: (max - b) + raw + 1}
 		t.notePower(s.Delta, powWin)
-	case raw <= bound:
+	case raw <= bound && (t.wm == 0 || raw <= b/2):
+		// A reload restarts the counter near zero: a drop to at most half
+		// the baseline. A smaller step back, however plausible its value,
+		// is a counter that jittered.
 		s = Step{Kind: Reset, Delta: raw}
 	default:
 		return Step{Kind: Jitter}, nil

@@ -262,6 +262,17 @@ func TestTrackerStepsBounded(t *testing.T) {
 			total: 150,
 		},
 		{
+			name:   "a small step back at a small counter is jitter",
+			limits: kw,
+			steps: []step{
+				{raw: 1000, at: 0, want: first},
+				{raw: 1100, at: 100 * ms, want: fwd(100)},
+				{raw: 1099, at: 200 * ms, want: tracker.Step{Kind: tracker.Jitter}},
+				{raw: 1200, at: 300 * ms, want: fwd(100)},
+			},
+			total: 200,
+		},
+		{
 			name:   "reset exactly at the bound",
 			limits: kw,
 			steps: []step{
@@ -359,7 +370,9 @@ func TestTrackerStepsBounded(t *testing.T) {
 			steps: []step{
 				{raw: 0, at: 0, want: first},
 				{raw: math.MaxUint64, at: 1, want: fwd(math.MaxUint64)},
-				{raw: math.MaxUint64 - 1, at: 2, want: tracker.Step{Kind: tracker.Reset, Delta: math.MaxUint64 - 1}},
+				// A step back of 1 is jitter, however huge the bound.
+				{raw: math.MaxUint64 - 1, at: 2, want: tracker.Step{Kind: tracker.Jitter}},
+				{raw: math.MaxUint64 / 2, at: 3, want: tracker.Step{Kind: tracker.Reset, Delta: math.MaxUint64 / 2}},
 			},
 			total: math.MaxUint64,
 		},
@@ -709,7 +722,7 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 		if powWin.Sign() != 0 {
 			m.pd, m.pw = wrapped, powWin
 		}
-	case within(r, bound):
+	case within(r, bound) && (bound == nil || new(big.Int).Mul(r, big.NewInt(2)).Cmp(b) <= 0):
 		kind, delta = tracker.Reset, r
 	default:
 		return tracker.Jitter, new(big.Int)
