@@ -197,3 +197,11 @@ func intPoints(t testing.TB, rm metricdata.ResourceMetrics, name string, key att
 	}
 	return out
 }
+
+// Ring0Len is the number of counter steps device 0's ring holds.
+func (m *Monitor) Ring0Len() int {
+	v, _ := m.Ring(0)
+	return v.Len()
+}
+
+func mpNoop() *sdkmetric.MeterProvider { return sdkmetric.NewMeterProvider() }
