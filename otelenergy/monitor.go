@@ -417,20 +417,26 @@ func (m *Monitor) addTokens(ctx context.Context, n int, input bool) {
 		return
 	}
 	r := requestFrom(ctx)
-	owned := r != nil && r.st.m == m && r.st.tracked
+	// A request the ledger does not track (started before the first
+	// sample) still reports its tokens; the ledger weighs them as
+	// reported outside any request.
+	owned := r != nil && r.st.m == m
+	tracked := owned && r.st.tracked
 	switch {
 	case input:
 		m.inTokens.Add(uint64(n))
 		if owned {
 			r.st.AddInput(uint64(n))
-		} else {
+		}
+		if !tracked {
 			m.unownedIn.Add(uint64(n))
 		}
 	default:
 		m.outTokens.Add(uint64(n))
 		if owned {
 			r.st.AddOutput(uint64(n))
-		} else {
+		}
+		if !tracked {
 			m.unownedOut.Add(uint64(n))
 		}
 	}

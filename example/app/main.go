@@ -1,7 +1,8 @@
 // Command app is a small LLM-style HTTP server instrumented with otelhttp and
 // otelenergy. It streams completions token by token, meters the GPU (through
-// NVML, or a simulated GPU when NVML is absent), and prints the energy of
-// each request and a live J/token summary.
+// NVML, or a simulated, hardware-like GPU from package simgpu when NVML is
+// absent, whose jobs the completions drive), and prints the energy of each
+// request and a live J/token summary.
 //
 //	go run ./example/app                       # demo with built-in load
 //	go run ./example/app -duration 15s         # exits by itself
@@ -31,7 +32,12 @@ import (
 
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/ring"
+	"github.com/otelenergy/otelenergy/simgpu"
 )
+
+// liveWindow is the window of the live J/token and power in the summary,
+// the same as the Monitor's live metrics.
+const liveWindow = 10 * time.Second
 
 type options struct {
 	addr        string
@@ -73,15 +79,18 @@ func main() {
 var models = []string{"llama-3.1-8b-instruct", "mistral-7b-instruct", "qwen2.5-14b-instruct"}
 
 func run(ctx context.Context, o options) error {
-	src, err := openSource(o)
+	src, gpu, err := openSource(o)
 	if err != nil {
 		return err
 	}
-	tel, err := setupTelemetry(ctx, src)
+	// The Monitor registers its instruments on the global MeterProvider,
+	// which forwards them to the one setupTelemetry installs; the
+	// telemetry's resource needs the Monitor's.
+	mon, err := otelenergy.NewMonitor(src, otelenergy.WithModel(models[0]))
 	if err != nil {
 		return err
 	}
-	mon, err := otelenergy.NewMonitor(src, otelenergy.WithMeterProvider(tel.meterProvider), otelenergy.WithModel(models[0]))
+	tel, err := setupTelemetry(ctx, mon.Resource())
 	if err != nil {
 		return err
 	}
@@ -96,7 +105,7 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("otelenergy demo: source=%s devices=%d model=%s run=%s\n", src.Kind(), len(mon.Devices()), models[0], mon.Run().ID())
 
-	srv := &http.Server{Handler: newServer(mon, o.tokenRate), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: newServer(mon, gpu, o.tokenRate), ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return err
@@ -138,15 +147,18 @@ func run(ctx context.Context, o options) error {
 	return err
 }
 
-func openSource(o options) (otelenergy.Source, error) {
+// openSource returns NVML's source, or a simulated GPU, which it also
+// returns so that the completions can run jobs on it.
+func openSource(o options) (otelenergy.Source, *simgpu.GPU, error) {
 	if !o.simulate {
 		src, err := otelenergy.NewNVMLSource()
 		if err == nil {
-			return src, nil
+			return src, nil, nil
 		}
 		fmt.Printf("NVML not available (%v): using a simulated GPU\n", err)
 	}
-	return otelenergy.NewSimulatedSource(otelenergy.SimulatedConfig{Devices: o.gpus, Noise: 0.02, Seed: 1})
+	gpu, err := simgpu.New(simgpu.Config{Devices: o.gpus, Noise: 0.02, Seed: 1})
+	return gpu, gpu, err
 }
 
 // loop prints the live summary and hot-swaps the model.
@@ -179,29 +191,51 @@ func loop(ctx context.Context, o options, mon *otelenergy.Monitor, tel *telemetr
 }
 
 func printSummary(mon *otelenergy.Monitor) {
-	r := mon.Ring()
-	newest, ok := r.Back(0)
-	if !ok {
-		return
-	}
-	live := "n/a"
-	watts := "n/a"
-	if start, ok := r.AtOrBefore(newest.T - int64(otelenergy.DefaultLiveWindow)); ok {
-		w := ring.Window{Start: start, End: newest}
-		if v, ok := w.JoulesPerToken(); ok {
-			live = fmt.Sprintf("%.3f", v)
+	var liveE, liveTokens uint64
+	var watts float64
+	live := false
+	for i := range mon.Devices() {
+		v, err := mon.Ring(i)
+		if err != nil {
+			return
 		}
-		if v, ok := w.Watts(); ok {
-			watts = fmt.Sprintf("%.1f", v)
+		newest, ok := v.Back(0)
+		if !ok {
+			return
+		}
+		w, ok := v.Window(newest.T-int64(liveWindow), newest.T)
+		if !ok {
+			continue
+		}
+		live = true
+		liveE += w.EnergyMJ()
+		if i == 0 {
+			liveTokens = w.Tokens() // tokens ride on every device's steps alike
+		}
+		if p, ok := w.Watts(); ok {
+			watts += p
 		}
 	}
-	run, view := mon.RunTotals()
+	liveJPT, power := "n/a", "n/a"
+	if live {
+		if v, ok := ring.JoulesPerToken(liveE, liveTokens); ok {
+			liveJPT = fmt.Sprintf("%.3f", v)
+		}
+		power = fmt.Sprintf("%.1f", watts)
+	}
+	run := mon.Run()
+	view := run.Since(mon.Totals())
 	runJPT := "n/a"
-	if view.OutputTokens > 0 && view.TotalEnergyMJ() > 0 {
-		runJPT = fmt.Sprintf("%.3f", float64(view.TotalEnergyMJ())/1000/float64(view.OutputTokens))
+	if v, ok := ring.JoulesPerToken(view.TotalEnergyMJ(), view.OutputTokens); ok {
+		runJPT = fmt.Sprintf("%.3f", v)
 	}
-	fmt.Printf("summary model=%s run=%.8s J/token(live)=%s J/token(run)=%s power=%s W run_energy=%.1f J run_tokens=%d\n",
-		run.Model(), run.ID(), live, runJPT, watts, float64(view.TotalEnergyMJ())/1000, view.OutputTokens)
+	st := mon.Stats()
+	var readErrors uint64
+	for _, d := range st.Devices {
+		readErrors += d.ReadErrors
+	}
+	fmt.Printf("summary model=%s run=%.8s J/token(live)=%s J/token(run)=%s power=%s W run_energy=%.1f J run_tokens=%d read_errors=%d dropped=%d\n",
+		run.Model(), run.ID(), liveJPT, runJPT, power, float64(view.TotalEnergyMJ())/1000, view.OutputTokens, readErrors, st.DroppedRequests)
 }
 
 // loadWorker sends completions until ctx ends. Its loop is bounded by ctx.

@@ -10,24 +10,28 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/simgpu"
 )
 
-// prefillPerToken is the simulated cost of processing one prompt token.
+// prefillPerToken is the prefill time per prompt token without a simulated
+// GPU, whose jobs time their own prefill.
 const prefillPerToken = 200 * time.Microsecond
 
 // newServer returns the completion API: otelhttp outermost, so the energy
-// middleware runs inside the server span.
-func newServer(mon *otelenergy.Monitor, tokenRate float64) http.Handler {
+// middleware runs inside the server span. With a simulated gpu, each
+// completion runs a job on it, so that the GPU's energy follows the work;
+// with real hardware (gpu nil) the work is only timed.
+func newServer(mon *otelenergy.Monitor, gpu *simgpu.GPU, tokenRate float64) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
-		complete(w, r, mon, tokenRate)
+		complete(w, r, mon, gpu, tokenRate)
 	})
 	return otelhttp.NewHandler(otelenergy.NewMiddleware(mon)(mux), "completions")
 }
 
-// complete streams max_tokens tokens as server-sent events after a prefill
-// proportional to prompt_tokens, reporting tokens as they are produced.
-func complete(w http.ResponseWriter, r *http.Request, mon *otelenergy.Monitor, tokenRate float64) {
+// complete streams max_tokens tokens as server-sent events after the
+// prompt's prefill, reporting tokens as they are produced.
+func complete(w http.ResponseWriter, r *http.Request, mon *otelenergy.Monitor, gpu *simgpu.GPU, tokenRate float64) {
 	prompt, err1 := strconv.Atoi(r.URL.Query().Get("prompt_tokens"))
 	maxTokens, err2 := strconv.Atoi(r.URL.Query().Get("max_tokens"))
 	if err1 != nil || err2 != nil || prompt < 0 || maxTokens <= 0 || maxTokens > 4096 || prompt > 1<<20 {
@@ -38,7 +42,14 @@ func complete(w http.ResponseWriter, r *http.Request, mon *otelenergy.Monitor, t
 	flusher, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 
-	prefill := time.NewTimer(time.Duration(prompt) * prefillPerToken)
+	prefillEnd := time.Now().Add(time.Duration(prompt) * prefillPerToken)
+	var job *simgpu.Job
+	if gpu != nil {
+		job = gpu.Begin(prompt)
+		defer job.End()
+		prefillEnd = job.PrefillEnd()
+	}
+	prefill := time.NewTimer(time.Until(prefillEnd))
 	defer prefill.Stop()
 	select {
 	case <-ctx.Done():
@@ -54,6 +65,9 @@ func complete(w http.ResponseWriter, r *http.Request, mon *otelenergy.Monitor, t
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if job != nil {
+			job.Tokens(1)
 		}
 		fmt.Fprintf(w, "data: {\"index\":%d,\"token\":\"tok%d\"}\n\n", i, i)
 		if flusher != nil {

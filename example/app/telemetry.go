@@ -18,7 +18,6 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/otelenergy/otelenergy/otelenergy"
-	"github.com/otelenergy/otelenergy/runscope"
 )
 
 // telemetry owns the providers. Exporting is on when an OTLP endpoint is set
@@ -30,9 +29,8 @@ type telemetry struct {
 	meterProvider *sdkmetric.MeterProvider
 	traceProvider *sdktrace.TracerProvider
 
-	mu     sync.Mutex
-	runMP  *sdkmetric.MeterProvider // the current run's provider
-	runReg interface{ Unregister() error }
+	mu    sync.Mutex
+	runMP *sdkmetric.MeterProvider // the current run's provider
 }
 
 func otlpEnabled() bool {
@@ -44,11 +42,15 @@ func otlpEnabled() bool {
 	return false
 }
 
-func setupTelemetry(ctx context.Context, src otelenergy.Source) (*telemetry, error) {
-	res, err := resource.Merge(
-		resource.NewSchemaless(semconv.ServiceName("otelenergy-example"), otelenergy.SourceKey.String(src.Kind())),
-		resource.Environment(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
-	)
+// setupTelemetry builds the providers, with monRes (the Monitor's resource:
+// otelenergy.source) merged into the service's resource, and installs them
+// as the globals.
+func setupTelemetry(ctx context.Context, monRes *resource.Resource) (*telemetry, error) {
+	base, err := resource.Merge(resource.NewSchemaless(semconv.ServiceName("otelenergy-example")), monRes)
+	if err != nil {
+		return nil, err
+	}
+	res, err := resource.Merge(base, resource.Environment()) // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
 	if err != nil {
 		return nil, err
 	}
@@ -95,31 +97,26 @@ func (t *telemetry) startTracing(mon *otelenergy.Monitor) error {
 // beginRunMetrics gives run a MeterProvider of its own whose resource carries
 // the run's identity, and retires the previous run's provider after a final
 // export of its (now frozen) values.
-func (t *telemetry) beginRunMetrics(ctx context.Context, mon *otelenergy.Monitor, run *runscope.Run) error {
+func (t *telemetry) beginRunMetrics(ctx context.Context, mon *otelenergy.Monitor, run *otelenergy.Run) error {
 	if !t.export {
 		return nil
-	}
-	res, err := resource.Merge(t.res, run.Resource())
-	if err != nil {
-		return err
 	}
 	exp, err := otlpmetricgrpc.New(ctx)
 	if err != nil {
 		return err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
-	reg, err := mon.RegisterRunMetrics(mp, run)
+	mp, err := mon.RunMeterProvider(run, t.res, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
 	if err != nil {
-		return errors.Join(err, mp.Shutdown(ctx))
+		return errors.Join(err, exp.Shutdown(ctx))
 	}
 	t.mu.Lock()
-	oldMP, oldReg := t.runMP, t.runReg
-	t.runMP, t.runReg = mp, reg
+	old := t.runMP
+	t.runMP = mp
 	t.mu.Unlock()
-	if oldMP != nil {
+	if old != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		return errors.Join(oldMP.Shutdown(sctx), oldReg.Unregister())
+		return old.Shutdown(sctx)
 	}
 	return nil
 }
@@ -163,28 +160,26 @@ type printer struct{}
 
 func (printer) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
 	for _, s := range spans {
-		var mj, out, samples int64 = -1, 0, 0
+		var mj, out int64 = -1, 0
 		var approx bool
 		var run string
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
 			case otelenergy.EnergyMillijoulesKey:
 				mj = kv.Value.AsInt64()
-			case otelenergy.OutputTokensKey:
+			case "gen_ai.usage.output_tokens":
 				out = kv.Value.AsInt64()
-			case otelenergy.EnergySamplesKey:
-				samples = kv.Value.AsInt64()
-			case otelenergy.EnergyApproximateKey:
+			case "otelenergy.energy.approximate":
 				approx = kv.Value.AsBool()
-			case otelenergy.RunIDKey:
+			case "otelenergy.run.id":
 				run = kv.Value.AsString()
 			}
 		}
 		if mj < 0 {
 			continue
 		}
-		fmt.Printf("request trace=%s run=%.8s tokens=%d energy.millijoules=%d samples=%d approximate=%t duration=%s\n",
-			s.SpanContext().TraceID(), run, out, mj, samples, approx, s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
+		fmt.Printf("request trace=%s run=%.8s tokens=%d energy.millijoules=%d approximate=%t duration=%s\n",
+			s.SpanContext().TraceID(), run, out, mj, approx, s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
 	}
 	return nil
 }

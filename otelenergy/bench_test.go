@@ -1,0 +1,317 @@
+package otelenergy
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/otelenergy/otelenergy/simgpu"
+)
+
+func BenchmarkAddTokens(b *testing.B) {
+	b.Run("baseline", func(b *testing.B) {
+		// The physical floor: one bare atomic add.
+		var n atomic.Uint64
+		b.ReportAllocs()
+		for b.Loop() {
+			n.Add(1)
+		}
+	})
+	b.Run("request", func(b *testing.B) {
+		r := newRig(b, ideal(simgpu.Config{}))
+		r.m.Sample()
+		req := r.m.StartRequest(context.Background())
+		var ctx context.Context = req
+		b.ReportAllocs()
+		for b.Loop() {
+			r.m.AddTokens(ctx, 1)
+		}
+		b.StopTimer()
+		req.End()
+	})
+}
+
+// dropExporter drops every span: the benchmarks measure the request path,
+// not export.
+type dropExporter struct{}
+
+func (dropExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (dropExporter) Shutdown(context.Context) error                             { return nil }
+
+// floorMiddleware is the least any per-request energy hook must do: carry
+// one value in the request context and, after the handler returns, set one
+// int64 attribute on the span.
+type floorKey struct{}
+
+type floorCtx struct {
+	context.Context
+	start int64
+}
+
+func (c *floorCtx) Value(k any) any {
+	if k == (floorKey{}) {
+		return c
+	}
+	return c.Context.Value(k)
+}
+
+func floorMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := &floorCtx{Context: r.Context(), start: 1}
+		next.ServeHTTP(w, r.WithContext(c))
+		trace.SpanFromContext(c).SetAttributes(EnergyMillijoulesKey.Int64(c.start))
+	})
+}
+
+// handlerCases builds the handlers BenchmarkHandler and
+// BenchmarkHandlerParallel compare, over a rig that has sampled a while.
+func handlerCases(b *testing.B) (*testRig, map[string]http.Handler) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropExporter{}))
+	b.Cleanup(func() { tp.Shutdown(context.Background()) })
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	r := newRig(b, ideal(simgpu.Config{}), WithMeterProvider(mp))
+	for range 50 {
+		r.m.AddTokens(context.Background(), 3)
+		r.tick(step)
+	}
+	var h http.HandlerFunc = func(w http.ResponseWriter, req *http.Request) {
+		r.m.AddTokens(req.Context(), 1)
+		w.WriteHeader(http.StatusOK)
+	}
+	o := []otelhttp.Option{otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp)}
+	return r, map[string]http.Handler{
+		"otelhttp":        otelhttp.NewHandler(h, "op", o...),
+		"floor":           otelhttp.NewHandler(floorMiddleware(h), "op", o...),
+		"otelhttp+energy": otelhttp.NewHandler(NewMiddleware(r.m)(h), "op", o...),
+	}
+}
+
+func BenchmarkHandler(b *testing.B) {
+	r, cases := handlerCases(b)
+	for _, name := range []string{"otelhttp", "floor", "otelhttp+energy"} {
+		h := cases[name]
+		b.Run(name, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, "/v1/completions", nil)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				h.ServeHTTP(httptest.NewRecorder(), req)
+				if i%1024 == 1023 {
+					// Keep the ledger from growing: finalize ended requests.
+					b.StopTimer()
+					r.tick(step)
+					b.StartTimer()
+				}
+			}
+		})
+	}
+}
+
+// sampling samples r every millisecond of real time, on the fake clock's
+// counter steps, until the returned stop is called.
+func sampling(r *testRig) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				r.tick(step)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func BenchmarkHandlerParallel(b *testing.B) {
+	r, cases := handlerCases(b)
+	for _, name := range []string{"floor", "otelhttp+energy"} {
+		h := cases[name]
+		b.Run(name, func(b *testing.B) {
+			stop := sampling(r)
+			defer stop()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				req := httptest.NewRequest(http.MethodGet, "/v1/completions", nil)
+				for pb.Next() {
+					h.ServeHTTP(httptest.NewRecorder(), req)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkStartEnd is the bare request path: StartRequest, one AddTokens
+// and End.
+func BenchmarkStartEnd(b *testing.B) {
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		r := newRig(b, ideal(simgpu.Config{}))
+		r.m.Sample()
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			req := r.m.StartRequest(ctx)
+			r.m.AddTokens(req, 1)
+			req.End()
+			if i%1024 == 1023 {
+				b.StopTimer()
+				r.tick(step)
+				b.StartTimer()
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		r := newRig(b, ideal(simgpu.Config{}))
+		r.m.Sample()
+		stop := sampling(r)
+		defer stop()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				req := r.m.StartRequest(ctx)
+				r.m.AddTokens(req, 1)
+				req.End()
+			}
+		})
+	})
+	b.Run("sampling", func(b *testing.B) {
+		// Serial requests while another goroutine samples without pause
+		// over 10,000 other active requests.
+		r := newRig(b, ideal(simgpu.Config{}))
+		r.m.Sample()
+		others := make([]*Request, 10_000)
+		for i := range others {
+			others[i] = r.m.StartRequest(ctx)
+		}
+		r.m.Sample()
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					r.m.Sample()
+				}
+			}
+		}()
+		b.ReportAllocs()
+		for b.Loop() {
+			req := r.m.StartRequest(ctx)
+			r.m.AddTokens(req, 1)
+			req.End()
+		}
+		b.StopTimer()
+		close(done)
+		wg.Wait()
+		for _, q := range others {
+			q.End()
+		}
+	})
+}
+
+// BenchmarkSamplerStep is one Sample pass over N active requests when the
+// counter has not stepped: the pass every read between steps costs.
+func BenchmarkSamplerStep(b *testing.B) {
+	for _, n := range []int{100, 10_000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			clock := newFakeClock()
+			src, err := NewFuncSource([]Device{{ID: "d"}}, func(int) (uint64, error) { return 1000, nil }, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, err := NewMonitor(src, WithClock(clock.Now), WithMeterProvider(sdkmetric.NewMeterProvider()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Shutdown(context.Background())
+			m.Sample()
+			reqs := make([]*Request, n)
+			for i := range reqs {
+				reqs[i] = m.StartRequest(context.Background())
+				m.AddTokens(reqs[i], 1)
+			}
+			clock.Advance(DefaultInterval)
+			m.Sample() // adopts them
+			b.ReportAllocs()
+			for b.Loop() {
+				clock.Advance(DefaultInterval)
+				m.Sample()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/request")
+			for _, q := range reqs {
+				q.End()
+			}
+		})
+	}
+}
+
+// BenchmarkSpanExporter exports a batch of 512 request spans whose figures
+// are final through NewSpanExporter.
+func BenchmarkSpanExporter(b *testing.B) {
+	const batch = 512
+	r := newRig(b, ideal(simgpu.Config{}), WithHorizon(time.Second))
+	r.m.Sample()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	exp := NewSpanExporter(dropExporter{}, r.m)
+	spans := make([]sdktrace.ReadOnlySpan, batch)
+	states := make([]*requestState, batch)
+	for i := range batch {
+		ctx, span := tp.Tracer("b").Start(context.Background(), "req")
+		req := r.m.StartRequest(ctx)
+		r.m.AddTokens(req, 3)
+		if i%64 == 0 {
+			r.tick(step)
+		}
+		req.End()
+		span.SetAttributes(EnergyMillijoulesKey.Int64(1), approximateKey.Bool(true))
+		span.End()
+		spans[i], states[i] = span.(sdktrace.ReadOnlySpan), req.st
+	}
+	r.settle(b)
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	b.ReportAllocs()
+	runtime.ReadMemStats(&before)
+	for b.Loop() {
+		b.StopTimer()
+		for i, s := range spans {
+			r.m.pending.put(s.SpanContext().SpanID(), states[i], r.m.now())
+		}
+		b.StartTimer()
+		if err := exp.ExportSpans(ctx, spans); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*batch), "allocs/span")
+}
+
+// BenchmarkSample is one sampler tick over 8 simulated GPUs.
+func BenchmarkSample(b *testing.B) {
+	r := newRig(b, ideal(simgpu.Config{Devices: 8}))
+	r.m.Sample()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.tick(step)
+	}
+}
