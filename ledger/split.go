@@ -106,7 +106,11 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 	}
 	// About the last ten seconds' power, for estimates before the model.
 	w := y / (float64(b-a) / nsPerSecond)
-	d.avgW += (1 - math.Exp(-float64(b-a)/10e9)) * (w - d.avgW)
+	if d.avgW == 0 {
+		d.avgW = w
+	} else {
+		d.avgW += (1 - math.Exp(-float64(b-a)/10e9)) * (w - d.avgW)
+	}
 }
 
 // chooseLag solves every candidate's model and takes the lag whose model

@@ -84,7 +84,7 @@ func ExampleNewMiddleware() {
 	}
 	// Output:
 	// gen_ai.usage.output_tokens 10
-	// energy.millijoules 92700
+	// energy.millijoules 103000
 	// otelenergy.energy.approximate true
 }
 

@@ -158,7 +158,10 @@ func TestLedgerAndRunMetricsExported(t *testing.T) {
 	r := newRig(t, ideal(simgpu.Config{Devices: 2}), WithMeterProvider(mp))
 	r.m.Sample()
 	ctx := context.Background()
-	for range 10 {
+	// Past the ledger's warm-up, which holds splits until its model has
+	// seen most of a horizon, so that every interval below is split as
+	// soon as it is ready.
+	for range 100 {
 		r.tick(step)
 	}
 	run := r.m.BeginRun("m1")
