@@ -22,6 +22,9 @@ func newServer(mon *otelenergy.Monitor, tokenRate float64) http.Handler {
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
 		complete(w, r, mon, tokenRate)
 	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		chatCompletions(w, r, mon, tokenRate)
+	})
 	return otelhttp.NewHandler(otelenergy.NewMiddleware(mon)(mux), "completions")
 }
 
