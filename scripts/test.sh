@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of otelenergy: vet, the unit tests under the race detector,
-# a build without cgo, a smoke run of every benchmark, and the end-to-end test
+# a build without cgo, a smoke run of every benchmark, the real-client
+# integration tests (their own module), and the end-to-end test
 # against real Jaeger v2 and Prometheus (the e2e module provisions both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,11 @@ CGO_ENABLED=0 go vet ./...
 
 step "benchmark smoke run (-benchtime=1x)"
 go test -run '^$' -bench . -benchtime 1x ./... >/dev/null
+
+if [ -d integration ] && [ -f integration/go.mod ]; then
+	step "integration: the official openai-go client through the gateway to the demo app"
+	(cd integration && go vet ./... && go test -race -count=1 -timeout 10m ./...)
+fi
 
 if [ -d e2e ] && [ -f e2e/e2e_test.go ]; then
 	step "end-to-end: app -> OTLP -> Jaeger v2 -> Prometheus"

@@ -26,6 +26,9 @@ func newServer(mon *otelenergy.Monitor, gpu *simgpu.GPU, tokenRate float64) http
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) {
 		complete(w, r, mon, gpu, tokenRate)
 	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		chatCompletions(w, r, mon, tokenRate)
+	})
 	return otelhttp.NewHandler(otelenergy.NewMiddleware(mon)(mux), "completions")
 }
 

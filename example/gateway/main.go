@@ -1,0 +1,195 @@
+// Command gateway is a reverse proxy in front of an OpenAI-compatible server
+// (vLLM, TGI, llama.cpp server, Ollama, or the demo app) that puts each
+// completion's energy on its span, with otelhttp, the otelenergy middleware
+// and openaiproxy:
+//
+//	go run ./example/app -load=false                 # a backend on :8080
+//	go run ./example/gateway -backend http://127.0.0.1:8080 -listen 127.0.0.1:8081
+//
+// It meters the backend's GPUs through NVML, or a simulated GPU when NVML
+// is absent, and prints one line per completion with its tokens and
+// energy.millijoules. With OTEL_EXPORTER_OTLP_ENDPOINT set it also exports
+// traces and metrics over OTLP gRPC, configured by the standard OTEL_*
+// variables only.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
+)
+
+type options struct {
+	backend  string
+	devices  string
+	duration time.Duration
+	out      io.Writer
+}
+
+func main() {
+	var o options
+	listen := flag.String("listen", "127.0.0.1:8081", "listen address")
+	flag.StringVar(&o.backend, "backend", "http://127.0.0.1:8080", "URL of the OpenAI-compatible backend")
+	flag.StringVar(&o.devices, "devices", "", "GPUs the backend runs on, comma-separated indices or UUIDs (passed to the NVML source's device option once it exists; today it sets the simulated GPU count)")
+	flag.DurationVar(&o.duration, "duration", 0, "exit after this long (0: run until interrupted)")
+	flag.Parse()
+	o.out = os.Stdout
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := run(ctx, ln, o); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run serves on ln until ctx ends.
+func run(ctx context.Context, ln net.Listener, o options) error {
+	target, err := url.Parse(o.backend)
+	if err != nil || target.Scheme == "" || target.Host == "" {
+		return fmt.Errorf("-backend %q: want a URL such as http://127.0.0.1:8080", o.backend)
+	}
+	src, err := openSource(o)
+	if err != nil {
+		return err
+	}
+	export := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+	mopts := []sdkmetric.Option{}
+	if export {
+		exp, err := otlpmetricgrpc.New(ctx)
+		if err != nil {
+			return err
+		}
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+	}
+	mp := sdkmetric.NewMeterProvider(mopts...)
+	otel.SetMeterProvider(mp)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+
+	mon, err := otelenergy.NewMonitor(src, otelenergy.WithMeterProvider(mp))
+	if err != nil {
+		return err
+	}
+	var exp sdktrace.SpanExporter = printer{o.out}
+	if export {
+		otlp, err := otlptracegrpc.New(ctx)
+		if err != nil {
+			return err
+		}
+		exp = tee{exp, otlp}
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(otelenergy.NewSpanExporter(exp, mon), sdktrace.WithBatchTimeout(200*time.Millisecond)))
+	otel.SetTracerProvider(tp)
+	if err := mon.Start(); err != nil {
+		return err
+	}
+
+	h := otelhttp.NewHandler(otelenergy.NewMiddleware(mon)(openaiproxy.New(target, mon)), "gateway")
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(o.out, "otelenergy gateway: source=%s devices=%d backend=%s listening on http://%s\n", src.Kind(), len(mon.Devices()), target, ln.Addr())
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			otel.Handle(err)
+		}
+	}()
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = errors.Join(srv.Shutdown(sctx), tp.Shutdown(sctx), mon.Shutdown(sctx), mp.Shutdown(sctx))
+	fmt.Fprintln(o.out, "bye")
+	return err
+}
+
+// openSource opens NVML, or a simulated GPU per -devices entry when NVML is
+// absent.
+func openSource(o options) (otelenergy.Source, error) {
+	src, err := otelenergy.NewNVMLSource()
+	if err == nil {
+		return src, nil
+	}
+	n := 1
+	if o.devices != "" {
+		n = len(strings.Split(o.devices, ","))
+	}
+	fmt.Fprintf(o.out, "NVML not available (%v): using %d simulated GPU(s)\n", err, n)
+	return otelenergy.NewSimulatedSource(otelenergy.SimulatedConfig{Devices: n, Noise: 0.02, Seed: 1})
+}
+
+// printer prints one line per completion span.
+type printer struct{ w io.Writer }
+
+func (p printer) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	for _, s := range spans {
+		var model, mj string
+		var out, in int64
+		for _, kv := range s.Attributes() {
+			switch kv.Key {
+			case openaiproxy.ResponseModelKey:
+				model = kv.Value.AsString()
+			case otelenergy.OutputTokensKey:
+				out = kv.Value.AsInt64()
+			case otelenergy.InputTokensKey:
+				in = kv.Value.AsInt64()
+			case otelenergy.EnergyMillijoulesKey:
+				mj = fmt.Sprint(kv.Value.AsInt64())
+			}
+		}
+		if mj == "" {
+			continue
+		}
+		fmt.Fprintf(p.w, "request trace=%s model=%s output_tokens=%d input_tokens=%d energy.millijoules=%s duration=%s\n",
+			s.SpanContext().TraceID(), model, out, in, mj, s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
+	}
+	return nil
+}
+
+func (printer) Shutdown(context.Context) error { return nil }
+
+// tee sends spans to several exporters.
+type tee []sdktrace.SpanExporter
+
+func (t tee) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	var errs []error
+	for _, e := range t {
+		errs = append(errs, e.ExportSpans(ctx, spans))
+	}
+	return errors.Join(errs...)
+}
+
+func (t tee) Shutdown(ctx context.Context) error {
+	var errs []error
+	for _, e := range t {
+		errs = append(errs, e.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,100 @@
+package openaiproxy
+
+import (
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
+)
+
+// DefaultMaxBodyBytes is the default of [WithMaxBodyBytes]: 8 MiB.
+const DefaultMaxBodyBytes = 8 << 20
+
+// DefaultMaxEventBytes is the largest server-sent event the proxy parses:
+// 1 MiB. A larger event passes through unparsed.
+const DefaultMaxEventBytes = 1 << 20
+
+// config holds the resolved options.
+type config struct {
+	meterProvider metric.MeterProvider
+	includeUsage  bool
+	provider      genaiconv.ProviderNameAttr
+	transport     http.RoundTripper
+	maxBody       int
+	now           func() time.Time
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		includeUsage: true,
+		provider:     genaiconv.ProviderNameOpenAI,
+		maxBody:      DefaultMaxBodyBytes,
+		now:          time.Now,
+	}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.meterProvider == nil {
+		c.meterProvider = otel.GetMeterProvider()
+	}
+	if c.maxBody <= 0 {
+		c.maxBody = DefaultMaxBodyBytes
+	}
+	return c
+}
+
+// Option configures the proxy built by [New] or the middleware built by
+// [NewMiddleware].
+type Option interface {
+	apply(*config)
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithMeterProvider sets the MeterProvider the proxy's instruments are
+// created with. The default is the global provider, otel.GetMeterProvider,
+// read when [New] or [NewMiddleware] is called.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meterProvider = mp })
+}
+
+// WithIncludeUsage sets whether a streaming request that does not ask for
+// usage is sent upstream with stream_options.include_usage set, so that the
+// backend's own token counts correct the proxy's estimates. The extra
+// usage-only chunk this makes the backend send is removed from the response,
+// so the client receives what it would have received without the rewrite.
+// The default is true. See the package documentation, "# Usage rewrite", for
+// the one kind of backend for which that does not hold.
+func WithIncludeUsage(on bool) Option {
+	return optionFunc(func(c *config) { c.includeUsage = on })
+}
+
+// WithProviderName sets gen_ai.provider.name on the GenAI metrics. The
+// default is "openai", the conventions' value for the OpenAI API, which is
+// the protocol the backend speaks; a gateway in front of vLLM or another
+// server may name it instead.
+func WithProviderName(name string) Option {
+	return optionFunc(func(c *config) {
+		if name != "" {
+			c.provider = genaiconv.ProviderNameAttr(name)
+		}
+	})
+}
+
+// WithTransport sets the RoundTripper [New] sends upstream requests with.
+// The default is http.DefaultTransport. [NewMiddleware] ignores it.
+func WithTransport(rt http.RoundTripper) Option {
+	return optionFunc(func(c *config) { c.transport = rt })
+}
+
+// WithMaxBodyBytes bounds what the proxy holds to parse: a request body, and
+// a non-streaming response body. A body above the bound passes through
+// unparsed. A bound of zero or less selects the default,
+// [DefaultMaxBodyBytes] (8 MiB).
+func WithMaxBodyBytes(n int) Option {
+	return optionFunc(func(c *config) { c.maxBody = n })
+}

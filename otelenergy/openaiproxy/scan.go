@@ -1,0 +1,340 @@
+package openaiproxy
+
+import "errors"
+
+// errSyntax reports a body the scanner cannot read as the JSON it expects.
+var errSyntax = errors.New("openaiproxy: malformed JSON")
+
+// maxDepth bounds the nesting the scanner follows, so that hostile input
+// cannot exhaust the stack.
+const maxDepth = 64
+
+// chunkInfo is what one completion body (a streamed chunk or a whole
+// response) tells the proxy. The scanner fills it without allocating; model
+// aliases the scanned bytes.
+type chunkInfo struct {
+	model          []byte // raw contents of the top-level "model" string
+	modelEscaped   bool   // model contains a backslash escape
+	hasChoices     bool   // a top-level "choices" array is present
+	choices        int    // its elements
+	contentChoices int    // elements with generated content
+	contentBytes   int    // bytes of generated text, for estimates
+	finished       bool   // some element has a non-null finish_reason
+	hasUsage       bool   // a non-null top-level "usage" object is present
+	promptTokens   int64
+	completion     int64
+}
+
+// scanChunk reads one completion object from b into c. It recognises
+// choices[].delta.{content,reasoning_content,reasoning,tool_calls}
+// (chat chunks), choices[].text (text completions and their chunks),
+// choices[].message.{content,tool_calls} (chat responses),
+// choices[].finish_reason, model and usage.{prompt,completion}_tokens, and
+// skips everything else. It validates only what it walks over.
+func scanChunk(b []byte, c *chunkInfo) error {
+	*c = chunkInfo{}
+	i := skipWS(b, 0)
+	i, err := scanObject(b, i, 0, func(key []byte, i int) (int, error) {
+		switch string(key) {
+		case "model":
+			if i < len(b) && b[i] == '"' {
+				end, esc, err := scanString(b, i)
+				if err != nil {
+					return 0, err
+				}
+				c.model, c.modelEscaped = b[i+1:end-1], esc
+				return end, nil
+			}
+		case "choices":
+			if i < len(b) && b[i] == '[' {
+				c.hasChoices = true
+				return scanArray(b, i, 1, func(i int) (int, error) {
+					c.choices++
+					return scanChoice(b, i, c)
+				})
+			}
+		case "usage":
+			if i < len(b) && b[i] == '{' {
+				c.hasUsage = true
+				return scanObject(b, i, 1, func(key []byte, i int) (int, error) {
+					switch string(key) {
+					case "prompt_tokens":
+						return scanInt(b, i, &c.promptTokens)
+					case "completion_tokens":
+						return scanInt(b, i, &c.completion)
+					}
+					return skipValue(b, i, 2)
+				})
+			}
+		}
+		return skipValue(b, i, 1)
+	})
+	if err != nil {
+		return err
+	}
+	if skipWS(b, i) != len(b) {
+		return errSyntax
+	}
+	return nil
+}
+
+// scanChoice reads one element of choices.
+func scanChoice(b []byte, i int, c *chunkInfo) (int, error) {
+	if i >= len(b) || b[i] != '{' {
+		return skipValue(b, i, 2)
+	}
+	content := false
+	end, err := scanObject(b, i, 2, func(key []byte, i int) (int, error) {
+		switch string(key) {
+		case "delta", "message":
+			if i < len(b) && b[i] == '{' {
+				return scanObject(b, i, 3, func(key []byte, i int) (int, error) {
+					switch string(key) {
+					case "content", "reasoning_content", "reasoning":
+						end, n, err := stringLen(b, i, 4)
+						if n > 0 {
+							content = true
+							c.contentBytes += n
+						}
+						return end, err
+					case "tool_calls":
+						if i < len(b) && b[i] == '[' {
+							return scanArray(b, i, 4, func(i int) (int, error) {
+								content = true
+								return skipValue(b, i, 5)
+							})
+						}
+					}
+					return skipValue(b, i, 4)
+				})
+			}
+		case "text":
+			end, n, err := stringLen(b, i, 3)
+			if n > 0 {
+				content = true
+				c.contentBytes += n
+			}
+			return end, err
+		case "finish_reason":
+			if i < len(b) && b[i] != 'n' {
+				c.finished = true
+			}
+		}
+		return skipValue(b, i, 3)
+	})
+	if content {
+		c.contentChoices++
+	}
+	return end, err
+}
+
+// stringLen skips the value at i and returns the length of its contents
+// when it is a string, 0 otherwise.
+func stringLen(b []byte, i, depth int) (end, n int, err error) {
+	if i < len(b) && b[i] == '"' {
+		end, _, err = scanString(b, i)
+		if err != nil {
+			return 0, 0, err
+		}
+		return end, end - i - 2, nil
+	}
+	end, err = skipValue(b, i, depth)
+	return end, 0, err
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// scanObject walks the object at b[i], calling member with each key's raw
+// contents and the index of its value; member returns the index after the
+// value. It returns the index after the closing brace.
+func scanObject(b []byte, i, depth int, member func(key []byte, i int) (int, error)) (int, error) {
+	if depth > maxDepth || i >= len(b) || b[i] != '{' {
+		return 0, errSyntax
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, errSyntax
+		}
+		end, _, err := scanString(b, i)
+		if err != nil {
+			return 0, err
+		}
+		key := b[i+1 : end-1]
+		i = skipWS(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return 0, errSyntax
+		}
+		i = skipWS(b, i+1)
+		if i, err = member(key, i); err != nil {
+			return 0, err
+		}
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return 0, errSyntax
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return 0, errSyntax
+		}
+	}
+}
+
+// scanArray walks the array at b[i], calling elem with the index of each
+// element; elem returns the index after it.
+func scanArray(b []byte, i, depth int, elem func(i int) (int, error)) (int, error) {
+	if depth > maxDepth || i >= len(b) || b[i] != '[' {
+		return 0, errSyntax
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		var err error
+		if i, err = elem(i); err != nil {
+			return 0, err
+		}
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return 0, errSyntax
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+		case ']':
+			return i + 1, nil
+		default:
+			return 0, errSyntax
+		}
+	}
+}
+
+// scanString returns the index after the string starting at b[i] and
+// whether it contains an escape.
+func scanString(b []byte, i int) (int, bool, error) {
+	esc := false
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1, esc, nil
+		case c == '\\':
+			esc = true
+			j++
+		case c < 0x20:
+			return 0, false, errSyntax
+		}
+	}
+	return 0, false, errSyntax
+}
+
+// skipValue returns the index after the JSON value starting at b[i].
+func skipValue(b []byte, i, depth int) (int, error) {
+	if i >= len(b) {
+		return 0, errSyntax
+	}
+	switch c := b[i]; {
+	case c == '"':
+		end, _, err := scanString(b, i)
+		return end, err
+	case c == '{':
+		return scanObject(b, i, depth+1, func(_ []byte, i int) (int, error) { return skipValue(b, i, depth+1) })
+	case c == '[':
+		return scanArray(b, i, depth+1, func(i int) (int, error) { return skipValue(b, i, depth+1) })
+	case c == 't':
+		return literal(b, i, "true")
+	case c == 'f':
+		return literal(b, i, "false")
+	case c == 'n':
+		return literal(b, i, "null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return skipNumber(b, i)
+	}
+	return 0, errSyntax
+}
+
+func literal(b []byte, i int, lit string) (int, error) {
+	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
+		return 0, errSyntax
+	}
+	return i + len(lit), nil
+}
+
+func skipNumber(b []byte, i int) (int, error) {
+	if b[i] == '-' {
+		i++
+	}
+	digits := i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	if i == digits {
+		return 0, errSyntax
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		f := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == f {
+			return 0, errSyntax
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		e := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		if i == e {
+			return 0, errSyntax
+		}
+	}
+	return i, nil
+}
+
+// scanInt reads a non-negative integer count; any other number reads as 0
+// and null leaves v unchanged.
+func scanInt(b []byte, i int, v *int64) (int, error) {
+	end, err := skipValue(b, i, 2)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range b[i:end] {
+		if c < '0' || c > '9' {
+			if b[i] != 'n' {
+				*v = 0
+			}
+			return end, nil
+		}
+		if n > (1<<62)/10 {
+			*v = 0
+			return end, nil
+		}
+		n = n*10 + int64(c-'0')
+	}
+	*v = n
+	return end, nil
+}

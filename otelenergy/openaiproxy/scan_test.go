@@ -1,0 +1,130 @@
+package openaiproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// reference reads a chunk with encoding/json into maps: the simple, slow
+// model of scanChunk. ok is false for invalid JSON and for input the two
+// read differently by design: duplicate or escaped keys.
+func reference(b []byte) (c chunkInfo, ok bool) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var top map[string]any
+	if d.Decode(&top) != nil || d.InputOffset() != int64(len(bytes.TrimRight(b, " \t\r\n"))) || top == nil || oddKeys(b) {
+		return c, false
+	}
+	str := func(x any) bool { s, ok := x.(string); return ok && s != "" }
+	if ch, ok := top["choices"].([]any); ok {
+		c.hasChoices = true
+		c.choices = len(ch)
+		for _, e := range ch {
+			m, _ := e.(map[string]any)
+			content := str(m["text"])
+			for _, k := range []string{"delta", "message"} {
+				if d, ok := m[k].(map[string]any); ok {
+					tc, _ := d["tool_calls"].([]any)
+					content = content || str(d["content"]) || str(d["reasoning_content"]) || str(d["reasoning"]) || len(tc) > 0
+				}
+			}
+			if content {
+				c.contentChoices++
+			}
+			if v, ok := m["finish_reason"]; ok && v != nil {
+				c.finished = true
+			}
+		}
+	}
+	if u, ok := top["usage"].(map[string]any); ok {
+		c.hasUsage = true
+		n := func(x any) int64 {
+			s, ok := x.(json.Number)
+			v, err := strconv.ParseInt(string(s), 10, 64)
+			if !ok || err != nil || v < 0 || v > 1<<62 || strings.HasPrefix(string(s), "-") {
+				return 0
+			}
+			return v
+		}
+		c.promptTokens, c.completion = n(u["prompt_tokens"]), n(u["completion_tokens"])
+	}
+	return c, true
+}
+
+// oddKeys reports whether some object in b repeats a key or spells one with
+// an escape.
+func oddKeys(b []byte) bool {
+	d := json.NewDecoder(bytes.NewReader(b))
+	type frame struct {
+		obj  bool
+		key  bool // the next string token is a key
+		seen map[string]bool
+	}
+	var stack []*frame
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.obj && top.key {
+			if k, ok := tok.(string); ok {
+				if top.seen[k] || !bytes.Contains(b, []byte(`"`+k+`"`)) {
+					return true
+				}
+				top.seen[k] = true
+				top.key = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, key: true, seen: map[string]bool{}})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 && stack[len(stack)-1].obj {
+			stack[len(stack)-1].key = true
+		}
+	}
+}
+
+func FuzzScanChunk(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}`,
+		`{"choices":[{"text":"","finish_reason":"length"},{"text":"x"}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`,
+		`{"model":"a\"b","usage":null,"x":[1,2.5e3,-0.1,true,false,null,{"y":[]}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got chunkInfo
+		err := scanChunk(b, &got)
+		want, ok := reference(b)
+		if !ok || err != nil {
+			// The scanner validates only what it walks; it may accept
+			// what encoding/json rejects, never the reverse.
+			if ok && err != nil {
+				t.Fatalf("scanner rejected valid JSON %q: %v", b, err)
+			}
+			return
+		}
+		got.model, got.modelEscaped, got.contentBytes = nil, false, 0
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n got %+v\nwant %+v", b, got, want)
+		}
+	})
+}

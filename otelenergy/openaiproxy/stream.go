@@ -1,0 +1,503 @@
+package openaiproxy
+
+import (
+	"bytes"
+	"context"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Response modes.
+const (
+	modeNone = iota // not read: an error status, an unknown type, or given up
+	modeSSE         // text/event-stream
+	modeJSON        // a whole JSON body
+)
+
+// exchange is one completion request and its response as they pass. It is
+// used by the goroutine serving the request; ReverseProxy's flush timer only
+// calls Flush, which touches none of its state.
+type exchange struct {
+	h     *handler
+	ctx   context.Context
+	op    string
+	start time.Time
+	req   requestInfo
+	strip bool // the usage rewrite was made, so its chunk is removed
+	rw    responseWriter
+
+	status int
+	mode   int
+
+	// SSE state.
+	line    []byte // a line split across writes
+	data    []byte // data of the event being read
+	hasData bool
+	held    []byte // strip mode: raw bytes of the event being read
+	skipLF  bool   // the previous write ended in '\r'
+	crState int    // with skipLF: what the '\r' ended
+	done    bool   // [DONE] or a finish_reason was seen
+
+	body []byte // JSON mode: the body so far
+	over bool   // JSON mode: the body passed the bound
+
+	chunk         chunkInfo
+	respModel     string
+	inReported    int64
+	outReported   int64
+	usageIn       int64
+	usageOut      int64
+	hasUsage      bool
+	inputSent     bool
+	firstToken    time.Time
+	lastToken     time.Time
+	unparsedNoted bool
+}
+
+// unparsed counts one unparsed response for reason. An exchange is counted
+// once, under the first reason.
+func (ex *exchange) unparsed(reason string) {
+	if ex.unparsedNoted {
+		return
+	}
+	ex.unparsedNoted = true
+	ex.h.inst.unparsed.Add(ex.ctx, 1, ex.h.inst.reasonOpt[reason])
+}
+
+// giveUp stops reading the response; what was counted stays.
+func (ex *exchange) giveUp(reason string) {
+	ex.unparsed(reason)
+	if ex.mode == modeSSE && ex.strip && len(ex.held) > 0 {
+		ex.rw.w.Write(ex.held)
+	}
+	ex.held, ex.line, ex.data, ex.body = nil, nil, nil, nil
+	ex.mode = modeNone
+}
+
+// begin chooses how to read the response from its status and headers.
+func (ex *exchange) begin(status int) {
+	ex.status = status
+	hdr := ex.rw.w.Header()
+	if status < 200 || status >= 300 {
+		return
+	}
+	ct, _, _ := mime.ParseMediaType(hdr.Get("Content-Type"))
+	switch ct {
+	case "text/event-stream":
+		ex.mode = modeSSE
+	case "application/json":
+		ex.mode = modeJSON
+	default:
+		return
+	}
+	if ce := hdr.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		ex.mode = modeNone
+		ex.unparsed(ReasonContentEncoding)
+	}
+}
+
+// write passes p to the client and reads it. Outside strip mode the client's
+// bytes are written before they are read.
+func (ex *exchange) write(p []byte) (int, error) {
+	switch ex.mode {
+	case modeSSE:
+		if ex.strip {
+			if err := ex.feed(p); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+		n, err := ex.rw.w.Write(p)
+		ex.feed(p[:n])
+		return n, err
+	case modeJSON:
+		n, err := ex.rw.w.Write(p)
+		if !ex.over {
+			if len(ex.body)+n > ex.h.cfg.maxBody {
+				ex.over, ex.body = true, nil
+				ex.unparsed(ReasonTooLarge)
+			} else {
+				ex.body = append(ex.body, p[:n]...)
+			}
+		}
+		return n, err
+	}
+	return ex.rw.w.Write(p)
+}
+
+// feed splits p into SSE lines (ended by "\r\n", "\n" or "\r") and events
+// (ended by an empty line). In strip mode it holds each event's bytes until
+// the event ends and then forwards or drops them: an SSE client acts on an
+// event only at its end, so holding a partial event delays nothing it sees.
+func (ex *exchange) feed(p []byte) (err error) {
+	defer func() {
+		if recover() != nil {
+			ex.giveUp(ReasonInternal)
+		}
+	}()
+	if ex.skipLF && len(p) > 0 {
+		// The previous write ended in '\r'; a '\n' here belongs to it.
+		ex.skipLF = false
+		if p[0] == '\n' {
+			if ex.strip {
+				switch ex.crState {
+				case crInEvent:
+					ex.held = append(ex.held, '\n')
+				case crForwarded:
+					if _, err := ex.rw.w.Write(lf); err != nil {
+						return err
+					}
+				}
+			}
+			p = p[1:]
+		}
+	}
+	rest := p
+	for ex.mode == modeSSE && len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		lim := rest
+		if i >= 0 {
+			lim = rest[:i]
+		}
+		if j := bytes.IndexByte(lim, '\r'); j >= 0 {
+			i = j
+		}
+		if i < 0 {
+			if len(ex.line)+len(rest) > DefaultMaxEventBytes {
+				if ex.strip {
+					ex.held = append(ex.held, rest...)
+				}
+				ex.giveUp(ReasonTooLarge)
+				return nil
+			}
+			ex.line = append(ex.line, rest...)
+			if ex.strip {
+				ex.held = append(ex.held, rest...)
+			}
+			return nil
+		}
+		end := i + 1
+		if rest[i] == '\r' {
+			if end < len(rest) {
+				if rest[end] == '\n' {
+					end++
+				}
+			} else {
+				ex.skipLF = true
+			}
+		}
+		line := rest[:i]
+		if len(ex.line) > 0 {
+			ex.line = append(ex.line, line...)
+			line = ex.line
+		}
+		if ex.strip {
+			ex.held = append(ex.held, rest[:end]...)
+		}
+		rest = rest[end:]
+		blank := len(line) == 0
+		drop := ex.processLine(line)
+		ex.line = ex.line[:0]
+		ex.crState = crInEvent
+		if ex.strip && blank && ex.mode == modeSSE {
+			// The event ended: forward it, or drop the usage chunk.
+			ex.crState = crForwarded
+			if drop {
+				ex.crState = crDropped
+			} else if _, err := ex.rw.w.Write(ex.held); err != nil {
+				return err
+			}
+			ex.held = ex.held[:0]
+		}
+	}
+	if ex.mode != modeSSE && len(rest) > 0 && ex.strip {
+		// Given up mid-write: the rest passes as it is.
+		_, err = ex.rw.w.Write(rest)
+	}
+	return err
+}
+
+// What a '\n' that follows a write ending in '\r' belongs to.
+const (
+	crInEvent   = iota // the event still being held
+	crForwarded        // an event already forwarded
+	crDropped          // the usage chunk that was removed
+)
+
+var lf = []byte{'\n'}
+
+// processLine handles one SSE line. At an empty line it reads the event
+// and reports whether it is the usage chunk to remove.
+func (ex *exchange) processLine(line []byte) (drop bool) {
+	if len(line) == 0 {
+		if !ex.hasData {
+			return false
+		}
+		ex.hasData = false
+		drop = ex.event(ex.data)
+		ex.data = ex.data[:0]
+		return drop
+	}
+	v, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return false // event:, id:, retry: and comments carry no tokens
+	}
+	if len(v) > 0 && v[0] == ' ' {
+		v = v[1:]
+	}
+	if ex.hasData {
+		ex.data = append(ex.data, '\n')
+	}
+	if len(ex.data)+len(v) > DefaultMaxEventBytes {
+		ex.giveUp(ReasonTooLarge)
+		return false
+	}
+	ex.data = append(ex.data, v...)
+	ex.hasData = true
+	return false
+}
+
+var doneMarker = []byte("[DONE]")
+
+// event reads one SSE event's data and reports its tokens.
+func (ex *exchange) event(data []byte) (drop bool) {
+	if bytes.Equal(data, doneMarker) {
+		ex.done = true
+		return false
+	}
+	c := &ex.chunk
+	if err := scanChunk(data, c); err != nil {
+		ex.giveUp(ReasonMalformed)
+		return false
+	}
+	ex.noteModel(c)
+	if c.finished {
+		ex.done = true
+	}
+	if c.contentChoices > 0 || (c.hasChoices && c.choices > 0 && !ex.inputSent) {
+		ex.sendInputEstimate()
+	}
+	if n := c.contentChoices; n > 0 {
+		now := ex.h.cfg.now()
+		if ex.firstToken.IsZero() {
+			ex.firstToken = now
+		}
+		ex.lastToken = now
+		ex.h.mon.AddTokens(ex.ctx, n)
+		ex.outReported += int64(n)
+	}
+	if c.hasUsage {
+		ex.reconcile(c.promptTokens, c.completion)
+	}
+	return ex.strip && c.hasUsage && c.hasChoices && c.choices == 0
+}
+
+// sendInputEstimate reports the prompt estimate once, at the first chunk:
+// prefill happens before it.
+func (ex *exchange) sendInputEstimate() {
+	if ex.inputSent {
+		return
+	}
+	ex.inputSent = true
+	if n := ex.req.inputEst; n > 0 {
+		ex.h.mon.AddInputTokens(ex.ctx, n)
+		ex.inReported += int64(n)
+	}
+}
+
+// reconcile raises the reported counts to the usage the server states.
+// Counts cannot be taken back, so an estimate above usage stays and is
+// counted in otelenergy.proxy.tokens.overcount when the exchange ends.
+func (ex *exchange) reconcile(in, out int64) {
+	ex.inputSent = true
+	ex.hasUsage = true
+	ex.usageIn, ex.usageOut = in, out
+	if d := in - ex.inReported; d > 0 {
+		addCapped(ex, d, true)
+		ex.inReported = in
+	}
+	if d := out - ex.outReported; d > 0 {
+		addCapped(ex, d, false)
+		ex.outReported = out
+	}
+}
+
+func addCapped(ex *exchange, d int64, input bool) {
+	const step = 1 << 30 // within MaxTokensPerCall
+	for d > 0 {
+		n := min(d, step)
+		if input {
+			ex.h.mon.AddInputTokens(ex.ctx, int(n))
+		} else {
+			ex.h.mon.AddTokens(ex.ctx, int(n))
+		}
+		d -= n
+	}
+}
+
+// noteModel sets gen_ai.response.model from the first body that names it.
+func (ex *exchange) noteModel(c *chunkInfo) {
+	if ex.respModel != "" || len(c.model) == 0 {
+		return
+	}
+	if c.modelEscaped {
+		s, err := strconv.Unquote(`"` + string(c.model) + `"`)
+		if err != nil {
+			return
+		}
+		ex.respModel = s
+	} else {
+		ex.respModel = string(c.model)
+	}
+	if span := trace.SpanFromContext(ex.ctx); span.IsRecording() {
+		span.SetAttributes(ResponseModelKey.String(ex.respModel))
+	}
+}
+
+// finish ends the exchange when the wrapped handler returns or panics
+// (ReverseProxy panics with http.ErrAbortHandler when a stream breaks).
+func (ex *exchange) finish(returned bool) {
+	defer func() {
+		if recover() != nil {
+			ex.unparsed(ReasonInternal)
+		}
+	}()
+	if ex.status == 0 && returned {
+		ex.status = http.StatusOK // the handler wrote nothing
+	}
+	failure := ""
+	switch ex.mode {
+	case modeSSE:
+		if ex.strip && len(ex.held) > 0 {
+			ex.rw.w.Write(ex.held)
+			ex.held = nil
+		}
+		if !ex.done {
+			failure = ex.interrupted()
+		}
+	case modeJSON:
+		if !returned {
+			failure = ex.interrupted()
+		} else if !ex.over {
+			ex.readJSON()
+		}
+	default:
+		if !returned && ex.status < 400 {
+			failure = ex.interrupted()
+		}
+	}
+	if ex.status >= 400 {
+		failure = strconv.Itoa(ex.status)
+	}
+	if ex.hasUsage {
+		if d := ex.inReported - ex.usageIn; d > 0 {
+			ex.h.inst.overcount.Add(ex.ctx, d, ex.h.inst.inputOpt)
+		}
+		if d := ex.outReported - ex.usageOut; d > 0 {
+			ex.h.inst.overcount.Add(ex.ctx, d, ex.h.inst.outputOpt)
+		}
+	}
+	ex.record(failure)
+}
+
+// interrupted names why a response ended early and counts it.
+func (ex *exchange) interrupted() string {
+	reason := ReasonTruncated
+	if ex.ctx.Err() != nil {
+		reason = ReasonClientDisconnect
+	}
+	ex.unparsed(reason)
+	return reason
+}
+
+// readJSON reads a whole non-streaming response and reports its tokens:
+// the usage when present, else the prompt estimate and one token per four
+// bytes of generated text.
+func (ex *exchange) readJSON() {
+	c := &ex.chunk
+	if err := scanChunk(ex.body, c); err != nil {
+		ex.unparsed(ReasonMalformed)
+		return
+	}
+	ex.noteModel(c)
+	if c.hasUsage {
+		ex.reconcile(c.promptTokens, c.completion)
+		return
+	}
+	ex.sendInputEstimate()
+	if n := estimateTokens(c.contentBytes); n > 0 {
+		ex.h.mon.AddTokens(ex.ctx, n)
+		ex.outReported += int64(n)
+	}
+}
+
+// record records the GenAI server metrics in the request's context, so that
+// exemplars link to its trace.
+func (ex *exchange) record(failure string) {
+	inst, c := ex.h.inst, ex.h.cfg
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs, OperationNameKey.String(ex.op), attribute.String("gen_ai.provider.name", string(c.provider)))
+	if ex.req.model != "" {
+		attrs = append(attrs, RequestModelKey.String(ex.req.model))
+	}
+	if ex.respModel != "" {
+		attrs = append(attrs, ResponseModelKey.String(ex.respModel))
+	}
+	n := len(attrs)
+	if failure != "" {
+		attrs = append(attrs, ErrorTypeKey.String(failure))
+	}
+	end := c.now()
+	inst.duration.Inst().Record(ex.ctx, end.Sub(ex.start).Seconds(), metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	if failure != "" || ex.firstToken.IsZero() {
+		return
+	}
+	ok := metric.WithAttributeSet(attribute.NewSet(attrs[:n]...))
+	inst.ttft.Inst().Record(ex.ctx, ex.firstToken.Sub(ex.start).Seconds(), ok)
+	if ex.outReported > 1 {
+		inst.tpot.Inst().Record(ex.ctx, ex.lastToken.Sub(ex.firstToken).Seconds()/float64(ex.outReported-1), ok)
+	}
+}
+
+// responseWriter is the ResponseWriter the wrapped handler writes to.
+type responseWriter struct {
+	w           http.ResponseWriter
+	ex          *exchange
+	wroteHeader bool
+}
+
+var _ http.Flusher = (*responseWriter)(nil)
+
+func (rw *responseWriter) Header() http.Header { return rw.w.Header() }
+
+func (rw *responseWriter) WriteHeader(code int) {
+	if !rw.wroteHeader && code >= 200 {
+		rw.wroteHeader = true
+		rw.ex.begin(code)
+	}
+	rw.w.WriteHeader(code)
+}
+
+func (rw *responseWriter) Write(p []byte) (int, error) {
+	if !rw.wroteHeader {
+		rw.WriteHeader(http.StatusOK)
+	}
+	return rw.ex.write(p)
+}
+
+// Flush flushes the client's connection. In strip mode a partial event is
+// still held; it follows when it ends.
+func (rw *responseWriter) Flush() { http.NewResponseController(rw.w).Flush() }
+
+// FlushError is Flush that reports the error, for http.ResponseController.
+func (rw *responseWriter) FlushError() error { return http.NewResponseController(rw.w).Flush() }
+
+// Unwrap returns the client's ResponseWriter, for http.ResponseController.
+func (rw *responseWriter) Unwrap() http.ResponseWriter { return rw.w }
