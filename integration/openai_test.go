@@ -25,11 +25,12 @@ import (
 
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
+	"github.com/otelenergy/otelenergy/simgpu"
 )
 
 // newSource is the one place these tests build an energy source.
 func newSource(t *testing.T) otelenergy.Source {
-	src, err := otelenergy.NewSimulatedSource(otelenergy.SimulatedConfig{Devices: 1})
+	src, err := simgpu.New(simgpu.Config{Devices: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,10 +172,10 @@ func TestOpenAIClientThroughGateway(t *testing.T) {
 
 	checkSpan := func(t *testing.T, n int, usage openai.CompletionUsage) {
 		attrs := lastSpan(t, sr, n)
-		if got := attrs[otelenergy.OutputTokensKey].AsInt64(); got != usage.CompletionTokens {
+		if got := attrs["gen_ai.usage.output_tokens"].AsInt64(); got != usage.CompletionTokens {
 			t.Errorf("span output tokens %d, usage %d", got, usage.CompletionTokens)
 		}
-		if got := attrs[otelenergy.InputTokensKey].AsInt64(); got != usage.PromptTokens {
+		if got := attrs["gen_ai.usage.input_tokens"].AsInt64(); got != usage.PromptTokens {
 			t.Errorf("span input tokens %d, usage %d", got, usage.PromptTokens)
 		}
 		if mj, ok := attrs[otelenergy.EnergyMillijoulesKey]; !ok || mj.AsInt64() <= 0 {

@@ -14,7 +14,8 @@ import (
 // A Request is a context.Context: it carries its parent's values, deadline
 // and cancellation, plus itself, so handlers pass it on and
 // [Monitor.AddTokens] finds it. Starting one costs two allocations and no
-// lock; its token counters are atomics. End must be called exactly once.
+// lock; its token counters are atomics. End ends it; later calls to End
+// report the same request again, as known then.
 type Request struct {
 	context.Context
 	st *requestState
@@ -115,8 +116,8 @@ func (r *Request) End() Result {
 		return res
 	}
 	res.RunID = st.run.run.ID()
-	end := m.now()
-	st.Request.End(end)
+	st.Request.End(m.now())
+	end, _ := st.Ended()
 	if !st.tracked || st.Flags()&ledger.FlagDropped != 0 {
 		return res
 	}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
+	"github.com/otelenergy/otelenergy/simgpu"
 )
 
 type options struct {
@@ -52,7 +53,7 @@ func main() {
 	var o options
 	listen := flag.String("listen", "127.0.0.1:8081", "listen address")
 	flag.StringVar(&o.backend, "backend", "http://127.0.0.1:8080", "URL of the OpenAI-compatible backend")
-	flag.StringVar(&o.devices, "devices", "", "GPUs the backend runs on, comma-separated indices or UUIDs (passed to the NVML source's device option once it exists; today it sets the simulated GPU count)")
+	flag.StringVar(&o.devices, "devices", "", "GPUs the backend runs on, comma-separated NVML indices or GPU- / MIG- UUIDs (otelenergy.WithDevices); without NVML, the number of simulated GPUs")
 	flag.DurationVar(&o.duration, "duration", 0, "exit after this long (0: run until interrupted)")
 	flag.Parse()
 	o.out = os.Stdout
@@ -133,16 +134,20 @@ func run(ctx context.Context, ln net.Listener, o options) error {
 // openSource opens NVML, or a simulated GPU per -devices entry when NVML is
 // absent.
 func openSource(o options) (otelenergy.Source, error) {
-	src, err := otelenergy.NewNVMLSource()
+	var opts []otelenergy.NVMLOption
+	n := 1
+	if o.devices != "" {
+		ids := strings.Split(o.devices, ",")
+		opts, n = append(opts, otelenergy.WithDevices(ids...)), len(ids)
+	}
+	src, err := otelenergy.NewNVMLSource(opts...)
 	if err == nil {
 		return src, nil
 	}
-	n := 1
-	if o.devices != "" {
-		n = len(strings.Split(o.devices, ","))
-	}
+	// The simulated boards know nothing of the backend's work: they draw
+	// idle power only, which the ledger splits among requests by time.
 	fmt.Fprintf(o.out, "NVML not available (%v): using %d simulated GPU(s)\n", err, n)
-	return otelenergy.NewSimulatedSource(otelenergy.SimulatedConfig{Devices: n, Noise: 0.02, Seed: 1})
+	return simgpu.New(simgpu.Config{Devices: n, Seed: 1})
 }
 
 // printer prints one line per completion span.
@@ -156,9 +161,9 @@ func (p printer) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) e
 			switch kv.Key {
 			case openaiproxy.ResponseModelKey:
 				model = kv.Value.AsString()
-			case otelenergy.OutputTokensKey:
+			case "gen_ai.usage.output_tokens":
 				out = kv.Value.AsInt64()
-			case otelenergy.InputTokensKey:
+			case "gen_ai.usage.input_tokens":
 				in = kv.Value.AsInt64()
 			case otelenergy.EnergyMillijoulesKey:
 				mj = fmt.Sprint(kv.Value.AsInt64())

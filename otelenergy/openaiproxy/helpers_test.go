@@ -18,13 +18,14 @@ import (
 
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
+	"github.com/otelenergy/otelenergy/simgpu"
 )
 
 // newMonitor returns a Monitor over a simulated GPU. It is the one place
 // the tests build a source.
 func newMonitor(t testing.TB) *otelenergy.Monitor {
 	t.Helper()
-	src, err := otelenergy.NewSimulatedSource(otelenergy.SimulatedConfig{Devices: 1})
+	src, err := simgpu.New(simgpu.Config{Devices: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +151,10 @@ func newRig(t *testing.T, s *script, opts ...openaiproxy.Option) *rig {
 	p := openaiproxy.New(u, mon, opts...)
 	capture := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		defer func() {
-			er := otelenergy.RequestFromContext(req.Context())
-			r.counts <- counts{er.OutputTokens(), er.InputTokens()}
+			// End is idempotent: the middleware's own End, which follows,
+			// reports the same request.
+			res := otelenergy.RequestFromContext(req.Context()).End()
+			r.counts <- counts{res.OutputTokens, res.InputTokens}
 		}()
 		p.ServeHTTP(w, req)
 	})

@@ -119,8 +119,8 @@ func TestTextCompletionStream(t *testing.T) {
 	var c counts
 	h := otelenergy.NewMiddleware(mon)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		openaiproxy.New(u, mon, openaiproxy.WithIncludeUsage(false), openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider())).ServeHTTP(w, r)
-		er := otelenergy.RequestFromContext(r.Context())
-		c = counts{er.OutputTokens(), er.InputTokens()}
+		res := otelenergy.RequestFromContext(r.Context()).End()
+		c = counts{res.OutputTokens, res.InputTokens}
 	}))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{"model":"m","stream":true,"prompt":[1,2,3,4,5]}`)))
@@ -303,8 +303,8 @@ func newRigTo(t *testing.T, backend *httptest.Server) *rig {
 	p := openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(r.mp))
 	r.proxy.Config.Handler = otelenergy.NewMiddleware(mon)(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		defer func() {
-			er := otelenergy.RequestFromContext(req.Context())
-			r.counts <- counts{er.OutputTokens(), er.InputTokens()}
+			res := otelenergy.RequestFromContext(req.Context()).End()
+			r.counts <- counts{res.OutputTokens, res.InputTokens}
 		}()
 		p.ServeHTTP(w, req)
 	}))
