@@ -17,6 +17,7 @@ const (
 	fallbackInput    = 0.1     // input-token weight before the model is learned
 	inboxShards      = 16      // StartRequest spreads over this many lock-free stacks
 	maxExactPartial  = 16      // partial spans in an interval split exactly by time
+	maxWarmActive    = 1024    // requests beyond which splits no longer wait for a young model
 	nsPerSecond      = float64(1e9)
 )
 
@@ -228,14 +229,23 @@ func (l *Ledger) adopt(r *Request) {
 		r.final.Store(true)
 		return
 	}
-	var pts []point
-	if n := len(l.free); n > 0 {
-		pts, l.free = l.free[n-1][:0], l.free[:n-1]
-	} else {
-		pts = make([]point, 0, 16)
-	}
-	r.st = sampled{pts: append(pts, point{t: r.start}), known: r.start, pfEnd: -1, adopted: true}
+	r.st = sampled{known: r.start, pfEnd: -1, adopted: true}
+	r.st.pts = append(r.st.inline[:0], point{t: r.start})
 	l.active = append(l.active, r)
+}
+
+// addPoint appends p to r's timeline, growing it into a recycled slice
+// when the inline storage is full.
+func (l *Ledger) addPoint(r *Request, p point) {
+	s := &r.st
+	if len(s.pts) == cap(s.pts) {
+		if n := len(l.free); n > 0 && cap(l.free[n-1]) > len(s.pts) {
+			grown := append(l.free[n-1][:0], s.pts...)
+			l.free = l.free[:n-1]
+			s.pts = grown
+		}
+	}
+	s.pts = append(s.pts, p)
 }
 
 func (l *Ledger) observe(r *Request, t, rep int64) {
@@ -272,7 +282,7 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 		case s.firstN > 0 && o > s.firstN:
 			l.placeFromRate(r, at, o, in)
 		}
-		s.pts = append(s.pts, point{t: at, out: o, in: in})
+		l.addPoint(r, point{t: at, out: o, in: in})
 		s.known = max(s.known, known)
 	}
 	if s.endSeen && s.pfEnd < 0 {
@@ -388,7 +398,10 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			// the horizon allows: the first requests of a run start
 			// together, and what they did cannot be told apart until
 			// later requests have started and ended at other times.
-			young := !d.m.usable || d.learnT-d.firstT < l.cfg.Horizon*3/4
+			// Waiting holds every request's timeline, so a busy service
+			// (more than maxWarmActive requests at once) splits with what
+			// it has.
+			young := (!d.m.usable || d.learnT-d.firstT < l.cfg.Horizon*3/4) && len(l.active) <= maxWarmActive
 			if !ok || (d.primed && young && t-p.T <= horizon) {
 				break
 			}
@@ -476,11 +489,10 @@ func (l *Ledger) Flush(final func(*Request)) {
 
 // release returns r's timeline to the free list.
 func (l *Ledger) release(r *Request) {
-	if r.st.pts != nil && len(l.free) < 1024 {
+	if cap(r.st.pts) > len(r.st.inline) && len(l.free) < 1024 {
 		l.free = append(l.free, r.st.pts[:0])
 	}
 	r.st.pts = nil
-	r.st.released = true
 }
 
 // prune drops the points of r's timeline that every device has split

@@ -28,14 +28,13 @@ type Request struct {
 	in    atomic.Uint64
 
 	// Written by the sampler, read by anyone.
-	mj       atomic.Uint64 // energy split to the request so far
-	through  atomic.Int64  // every device has split up to here
-	outThru  atomic.Uint64 // output tokens the split covers
-	inThru   atomic.Uint64
-	final    atomic.Bool
-	flags    atomic.Uint32
-	next     *Request // inbox link, written before publication
-	adoptedA atomic.Bool
+	mj      atomic.Uint64 // energy split to the request so far
+	through atomic.Int64  // every device has split up to here
+	outThru atomic.Uint64 // output tokens the split covers
+	inThru  atomic.Uint64
+	final   atomic.Bool
+	flags   atomic.Uint32
+	next    *Request // inbox link, written before publication
 
 	st sampled // owned by the sampler
 }
@@ -163,16 +162,18 @@ type point struct {
 
 // sampled is the sampler's own view of a request.
 type sampled struct {
-	pts      []point
-	known    int64  // the latest report time; every interval up to it is known
-	pfEnd    int64  // end of prefill: the first output token; -1 unknown
-	firstN   uint64 // tokens of a first report that was a chunk, until the next report places the prefill
-	firstT   int64
-	endSeen  bool
-	end      int64
-	unowned  bool // the pseudo-request of tokens reported outside any request
-	adopted  bool
-	released bool
+	pts     []point
+	known   int64  // the latest report time; every interval up to it is known
+	pfEnd   int64  // end of prefill: the first output token; -1 unknown
+	firstN  uint64 // tokens of a first report that was a chunk, until the next report places the prefill
+	firstT  int64
+	endSeen bool
+	end     int64
+	unowned bool // the pseudo-request of tokens reported outside any request
+	adopted bool
+	// inline holds the first points, so that a short request's timeline
+	// costs no allocation of its own.
+	inline [3]point
 }
 
 // activeIn reports whether the request was active in (a, b].
