@@ -76,77 +76,47 @@ func floorMiddleware(next http.Handler) http.Handler {
 }
 
 // handlerCases builds the handlers BenchmarkHandler and
-// BenchmarkHandlerParallel compare, over a rig that has sampled a while.
-func handlerCases(b *testing.B) (*testRig, map[string]http.Handler) {
+// BenchmarkHandlerParallel compare, over a Monitor on the real clock whose
+// sampler runs as in a server.
+func handlerCases(b *testing.B) (*Monitor, map[string]http.Handler) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropExporter{}))
 	b.Cleanup(func() { tp.Shutdown(context.Background()) })
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	r := newRig(b, ideal(simgpu.Config{}), WithMeterProvider(mp))
-	for range 50 {
-		r.m.AddTokens(context.Background(), 3)
-		r.tick(step)
+	m := realtimeMonitor(b)
+	if err := m.Start(); err != nil {
+		b.Fatal(err)
 	}
 	var h http.HandlerFunc = func(w http.ResponseWriter, req *http.Request) {
-		r.m.AddTokens(req.Context(), 1)
+		m.AddTokens(req.Context(), 1)
 		w.WriteHeader(http.StatusOK)
 	}
 	o := []otelhttp.Option{otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp)}
-	return r, map[string]http.Handler{
+	return m, map[string]http.Handler{
 		"otelhttp":        otelhttp.NewHandler(h, "op", o...),
 		"floor":           otelhttp.NewHandler(floorMiddleware(h), "op", o...),
-		"otelhttp+energy": otelhttp.NewHandler(NewMiddleware(r.m)(h), "op", o...),
+		"otelhttp+energy": otelhttp.NewHandler(NewMiddleware(m)(h), "op", o...),
 	}
 }
 
 func BenchmarkHandler(b *testing.B) {
-	r, cases := handlerCases(b)
+	_, cases := handlerCases(b)
 	for _, name := range []string{"otelhttp", "floor", "otelhttp+energy"} {
 		h := cases[name]
 		b.Run(name, func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, "/v1/completions", nil)
 			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
+			for b.Loop() {
 				h.ServeHTTP(httptest.NewRecorder(), req)
-				if i%1024 == 1023 {
-					// Keep the ledger from growing: finalize ended requests.
-					b.StopTimer()
-					r.tick(step)
-					b.StartTimer()
-				}
 			}
 		})
 	}
 }
 
-// sampling samples r every millisecond of real time, on the fake clock's
-// counter steps, until the returned stop is called.
-func sampling(r *testRig) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				r.tick(step)
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
-}
-
 func BenchmarkHandlerParallel(b *testing.B) {
-	r, cases := handlerCases(b)
+	_, cases := handlerCases(b)
 	for _, name := range []string{"floor", "otelhttp+energy"} {
 		h := cases[name]
 		b.Run(name, func(b *testing.B) {
-			stop := sampling(r)
-			defer stop()
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				req := httptest.NewRequest(http.MethodGet, "/v1/completions", nil)
@@ -158,8 +128,6 @@ func BenchmarkHandlerParallel(b *testing.B) {
 	}
 }
 
-// BenchmarkStartEnd is the bare request path: StartRequest, one AddTokens
-// and End.
 // realtimeMonitor is a Monitor on the real clock over a counter that draws
 // 300 W and steps every 20 ms, as a GPU does: the request-path benchmarks
 // measure the library, not a test clock's lock.

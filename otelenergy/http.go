@@ -3,7 +3,6 @@ package otelenergy
 import (
 	"net/http"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -59,7 +58,7 @@ func (m *Monitor) finish(r *Request) {
 	if !span.IsRecording() {
 		return
 	}
-	var kv [6]attribute.KeyValue
+	kv := &r.st.kv
 	kv[0] = r.st.run.spanAttr
 	kv[1] = outputTokensKey.Int64(int64(res.OutputTokens))
 	n := 2
