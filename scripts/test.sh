@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of otelenergy: vet, the unit tests under the race detector,
 # a build without cgo, a smoke run of every benchmark, the real-client
-# integration tests (their own module), and the end-to-end test
-# against real Jaeger v2 and Prometheus (the e2e module provisions both).
+# integration tests (their own module), and the end-to-end test against real
+# Jaeger v2, Prometheus 2 and Prometheus 3 (the e2e module provisions all
+# three; cold, building Jaeger and Prometheus 3 takes 20 to 40 minutes on two
+# cores, depending on what else runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +29,6 @@ if [ -d integration ] && [ -f integration/go.mod ]; then
 fi
 
 if [ -d e2e ] && [ -f e2e/e2e_test.go ]; then
-	step "end-to-end: app -> OTLP -> Jaeger v2 -> Prometheus"
-	(cd e2e && go test -count=1 -v -timeout 15m ./...)
+	step "end-to-end: app -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP)"
+	(cd e2e && go test -count=1 -v -timeout 60m ./...)
 fi
