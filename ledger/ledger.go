@@ -202,15 +202,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	l.read, l.prevRead = true, t
 	// A report first seen at this read happened in (prev, t].
 	rep := prev + (t-prev)/2
-	for i := range l.inbox {
-		h := l.inbox[i].head.Swap(nil)
-		for r := h; r != nil; {
-			next := r.next
-			r.next = nil
-			l.adopt(r)
-			r = next
-		}
-	}
+	l.drain(l.adopt)
 	for _, r := range l.active {
 		l.observe(r, t, rep)
 	}
@@ -220,6 +212,18 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 		}
 	}
 	l.activeN.Store(int64(len(l.active)))
+}
+
+// drain empties every inbox stack, handing each request to f.
+func (l *Ledger) drain(f func(*Request)) {
+	for i := range l.inbox {
+		for r := l.inbox[i].head.Swap(nil); r != nil; {
+			next := r.next
+			r.next = nil
+			f(r)
+			r = next
+		}
+	}
 }
 
 func (l *Ledger) adopt(r *Request) {
@@ -464,16 +468,10 @@ func (l *Ledger) Flush(final func(*Request)) {
 	if l.read {
 		l.settle(l.prevRead, true, final)
 	}
-	for i := range l.inbox {
-		h := l.inbox[i].head.Swap(nil)
-		for r := h; r != nil; {
-			next := r.next
-			r.next = nil
-			r.setFlag(FlagFlushed)
-			r.final.Store(true)
-			r = next
-		}
-	}
+	l.drain(func(r *Request) {
+		r.setFlag(FlagFlushed)
+		r.final.Store(true)
+	})
 	for _, r := range l.active {
 		r.setFlag(FlagFlushed)
 		l.release(r)
