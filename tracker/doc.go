@@ -66,6 +66,13 @@
 // known power is the delta of the last Forward (with a nonzero delta) or Wrap
 // over its window; for the step that first moves the baseline that window is
 // measured from the First reading, without the [MaxUpdatePeriod] allowance.
+// A Glitch moves the baseline to its reading, but for one reading only it
+// remembers the baseline it replaced: when the next reading comes back below
+// the glitch, at or above that old baseline and within the bound measured
+// from the old baseline's anchor, the glitch was a single bad reading, and
+// the reading is a Forward from the old baseline, charged its rise less what
+// the Glitch charged. So one bad reading neither adds energy nor freezes the
+// counter until its true value passes the bad one.
 //
 // With no power bound (MaxWatts 0, NaN, infinite or negative) every rise is
 // a Forward and every drop a Wrap or a Reset, by the quarter rule alone:

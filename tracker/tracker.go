@@ -124,6 +124,15 @@ type Tracker struct {
 	// The last known power is powDelta/powWindow mJ/ns; powWindow == 0
 	// means none is known.
 	powDelta, powWindow uint64
+
+	// After a Glitch, the baseline it replaced, for one reading: a counter
+	// that comes back below the glitch's value, plausibly above the old
+	// baseline, had one bad reading, and its series resumes from there.
+	glitched    bool
+	preBase     uint64
+	preAnchor   int64
+	preAnchored bool
+	glitchDelta uint64
 }
 
 // New returns a Tracker for a counter with the given limits.
@@ -166,7 +175,11 @@ func (t *Tracker) Max() uint64 {
 //   - otherwise [Jitter], charging 0.
 //
 // Forward (with a nonzero delta), Glitch, Wrap and Reset move the baseline
-// to raw; Jitter and a zero Forward keep it and its anchor.
+// to raw; Jitter and a zero Forward keep it and its anchor. The reading
+// right after a Glitch that comes back below it, at or above the baseline
+// before it and within the bound from that baseline's anchor, is a Forward
+// from that baseline, charged its rise less what the Glitch charged: one
+// bad reading costs nothing and loses nothing.
 func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 	max := t.Max()
 	if raw > max {
@@ -202,6 +215,9 @@ func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 	}
 
 	b := t.base
+	if s, ok := t.recover(raw, at); ok {
+		return s, nil
+	}
 	var s Step
 	switch {
 	case raw >= b && raw-b <= bound:
@@ -218,6 +234,7 @@ func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 		if t.powWindow != 0 {
 			s.Delta = min(mulDivSat(t.powDelta, sinceLast, t.powWindow), bound)
 		}
+		t.glitched, t.preBase, t.preAnchor, t.preAnchored, t.glitchDelta = true, b, t.anchor, t.anchored, s.Delta
 	case b > max-max/4 && raw < max/4 && (max-b)+raw < bound:
 		// (max-b) and raw are each below a quarter of the range, so the sum
 		// plus the one step from max to 0 cannot overflow; the strict < is
@@ -234,6 +251,34 @@ func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 	}
 	t.base, t.anchor, t.anchored = raw, t.runFrom, true
 	return s, nil
+}
+
+// recover handles the reading after a Glitch. A reading below the
+// glitch's value but at or above the baseline before it, and within the
+// bound measured from that baseline's anchor, shows that the glitch was one
+// bad reading: it is a Forward from the old baseline, charged what the
+// counter really advanced less what the Glitch already charged. Any other
+// reading confirms the glitch's baseline.
+func (t *Tracker) recover(raw uint64, at int64) (Step, bool) {
+	if !t.glitched {
+		return Step{}, false
+	}
+	t.glitched = false
+	if raw >= t.base || raw < t.preBase {
+		return Step{}, false
+	}
+	var window uint64
+	if t.preAnchored {
+		window = uint64(at) - uint64(t.preAnchor)
+	} else {
+		window = addSat(uint64(at)-uint64(t.firstAt), uint64(MaxUpdatePeriod))
+	}
+	if raw-t.preBase > millijoules(t.wm, t.we, window) {
+		return Step{}, false
+	}
+	s := Step{Kind: Forward, Delta: raw - t.preBase - min(raw-t.preBase, t.glitchDelta)}
+	t.base, t.anchor, t.anchored = raw, t.runFrom, true
+	return s, true
 }
 
 // notePower records delta over window as the last known power. A zero

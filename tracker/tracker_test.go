@@ -262,6 +262,18 @@ func TestTrackerStepsBounded(t *testing.T) {
 			total: 150,
 		},
 		{
+			name:   "one bad reading: a spike and back costs nothing and loses nothing",
+			limits: kw,
+			steps: []step{
+				{raw: 1000, at: 0, want: first},
+				{raw: 1100, at: 100 * ms, want: fwd(100)},
+				{raw: 5e9, at: 200 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 100}},
+				{raw: 1300, at: 300 * ms, want: fwd(100)},
+				{raw: 1400, at: 400 * ms, want: fwd(100)},
+			},
+			total: 400,
+		},
+		{
 			name:   "a small step back at a small counter is jitter",
 			limits: kw,
 			steps: []step{
@@ -382,7 +394,8 @@ func TestTrackerStepsBounded(t *testing.T) {
 			steps: []step{
 				{raw: 0, at: 0, want: first},
 				{raw: 1, at: 100 * ms, want: tracker.Step{Kind: tracker.Glitch}},
-				{raw: 0, at: 200 * ms, want: tracker.Step{Kind: tracker.Reset}},
+				// Back to the old baseline: the glitch was one bad reading.
+				{raw: 0, at: 200 * ms, want: tracker.Step{Kind: tracker.Forward}},
 			},
 			total: 0,
 		},
@@ -658,6 +671,12 @@ type refBounded struct {
 	lastAt   int64
 	runFrom  int64
 	pd, pw   *big.Int // last known power pd/pw mJ/ns; nil while none
+	// After a Glitch: the baseline it replaced, for one reading.
+	glitched    bool
+	preBase     uint64
+	preAnchor   int64
+	preAnchored bool
+	glitchDelta *big.Int
 }
 
 // within reports whether x ≤ bound, where a nil bound is unlimited.
@@ -694,6 +713,26 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 		window = new(big.Int).Add(powWin, big.NewInt(int64(tracker.MaxUpdatePeriod)))
 	}
 	bound := m.millijoules(window)
+	if m.glitched {
+		m.glitched = false
+		if raw < m.base && raw >= m.preBase {
+			var w *big.Int
+			if m.preAnchored {
+				w = span(m.preAnchor, at)
+			} else {
+				w = new(big.Int).Add(span(m.firstAt, at), big.NewInt(int64(tracker.MaxUpdatePeriod)))
+			}
+			rise := new(big.Int).SetUint64(raw - m.preBase)
+			if within(rise, m.millijoules(w)) {
+				d := new(big.Int).Sub(rise, m.glitchDelta)
+				if d.Sign() < 0 {
+					d.SetInt64(0)
+				}
+				m.base, m.anchor, m.anchored = raw, m.runFrom, true
+				return tracker.Forward, d
+			}
+		}
+	}
 	b, r := new(big.Int).SetUint64(m.base), new(big.Int).SetUint64(raw)
 	quarter := new(big.Int).Quo(m.max, big.NewInt(4))
 	wrapped := new(big.Int).Sub(m.max, b)
@@ -717,6 +756,7 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 				delta.Set(bound)
 			}
 		}
+		m.glitched, m.preBase, m.preAnchor, m.preAnchored, m.glitchDelta = true, m.base, m.anchor, m.anchored, new(big.Int).Set(delta)
 	case b.Cmp(new(big.Int).Sub(m.max, quarter)) > 0 && r.Cmp(quarter) < 0 && within(wrapped, bound):
 		kind, delta = tracker.Wrap, wrapped
 		if powWin.Sign() != 0 {
