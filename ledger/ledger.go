@@ -102,6 +102,7 @@ type device struct {
 	cands  [len(lags)]model
 	lag    int64 // the chosen lag, ns
 	best   int
+	solves int // how often the models were solved
 	frac   float64
 	split  bool // frac applies
 	shared bool // shared and not splittable
@@ -372,6 +373,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 		// Learn from every ready interval first, then split the learned
 		// ones: while the model is still too young to trust, intervals
 		// wait for it, up to the horizon.
+		learned := false
 		for {
 			j := d.learnNext
 			if old := d.ring.Oldest(); j < old {
@@ -385,13 +387,15 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			}
 			if d.lprimed {
 				l.learn(d, d.learnT, p.T, satSub(p.EnergyMJ, d.learnE), minKnown)
-			}
-			if !d.lprimed {
+				learned = true
+			} else {
 				d.firstT = p.T
 			}
 			d.lprimed, d.learnT, d.learnE, d.learnNext = true, p.T, p.EnergyMJ, j+1
 		}
-		l.chooseLag(d)
+		if learned {
+			l.chooseLag(d)
+		}
 		for d.next < d.learnNext {
 			j := d.next
 			if old := d.ring.Oldest(); j < old {

@@ -113,9 +113,23 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 	}
 }
 
-// chooseLag solves every candidate's model and takes the lag whose model
-// leaves the least residual per interval.
+// chooseLag solves the chosen lag's model every fourth time it is called
+// (once per device step that taught the models something), and every
+// thirty-second time every candidate's, taking the lag whose model leaves
+// the least residual per interval. The models forget over minutes and a
+// counter's lag does not change, so solving now and then is enough, and it
+// keeps a sampler tick cheap.
 func (l *Ledger) chooseLag(d *device) {
+	d.solves++
+	switch {
+	case d.solves%32 == 1 || !d.m.usable:
+	case d.solves%4 == 1:
+		d.cands[d.best].solve()
+		d.m = d.cands[d.best]
+		return
+	default:
+		return
+	}
 	best, bestRSS := d.best, math.Inf(1)
 	for c := range d.cands {
 		m := &d.cands[c]

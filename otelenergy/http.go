@@ -2,7 +2,9 @@ package otelenergy
 
 import (
 	"net/http"
+	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -50,6 +52,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r.WithContext(req))
 }
 
+// attrPool holds the arrays finish stages span attributes in, so that the
+// variadic SetAttributes call costs no allocation: the SDK copies the
+// attributes, so an array is free again once the call returns.
+var attrPool = sync.Pool{New: func() any { return new([6]attribute.KeyValue) }}
+
 // finish ends r and reports it on the span in r's context. The histogram
 // of request energy is recorded when the figure is final.
 func (m *Monitor) finish(r *Request) {
@@ -58,7 +65,8 @@ func (m *Monitor) finish(r *Request) {
 	if !span.IsRecording() {
 		return
 	}
-	kv := &r.st.kv
+	kv := attrPool.Get().(*[6]attribute.KeyValue)
+	defer attrPool.Put(kv)
 	kv[0] = r.st.run.spanAttr
 	kv[1] = outputTokensKey.Int64(int64(res.OutputTokens))
 	n := 2

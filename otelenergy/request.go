@@ -3,7 +3,6 @@ package otelenergy
 import (
 	"context"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otelenergy/otelenergy/ledger"
@@ -32,11 +31,6 @@ type requestState struct {
 	run     *runInfo
 	span    trace.SpanContext // immutable: read by the sampler at any time
 	tracked bool              // handed to the ledger
-	// kv holds the span attributes finish sets: inside the state, which
-	// is allocated anyway, the variadic call costs no allocation of its
-	// own. The SDK copies attributes, so kv is free again once
-	// SetAttributes returns.
-	kv [6]attribute.KeyValue
 }
 
 type requestKey struct{}
