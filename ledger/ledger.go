@@ -258,13 +258,13 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 	if s.endSeen {
 		return
 	}
-	// ended is loaded before the counts: End follows the request's last
-	// report, so once ended is seen the counts are final.
-	ended := r.ended.Load()
+	// The end is loaded before the counts: End follows the request's last
+	// report, so once it is seen the counts are final.
+	end, ended := r.Ended()
 	o, in := r.out.Load(), r.in.Load()
 	at := max(rep, r.start)
 	if ended {
-		s.endSeen, s.end = true, r.end.Load()
+		s.endSeen, s.end = true, end
 		at = min(at, s.end)
 	} else if t-r.start > l.cfg.MaxAge {
 		s.endSeen, s.end = true, r.start+l.cfg.MaxAge
@@ -420,9 +420,18 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			}
 			d.primed, d.prevT, d.prevE, d.next = true, p.T, p.EnergyMJ, j+1
 		}
-		if !d.lost {
-			through = min(through, d.prevT-d.lag)
+		if d.lost {
+			continue
 		}
+		dThrough := d.prevT
+		if _, more := d.ring.At(d.next); !more && d.primed && t-horizon > dThrough {
+			// A counter that has not stepped for a horizon drew nothing
+			// that it will report for that time (a stuck or failing
+			// device): requests do not wait for it. A later step still
+			// splits its whole energy over the requests of its interval.
+			dThrough = t - horizon
+		}
+		through = min(through, dThrough-d.lag)
 	}
 	if through == math.MaxInt64 {
 		through = t // every device lost: nothing more will be split

@@ -22,8 +22,7 @@ type Request struct {
 	Data any
 
 	start int64
-	end   atomic.Int64
-	ended atomic.Bool
+	end   atomic.Int64 // notEnded until End
 	out   atomic.Uint64
 	in    atomic.Uint64
 
@@ -72,7 +71,11 @@ func NewRequest(t int64, data any) *Request {
 func (r *Request) Init(t int64, data any) {
 	r.Data, r.start = data, t
 	r.through.Store(t)
+	r.end.Store(notEnded)
 }
+
+// notEnded marks a request whose End has not been called.
+const notEnded = math.MinInt64
 
 // Start returns the request's start time.
 func (r *Request) Start() int64 { return r.start }
@@ -89,23 +92,16 @@ func (r *Request) Output() uint64 { return r.out.Load() }
 // Input returns the input tokens reported so far.
 func (r *Request) Input() uint64 { return r.in.Load() }
 
-// End marks the request ended at t. Only the first call counts; it must
-// follow every AddOutput and AddInput of the request in the goroutine that
-// calls it, or be ordered after them by the caller. It is lock-free.
-func (r *Request) End(t int64) {
-	if r.ended.Load() {
-		return
-	}
-	r.end.Store(max(t, r.start))
-	r.ended.Store(true)
-}
+// End marks the request ended at t. Only the first call counts, even
+// among concurrent calls; it must follow every AddOutput and AddInput of
+// the request in the goroutine that calls it, or be ordered after them by
+// the caller. It is one compare-and-swap.
+func (r *Request) End(t int64) { r.end.CompareAndSwap(notEnded, max(t, r.start)) }
 
 // Ended reports whether End was called, and the end time.
 func (r *Request) Ended() (int64, bool) {
-	if !r.ended.Load() {
-		return 0, false
-	}
-	return r.end.Load(), true
+	e := r.end.Load()
+	return e, e != notEnded
 }
 
 // Final reports whether the request's figure is final.
@@ -124,10 +120,12 @@ func (r *Request) setFlag(f uint32) { r.flags.Or(f) }
 // ledger's current model, of the part not yet split up to t. It is
 // lock-free and allocates nothing.
 func (l *Ledger) Estimate(r *Request, t int64) uint64 {
-	mj := r.mj.Load()
+	// final is loaded first: the sampler adds to mj before it stores
+	// final, so a final request's mj is complete.
 	if r.final.Load() {
-		return mj
+		return r.mj.Load()
 	}
+	mj := r.mj.Load()
 	through := r.through.Load()
 	if t <= through {
 		return mj

@@ -15,9 +15,9 @@ func attributable(d *device, e uint64) uint64 {
 // their features, and returns the interval's feature vector and the
 // tokens reported outside any request in it. minKnown is the earliest time
 // up to which every running request has reported; an interval ending after
-// it is being split at the horizon, which marks the requests that had not
-// reported past it.
-func (l *Ledger) features(d *device, a, b, minKnown int64) (x [nFeat]float64, unowned float64) {
+// it is being split at the horizon; with mark, the requests that had not
+// reported past it are flagged, and so are requests on a shared device.
+func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]float64, unowned float64) {
 	forced := b > minKnown
 	parts := l.parts[:0]
 	for _, r := range l.active {
@@ -39,10 +39,10 @@ func (l *Ledger) features(d *device, a, b, minKnown int64) (x [nFeat]float64, un
 			pf:   float64(max(0, pHi-pLo)),
 			in:   in * overlap(pfLo, pfHi, a, b),
 		})
-		if forced && !s.endSeen && s.known < b {
+		if mark && forced && !s.endSeen && s.known < b {
 			r.setFlag(FlagForced)
 		}
-		if d.shared {
+		if mark && d.shared {
 			r.setFlag(FlagShared)
 		}
 	}
@@ -101,7 +101,7 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 		if !search && c != d.best {
 			continue
 		}
-		x, _ := l.features(d, a-lag, b-lag, minKnown)
+		x, _ := l.features(d, a-lag, b-lag, minKnown, false)
 		d.cands[c].add(x, y, lambda)
 	}
 	// About the last ten seconds' power, for estimates before the model.
@@ -156,7 +156,7 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		l.unattributed.Add(attr)
 		return
 	}
-	_, unowned := l.features(d, a-d.lag, b-d.lag, minKnown)
+	_, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, true)
 	a, b = a-d.lag, b-d.lag
 	parts := l.parts
 	dt := float64(b - a)

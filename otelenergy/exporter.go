@@ -27,7 +27,7 @@ type pendingSpans struct {
 	shards  [pendingShards]pendingShard
 
 	mu        sync.Mutex
-	lastSweep int64 // sampler-only
+	lastSweep atomic.Int64 // the sampler's, and Shutdown's while a hung sampler may still wake
 	// wait is closed and cleared by the next sample that finalizes
 	// requests; it exists only while an exporter waits, so sampling
 	// allocates nothing otherwise.
@@ -111,10 +111,10 @@ func (p *pendingSpans) wake(now int64) {
 		p.wait = nil
 	}
 	p.mu.Unlock()
-	if now != math.MinInt64 && now-p.lastSweep < int64(sweepEvery) {
+	if now != math.MinInt64 && now-p.lastSweep.Load() < int64(sweepEvery) {
 		return
 	}
-	p.lastSweep = now
+	p.lastSweep.Store(now)
 	cutoff := now - int64(pendingHorizon)
 	if now == math.MinInt64 {
 		cutoff = math.MaxInt64

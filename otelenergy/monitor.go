@@ -66,6 +66,7 @@ type Monitor struct {
 	// BeginRun or the application.
 	sampleMu   sync.Mutex
 	lastSample atomic.Int64 // ns since epoch; -1 before the first sample
+	lastSettle int64        // guarded by sampleMu
 
 	scope runscope.Scope
 	run   atomic.Pointer[runInfo]
@@ -227,13 +228,14 @@ func (m *Monitor) loop(stop <-chan struct{}, done chan<- struct{}) {
 }
 
 // Shutdown stops the sampler, waits for it to exit, takes a last sample,
-// finalizes every tracked request with what it has (marked approximate),
-// unregisters the instruments and closes the source. It is idempotent and
-// safe on a nil Monitor.
+// splits every interval metered so far and finalizes every tracked request
+// with what it has (marked approximate where its last intervals were not
+// split), unregisters the instruments and closes the source. It is
+// idempotent and safe on a nil Monitor.
 //
 // If ctx ends before the sampler exits (a device read that hangs), Shutdown
-// returns ctx's error at once; the source is then closed when the sampler's
-// read returns.
+// returns ctx's error at once without finalizing the tracked requests; the
+// source is then closed when the sampler's read returns.
 func (m *Monitor) Shutdown(ctx context.Context) error {
 	if m == nil {
 		return nil
@@ -325,9 +327,12 @@ func (m *Monitor) sampleLocked() {
 		}
 	}
 	m.ledger.Observe(t, m.unownedOut.Load(), m.unownedIn.Load())
-	if stepped {
+	// Settle on every step, and now and then without one, so that requests
+	// become final even while a device is stuck, failing or lost.
+	if stepped || t-m.lastSettle >= int64(m.cfg.horizon)/4 {
 		m.ledger.Settle(t, m.finalize)
 		m.pending.wake(t)
+		m.lastSettle = t
 	}
 	m.lastSample.Store(t)
 	m.sampleNanos.Store(int64(time.Since(began)))

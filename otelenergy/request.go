@@ -97,8 +97,10 @@ func (m *Monitor) StartRequest(ctx context.Context) *Request {
 	// The ledger tracks requests only while something samples, so that a
 	// Monitor nobody samples never accumulates them.
 	if m.lastSample.Load() >= 0 && !m.shut.Load() {
-		st.tracked = true
 		m.ledger.Add(&st.Request)
+		// A request added while Shutdown flushes the ledger may miss the
+		// flush; it then reports no energy rather than wait for none.
+		st.tracked = !m.shut.Load()
 	}
 	return &Request{Context: ctx, st: st}
 }
@@ -121,12 +123,26 @@ func (r *Request) End() Result {
 	if !st.tracked || st.Flags()&ledger.FlagDropped != 0 {
 		return res
 	}
+	final := st.Final() // before the estimate: a final figure is complete
 	res.EnergyMJ, res.HasEnergy = m.ledger.Estimate(&st.Request, end), true
 	res.Approximate, res.Shared = st.approximate(m)
-	if !st.Final() {
-		res.Approximate = true
+	if !final {
+		// The ledger flags a shared device only as it splits; until
+		// then, the devices' current state says.
+		res.Approximate, res.Shared = true, res.Shared || m.sharedUnsplit()
 	}
 	return res
+}
+
+// sharedUnsplit reports whether a device is now shared with other
+// processes without a measured split.
+func (m *Monitor) sharedUnsplit() bool {
+	for _, d := range m.devs {
+		if s := d.share.Load(); s != nil && s.Shared && !s.Split {
+			return true
+		}
+	}
+	return false
 }
 
 // approximate says whether r's final figure is approximate, and whether

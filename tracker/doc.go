@@ -103,9 +103,11 @@
 // restarts only from zero, a genuine rise is never a Glitch and a genuine
 // restart never a Jitter. A reset then loses only the energy drawn between
 // the last reading before it and the restart itself; that is unknowable and
-// is not invented. A Glitch to a spurious high value holds the baseline
-// there: the true readings after it are Jitter, charged nothing, until the
-// counter passes that value.
+// is not invented. A Glitch whose next reading does not come back holds the
+// baseline at the glitch's value: the true readings after it are Jitter,
+// charged nothing, until the counter passes that value. One that comes back
+// at once resumes from the baseline before it, and what it charged is paid
+// back from the following steps.
 //
 // # Time
 //

@@ -132,7 +132,11 @@ type Tracker struct {
 	preBase     uint64
 	preAnchor   int64
 	preAnchored bool
+	preLastAt   int64 // the reading before the glitch
 	glitchDelta uint64
+	// debt is what a Glitch charged that its recovery could not take back;
+	// later steps pay it off before they charge anything.
+	debt uint64
 }
 
 // New returns a Tracker for a counter with the given limits.
@@ -197,6 +201,7 @@ func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 		t.runFrom = t.lastAt
 	}
 	sinceLast := uint64(at) - uint64(t.lastAt)
+	prevAt := t.lastAt
 	t.lastRaw, t.lastAt = raw, at
 
 	// window and powWin are exact: at ≥ every earlier reading's time, and
@@ -229,18 +234,20 @@ func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 			return s, nil
 		}
 		t.notePower(s.Delta, powWin)
+		s.Delta = t.pay(s.Delta)
 	case raw > b:
 		s = Step{Kind: Glitch}
 		if t.powWindow != 0 {
 			s.Delta = min(mulDivSat(t.powDelta, sinceLast, t.powWindow), bound)
 		}
-		t.glitched, t.preBase, t.preAnchor, t.preAnchored, t.glitchDelta = true, b, t.anchor, t.anchored, s.Delta
+		t.glitched, t.preBase, t.preAnchor, t.preAnchored, t.preLastAt, t.glitchDelta = true, b, t.anchor, t.anchored, prevAt, s.Delta
 	case b > max-max/4 && raw < max/4 && (max-b)+raw < bound:
 		// (max-b) and raw are each below a quarter of the range, so the sum
 		// plus the one step from max to 0 cannot overflow; the strict < is
 		// the wrapped delta ≤ bound.
 		s = Step{Kind: Wrap, Delta: (max - b) + raw + 1}
 		t.notePower(s.Delta, powWin)
+		s.Delta = t.pay(s.Delta)
 	case raw <= bound && (t.wm == 0 || raw <= b/2):
 		// A reload restarts the counter near zero: a drop to at most half
 		// the baseline. A smaller step back, however plausible its value,
@@ -276,9 +283,24 @@ func (t *Tracker) recover(raw uint64, at int64) (Step, bool) {
 	if raw-t.preBase > millijoules(t.wm, t.we, window) {
 		return Step{}, false
 	}
-	s := Step{Kind: Forward, Delta: raw - t.preBase - min(raw-t.preBase, t.glitchDelta)}
-	t.base, t.anchor, t.anchored = raw, t.runFrom, true
-	return s, true
+	rise := raw - t.preBase
+	refund := min(rise, t.glitchDelta)
+	t.debt = addSat(t.debt, t.glitchDelta-refund)
+	if raw == t.preBase {
+		// The counter never left its old baseline: keep its anchor.
+		t.base, t.anchor, t.anchored = raw, t.preAnchor, t.preAnchored
+	} else {
+		// The new value appeared after the reading before the glitch.
+		t.base, t.anchor, t.anchored = raw, t.preLastAt, true
+	}
+	return Step{Kind: Forward, Delta: rise - refund}, true
+}
+
+// pay takes what a step charges toward the debt a recovered Glitch left.
+func (t *Tracker) pay(d uint64) uint64 {
+	p := min(d, t.debt)
+	t.debt -= p
+	return d - p
 }
 
 // notePower records delta over window as the last known power. A zero

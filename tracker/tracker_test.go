@@ -274,6 +274,22 @@ func TestTrackerStepsBounded(t *testing.T) {
 			total: 400,
 		},
 		{
+			name:   "a glitch on a staircase counter: the next real step is a step, and the glitch's charge is paid back",
+			limits: tracker.Limits{MaxWatts: 400},
+			steps: []step{
+				{raw: 1_000_000, at: 0, want: first},
+				{raw: 1_030_000, at: 100 * ms, want: fwd(30_000)},
+				{raw: 1_030_000, at: 117 * ms, want: fwd(0)},
+				{raw: 9e12, at: 134 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 5100}},
+				{raw: 1_030_000, at: 151 * ms, want: fwd(0)},
+				{raw: 1_030_000, at: 168 * ms, want: fwd(0)},
+				// The next real step: within the bound from before the
+				// glitch, and the 5100 mJ the glitch charged is paid back.
+				{raw: 1_060_000, at: 200 * ms, want: fwd(24_900)},
+			},
+			total: 60_000,
+		},
+		{
 			name:   "a small step back at a small counter is jitter",
 			limits: kw,
 			steps: []step{
@@ -676,7 +692,22 @@ type refBounded struct {
 	preBase     uint64
 	preAnchor   int64
 	preAnchored bool
+	preLastAt   int64
 	glitchDelta *big.Int
+	debt        *big.Int
+}
+
+// pay takes what a step charges toward the debt a recovered Glitch left.
+func (m *refBounded) pay(d *big.Int) *big.Int {
+	if m.debt == nil || m.debt.Sign() == 0 {
+		return d
+	}
+	p := new(big.Int).Set(d)
+	if m.debt.Cmp(p) < 0 {
+		p.Set(m.debt)
+	}
+	m.debt.Sub(m.debt, p)
+	return new(big.Int).Sub(d, p)
 }
 
 // within reports whether x ≤ bound, where a nil bound is unlimited.
@@ -703,6 +734,7 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 		m.runFrom = m.lastAt
 	}
 	since := span(m.lastAt, at)
+	prevAt := m.lastAt
 	m.lastRaw, m.lastAt = raw, at
 	var window, powWin *big.Int
 	if m.anchored {
@@ -724,12 +756,20 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 			}
 			rise := new(big.Int).SetUint64(raw - m.preBase)
 			if within(rise, m.millijoules(w)) {
-				d := new(big.Int).Sub(rise, m.glitchDelta)
-				if d.Sign() < 0 {
-					d.SetInt64(0)
+				refund := new(big.Int).Set(m.glitchDelta)
+				if rise.Cmp(refund) < 0 {
+					refund.Set(rise)
 				}
-				m.base, m.anchor, m.anchored = raw, m.runFrom, true
-				return tracker.Forward, d
+				if m.debt == nil {
+					m.debt = new(big.Int)
+				}
+				m.debt.Add(m.debt, new(big.Int).Sub(m.glitchDelta, refund))
+				if raw == m.preBase {
+					m.base, m.anchor, m.anchored = raw, m.preAnchor, m.preAnchored
+				} else {
+					m.base, m.anchor, m.anchored = raw, m.preLastAt, true
+				}
+				return tracker.Forward, new(big.Int).Sub(rise, refund)
 			}
 		}
 	}
@@ -748,6 +788,7 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 		if powWin.Sign() != 0 {
 			m.pd, m.pw = rise, powWin
 		}
+		delta = m.pay(delta)
 	case rise.Sign() > 0:
 		kind, delta = tracker.Glitch, new(big.Int)
 		if m.pd != nil {
@@ -756,12 +797,13 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 				delta.Set(bound)
 			}
 		}
-		m.glitched, m.preBase, m.preAnchor, m.preAnchored, m.glitchDelta = true, m.base, m.anchor, m.anchored, new(big.Int).Set(delta)
+		m.glitched, m.preBase, m.preAnchor, m.preAnchored, m.preLastAt, m.glitchDelta = true, m.base, m.anchor, m.anchored, prevAt, new(big.Int).Set(delta)
 	case b.Cmp(new(big.Int).Sub(m.max, quarter)) > 0 && r.Cmp(quarter) < 0 && within(wrapped, bound):
 		kind, delta = tracker.Wrap, wrapped
 		if powWin.Sign() != 0 {
 			m.pd, m.pw = wrapped, powWin
 		}
+		delta = m.pay(delta)
 	case within(r, bound) && (bound == nil || new(big.Int).Mul(r, big.NewInt(2)).Cmp(b) <= 0):
 		kind, delta = tracker.Reset, r
 	default:

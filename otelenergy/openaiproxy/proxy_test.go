@@ -421,3 +421,42 @@ func TestFailureErrorType(t *testing.T) {
 		}
 	}
 }
+
+// TestAbsurdUsageIsMalformed: a usage count beyond any real response is
+// counted as unparsed, reported as no tokens, and costs no time, while a
+// large but real one is reported whole.
+func TestAbsurdUsageIsMalformed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prompt string
+		want   uint64
+	}{
+		{"absurd", "4000000000000000000", 0},
+		{"large", "20000000", 20_000_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, `{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop"}],"usage":{"prompt_tokens":`+tc.prompt+`,"completion_tokens":1,"total_tokens":2}}`)
+			}))
+			defer backend.Close()
+			u, _ := url.Parse(backend.URL)
+			mon := newMonitor(t)
+			var c counts
+			h := otelenergy.NewMiddleware(mon)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider())).ServeHTTP(w, r)
+				res := otelenergy.RequestFromContext(r.Context()).End()
+				c = counts{res.OutputTokens, res.InputTokens}
+			}))
+			start := time.Now()
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)))
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v", d)
+			}
+			if c.in != tc.want || c.out != 1 {
+				t.Errorf("reported %d input, %d output tokens; want %d and 1", c.in, c.out, tc.want)
+			}
+		})
+	}
+}

@@ -200,6 +200,13 @@ func (ex *exchange) feed(p []byte) (err error) {
 		}
 		if ex.strip {
 			ex.held = append(ex.held, rest[:end]...)
+			if len(ex.held) > 2*DefaultMaxEventBytes {
+				// An event of many lines that never ends (comments,
+				// event: or id: lines): stop holding it back.
+				rest = rest[end:]
+				ex.giveUp(ReasonTooLarge)
+				break
+			}
 		}
 		rest = rest[end:]
 		blank := len(line) == 0
@@ -329,8 +336,16 @@ func (ex *exchange) reconcile(in, out int64) {
 	}
 }
 
+// addCapped reports d tokens in calls otelenergy accepts (at most 2^24
+// each, the limit AddTokens documents). A count beyond any real response
+// (2^32) is a malformed usage, not tokens: it is counted as unparsed and
+// reported as nothing, which also bounds the loop.
 func addCapped(ex *exchange, d int64, input bool) {
-	const step = 1 << 30 // within MaxTokensPerCall
+	const step, plausible = 1 << 24, 1 << 32
+	if d > plausible {
+		ex.unparsed(ReasonMalformed)
+		return
+	}
 	for d > 0 {
 		n := min(d, step)
 		if input {
