@@ -282,3 +282,29 @@ func FuzzCoverage(f *testing.F) {
 		}
 	})
 }
+
+// TestStuckCounterFinalizes: a counter that stops stepping (a stuck,
+// failing or lost device) does not keep requests from becoming final once
+// a horizon has passed, and their timelines stop growing.
+func TestStuckCounterFinalizes(t *testing.T) {
+	g := newRig(t, Config{Horizon: 1000})
+	g.step(0, 0, nil)
+	a := NewRequest(10, nil)
+	g.l.Add(a)
+	for tm := int64(20); tm <= 500; tm += 20 {
+		a.AddOutput(1)
+		g.l.Observe(tm, 0, 0)
+		g.l.Settle(tm, nil)
+	}
+	a.End(500)
+	for tm := int64(520); tm <= 3000; tm += 20 {
+		g.l.Observe(tm, 0, 0)
+		g.l.Settle(tm, nil)
+	}
+	if !a.Final() {
+		t.Fatal("a request on a device that stopped stepping is not final after the horizon")
+	}
+	if g.l.Active() != 0 {
+		t.Errorf("%d requests still tracked", g.l.Active())
+	}
+}
