@@ -111,6 +111,17 @@ func (r *Request) Final() bool { return r.final.Load() }
 // [Request.Final] is true it is the request's exact share.
 func (r *Request) EnergyMJ() uint64 { return r.mj.Load() }
 
+// FirstToken returns when the request's first output token was produced,
+// as the ledger placed it (the end of its prefill), and false when it
+// produced none. It is for the sampler side, such as the finalize
+// callback: the request path must not call it.
+func (r *Request) FirstToken() (int64, bool) {
+	if r.st.pfEnd < 0 || r.out.Load() == 0 {
+		return 0, false
+	}
+	return r.st.pfEnd, true
+}
+
 // Flags returns the request's Flag bits.
 func (r *Request) Flags() uint32 { return r.flags.Load() }
 

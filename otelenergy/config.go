@@ -57,6 +57,8 @@ type config struct {
 	weightsSet    bool
 	idleWatts     float64
 	idleSet       bool
+	genaiOp       string
+	genaiProvider string
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -80,6 +82,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.idleSet && (c.idleWatts < 0 || math.IsNaN(c.idleWatts) || math.IsInf(c.idleWatts, 0)) {
 		errs = append(errs, fmt.Errorf("%w: idle power %v W", ErrInvalidConfig, c.idleWatts))
+	}
+	if (c.genaiOp == "") != (c.genaiProvider == "") {
+		errs = append(errs, fmt.Errorf("%w: GenAI metrics need both an operation and a provider, got %q and %q", ErrInvalidConfig, c.genaiOp, c.genaiProvider))
 	}
 	if c.weightsSet {
 		if err := c.weights.validate(); err != nil {
@@ -179,4 +184,20 @@ func (w LedgerWeights) validate() error {
 // (see docs/attribution.md); fixed weights leave prefill out of the model.
 func WithLedgerWeights(w LedgerWeights) Option {
 	return optionFunc(func(c *config) { c.weights, c.weightsSet = w, true })
+}
+
+// WithGenAIMetrics makes the Monitor record the GenAI semantic
+// conventions' server metrics for every request that reported output
+// tokens: gen_ai.server.request.duration, gen_ai.server.time_to_first_token
+// and gen_ai.server.time_per_output_token, with gen_ai.operation.name set to
+// operation (chat, text_completion, generate_content, ...),
+// gen_ai.provider.name to provider, and gen_ai.request.model to the run's
+// model. The first token's time is the one the ledger placed (see
+// docs/attribution.md). They are recorded when the request's energy is
+// final, on the sampler's goroutine, in the request's span context: the
+// request path pays nothing for them. The default records none; an HTTP
+// gateway in front of an OpenAI-compatible server gets them from package
+// openaiproxy instead.
+func WithGenAIMetrics(operation, provider string) Option {
+	return optionFunc(func(c *config) { c.genaiOp, c.genaiProvider = operation, provider })
 }

@@ -256,8 +256,9 @@ func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktra
 func (e *spanExporter) Shutdown(ctx context.Context) error { return e.next.Shutdown(ctx) }
 
 // finalize is the ledger's callback for a request whose figure became
-// final: it records the request-energy histogram in the context of the
-// request's span, so its exemplars link to the trace.
+// final: it records the request-energy histogram, and with
+// WithGenAIMetrics the GenAI server metrics, in the context of the
+// request's span, so that their exemplars link to the trace.
 func (m *Monitor) finalize(lr *ledger.Request) {
 	st, ok := lr.Data.(*requestState)
 	if !ok || (st.Output() == 0 && st.Input() == 0 && st.EnergyMJ() == 0) {
@@ -268,4 +269,14 @@ func (m *Monitor) finalize(lr *ledger.Request) {
 		ctx = trace.ContextWithSpanContext(ctx, st.span)
 	}
 	m.inst.requestEnergy.Record(ctx, float64(st.EnergyMJ())/1000, st.run.recordOpt)
+	if g := m.inst.genai; g != nil && st.Output() > 0 {
+		end, _ := st.Ended()
+		g.Duration.Inst().Record(ctx, time.Duration(end-st.Start()).Seconds(), st.run.genaiOpt)
+		if first, ok := lr.FirstToken(); ok {
+			g.TTFT.Inst().Record(ctx, time.Duration(first-st.Start()).Seconds(), st.run.genaiOpt)
+			if n := st.Output(); n > 1 {
+				g.TPOT.Inst().Record(ctx, time.Duration(end-first).Seconds()/float64(n-1), st.run.genaiOpt)
+			}
+		}
+	}
 }

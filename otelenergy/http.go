@@ -38,9 +38,6 @@ func NewMiddleware(m *Monitor) func(http.Handler) http.Handler {
 	}
 }
 
-// NewHandler wraps h with the middleware of [NewMiddleware].
-func NewHandler(h http.Handler, m *Monitor) http.Handler { return NewMiddleware(m)(h) }
-
 type handler struct {
 	m    *Monitor
 	next http.Handler

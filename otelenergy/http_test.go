@@ -287,8 +287,8 @@ func TestMiddlewareWithoutOtelhttp(t *testing.T) {
 		t.Fatalf("served=%v tokens=%d", served, rig.m.Totals().OutputTokens)
 	}
 	inner := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	if got := NewHandler(inner, nil); got == nil {
-		t.Fatal("nil Monitor handler returned nil")
+	if got := NewMiddleware(nil)(inner); got == nil {
+		t.Fatal("nil Monitor middleware returned nil")
 	}
 }
 

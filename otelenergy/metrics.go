@@ -10,6 +10,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/semconv/v1.43.0/hwconv"
 
+	"github.com/otelenergy/otelenergy/internal/genai"
 	"github.com/otelenergy/otelenergy/ring"
 )
 
@@ -30,6 +31,7 @@ type instruments struct {
 	tokens, errs, anomalies, rejected, dropped   metric.Int64ObservableCounter
 	processes                                    metric.Int64ObservableGauge
 	requestEnergy                                metric.Float64Histogram
+	genai                                        *genai.Server // with WithGenAIMetrics
 
 	devOpts, idOpts         []metric.ObserveOption
 	anomalyOpts             [][4]metric.ObserveOption
@@ -122,6 +124,10 @@ func newInstruments(m *Monitor) (*instruments, error) {
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if m.cfg.genaiOp != "" {
+		s := genai.NewServer(meter)
+		in.genai = &s
 	}
 	in.reg, err = meter.RegisterCallback(in.observe,
 		in.energy, in.power, in.tokens, in.perToken, in.errs, in.anomalies, in.age, in.duration, in.period,

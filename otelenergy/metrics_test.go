@@ -2,6 +2,7 @@ package otelenergy
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"testing"
@@ -350,5 +351,52 @@ func BenchmarkCollect(b *testing.B) {
 		if err := rd.Collect(ctx, &rm); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestGenAIMetrics: with WithGenAIMetrics, a finished request that produced
+// tokens is recorded in the three GenAI server histograms, with the
+// operation, provider and run model, and its time to first token is where
+// its first token was.
+func TestGenAIMetrics(t *testing.T) {
+	rd, mp := newReader()
+	r := newRig(t, ideal(simgpu.Config{}), WithMeterProvider(mp), WithModel("m1"),
+		WithGenAIMetrics("text_completion", "otelenergy-test"), WithHorizon(time.Second))
+	r.m.Sample()
+	req := r.m.StartRequest(context.Background())
+	r.tick(300 * time.Millisecond) // prefill
+	for range 10 {
+		r.m.AddTokens(req, 1)
+		r.tick(100 * time.Millisecond)
+	}
+	req.End()
+	r.settle(t)
+	rm := collect(t, rd)
+	want := map[string]float64{ // seconds
+		"gen_ai.server.request.duration":      1.3,
+		"gen_ai.server.time_to_first_token":   0.3,
+		"gen_ai.server.time_per_output_token": 1.0 / 9,
+	}
+	for name, v := range want {
+		m, ok := findMetric(rm, name)
+		if !ok {
+			t.Fatalf("%s not exported", name)
+		}
+		h, ok := m.Data.(metricdata.Histogram[float64])
+		if !ok || len(h.DataPoints) != 1 || h.DataPoints[0].Count != 1 {
+			t.Fatalf("%s: %+v, want one histogram point of one request", name, m.Data)
+		}
+		p := h.DataPoints[0]
+		if got := p.Sum; math.Abs(got-v) > 0.11 {
+			t.Errorf("%s = %v s, want %v s within one counter period", name, got, v)
+		}
+		for key, val := range map[attribute.Key]string{"gen_ai.operation.name": "text_completion", "gen_ai.provider.name": "otelenergy-test", "gen_ai.request.model": "m1"} {
+			if got, _ := p.Attributes.Value(key); got.AsString() != val {
+				t.Errorf("%s: %s = %q, want %q", name, key, got.AsString(), val)
+			}
+		}
+	}
+	if _, err := NewMonitor(r.gpu, WithGenAIMetrics("chat", "")); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("an operation without a provider: %v, want ErrInvalidConfig", err)
 	}
 }

@@ -105,6 +105,7 @@ type runInfo struct {
 	spanAttr  attribute.KeyValue
 	recordOpt metric.RecordOption
 	jptOpt    metric.ObserveOption
+	genaiOpt  metric.RecordOption // with WithGenAIMetrics
 }
 
 // NewMonitor returns a Monitor over src, with instruments registered on the
@@ -564,11 +565,19 @@ func (m *Monitor) BeginRun(model string) *Run {
 
 func (m *Monitor) setRun(r *runscope.Run) {
 	attrs := r.Attributes()
+	genai := []attribute.KeyValue{
+		attribute.String("gen_ai.operation.name", m.cfg.genaiOp),
+		attribute.String("gen_ai.provider.name", m.cfg.genaiProvider),
+	}
+	if r.Model() != "" {
+		genai = append(genai, runscope.ModelKey.String(r.Model()))
+	}
 	m.run.Store(&runInfo{
 		run:       r,
 		spanAttr:  runscope.RunIDKey.String(r.ID()),
 		recordOpt: metric.WithAttributeSet(attribute.NewSet(attrs...)),
 		jptOpt:    metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{windowKey.String("run")}, attrs...)...)),
+		genaiOpt:  metric.WithAttributeSet(attribute.NewSet(genai...)),
 	})
 }
 

@@ -85,8 +85,10 @@ func run(ctx context.Context, o options) error {
 	}
 	// The Monitor registers its instruments on the global MeterProvider,
 	// which forwards them to the one setupTelemetry installs; the
-	// telemetry's resource needs the Monitor's.
-	mon, err := otelenergy.NewMonitor(src, otelenergy.WithModel(models[0]))
+	// telemetry's resource needs the Monitor's. The demo is the inference
+	// server itself, so it records the GenAI server metrics too.
+	mon, err := otelenergy.NewMonitor(src, otelenergy.WithModel(models[0]),
+		otelenergy.WithGenAIMetrics("text_completion", "otelenergy-demo"))
 	if err != nil {
 		return err
 	}

@@ -5,14 +5,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/semconv/v1.41.0/genaiconv"
-)
 
-// Bucket boundaries the GenAI semantic conventions advise for the server
-// metrics, in seconds.
-var (
-	requestDurationBuckets    = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
-	timeToFirstTokenBuckets   = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}
-	timePerOutputTokenBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}
+	"github.com/otelenergy/otelenergy/internal/genai"
 )
 
 // Reasons a body passes through unparsed, the values of the reason
@@ -45,9 +39,7 @@ var reasons = []string{ReasonRequestEncoding, ReasonRequestTooLarge, ReasonMalfo
 
 // instruments are built once per proxy.
 type instruments struct {
-	duration  genaiconv.ServerRequestDuration
-	ttft      genaiconv.ServerTimeToFirstToken
-	tpot      genaiconv.ServerTimePerOutputToken
+	genai.Server
 	unparsed  metric.Int64Counter
 	overcount metric.Int64Counter
 	reasonOpt map[string]metric.AddOption
@@ -57,19 +49,10 @@ type instruments struct {
 
 func newInstruments(mp metric.MeterProvider) *instruments {
 	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
-	inst := &instruments{reasonOpt: make(map[string]metric.AddOption, len(reasons))}
+	inst := &instruments{Server: genai.NewServer(m), reasonOpt: make(map[string]metric.AddOption, len(reasons))}
 	var err error
 	// A failed instrument comes back as a no-op; no caller can act on the
 	// error, so it goes to the global handler.
-	if inst.duration, err = genaiconv.NewServerRequestDuration(m, metric.WithExplicitBucketBoundaries(requestDurationBuckets...)); err != nil {
-		otel.Handle(err)
-	}
-	if inst.ttft, err = genaiconv.NewServerTimeToFirstToken(m, metric.WithExplicitBucketBoundaries(timeToFirstTokenBuckets...)); err != nil {
-		otel.Handle(err)
-	}
-	if inst.tpot, err = genaiconv.NewServerTimePerOutputToken(m, metric.WithExplicitBucketBoundaries(timePerOutputTokenBuckets...)); err != nil {
-		otel.Handle(err)
-	}
 	if inst.unparsed, err = m.Int64Counter("otelenergy.proxy.unparsed", metric.WithUnit("{response}"),
 		metric.WithDescription("Completion requests or responses the proxy passed through without reading them, by reason.")); err != nil {
 		otel.Handle(err)

@@ -470,14 +470,14 @@ func (ex *exchange) record(failure string) {
 		attrs = append(attrs, ErrorTypeKey.String(failure))
 	}
 	end := c.now()
-	inst.duration.Inst().Record(ex.ctx, end.Sub(ex.start).Seconds(), metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	inst.Duration.Inst().Record(ex.ctx, end.Sub(ex.start).Seconds(), metric.WithAttributeSet(attribute.NewSet(attrs...)))
 	if failure != "" || ex.firstToken.IsZero() {
 		return
 	}
 	ok := metric.WithAttributeSet(attribute.NewSet(attrs[:n]...))
-	inst.ttft.Inst().Record(ex.ctx, ex.firstToken.Sub(ex.start).Seconds(), ok)
+	inst.TTFT.Inst().Record(ex.ctx, ex.firstToken.Sub(ex.start).Seconds(), ok)
 	if ex.outReported > 1 {
-		inst.tpot.Inst().Record(ex.ctx, ex.lastToken.Sub(ex.firstToken).Seconds()/float64(ex.outReported-1), ok)
+		inst.TPOT.Inst().Record(ex.ctx, ex.lastToken.Sub(ex.firstToken).Seconds()/float64(ex.outReported-1), ok)
 	}
 }
 
