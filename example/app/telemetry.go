@@ -17,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otelenergy/otelenergy/example/internal/tee"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -88,7 +89,7 @@ func (t *telemetry) startTracing(mon *otelenergy.Monitor) error {
 	}
 	t.traceProvider = sdktrace.NewTracerProvider(
 		sdktrace.WithResource(t.res),
-		sdktrace.WithBatcher(otelenergy.NewSpanExporter(tee(exps), mon), bopts...),
+		sdktrace.WithBatcher(otelenergy.NewSpanExporter(tee.Exporters(exps), mon), bopts...),
 	)
 	otel.SetTracerProvider(t.traceProvider)
 	return nil
@@ -133,25 +134,6 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 		errs = append(errs, runMP.Shutdown(ctx))
 	}
 	errs = append(errs, t.meterProvider.Shutdown(ctx))
-	return errors.Join(errs...)
-}
-
-// tee sends spans to several exporters.
-type tee []sdktrace.SpanExporter
-
-func (t tee) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	var errs []error
-	for _, e := range t {
-		errs = append(errs, e.ExportSpans(ctx, spans))
-	}
-	return errors.Join(errs...)
-}
-
-func (t tee) Shutdown(ctx context.Context) error {
-	var errs []error
-	for _, e := range t {
-		errs = append(errs, e.Shutdown(ctx))
-	}
 	return errors.Join(errs...)
 }
 

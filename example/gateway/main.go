@@ -37,6 +37,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/otelenergy/otelenergy/example/internal/tee"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
 	"github.com/otelenergy/otelenergy/simgpu"
@@ -107,7 +108,7 @@ func run(ctx context.Context, ln net.Listener, o options) error {
 		if err != nil {
 			return err
 		}
-		exp = tee{exp, otlp}
+		exp = tee.Exporters{exp, otlp}
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(otelenergy.NewSpanExporter(exp, mon), sdktrace.WithBatchTimeout(200*time.Millisecond)))
 	otel.SetTracerProvider(tp)
@@ -179,22 +180,3 @@ func (p printer) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) e
 }
 
 func (printer) Shutdown(context.Context) error { return nil }
-
-// tee sends spans to several exporters.
-type tee []sdktrace.SpanExporter
-
-func (t tee) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	var errs []error
-	for _, e := range t {
-		errs = append(errs, e.ExportSpans(ctx, spans))
-	}
-	return errors.Join(errs...)
-}
-
-func (t tee) Shutdown(ctx context.Context) error {
-	var errs []error
-	for _, e := range t {
-		errs = append(errs, e.Shutdown(ctx))
-	}
-	return errors.Join(errs...)
-}

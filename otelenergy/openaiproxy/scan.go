@@ -158,14 +158,7 @@ func skipWS(b []byte, i int) int {
 // contents and the index of its value; member returns the index after the
 // value. It returns the index after the closing brace.
 func scanObject(b []byte, i, depth int, member func(key []byte, i int) (int, error)) (int, error) {
-	if depth > maxDepth || i >= len(b) || b[i] != '{' {
-		return 0, errSyntax
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, nil
-	}
-	for {
+	return scanSeq(b, i, depth, '{', '}', func(i int) (int, error) {
 		if i >= len(b) || b[i] != '"' {
 			return 0, errSyntax
 		}
@@ -178,38 +171,30 @@ func scanObject(b []byte, i, depth int, member func(key []byte, i int) (int, err
 		if i >= len(b) || b[i] != ':' {
 			return 0, errSyntax
 		}
-		i = skipWS(b, i+1)
-		if i, err = member(key, i); err != nil {
-			return 0, err
-		}
-		i = skipWS(b, i)
-		if i >= len(b) {
-			return 0, errSyntax
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case '}':
-			return i + 1, nil
-		default:
-			return 0, errSyntax
-		}
-	}
+		return member(key, skipWS(b, i+1))
+	})
 }
 
 // scanArray walks the array at b[i], calling elem with the index of each
 // element; elem returns the index after it.
 func scanArray(b []byte, i, depth int, elem func(i int) (int, error)) (int, error) {
-	if depth > maxDepth || i >= len(b) || b[i] != '[' {
+	return scanSeq(b, i, depth, '[', ']', elem)
+}
+
+// scanSeq walks the comma-separated items between open at b[i] and its
+// close, calling item with the index of each; item returns the index after
+// it.
+func scanSeq(b []byte, i, depth int, open, close byte, item func(i int) (int, error)) (int, error) {
+	if depth > maxDepth || i >= len(b) || b[i] != open {
 		return 0, errSyntax
 	}
 	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == ']' {
+	if i < len(b) && b[i] == close {
 		return i + 1, nil
 	}
 	for {
 		var err error
-		if i, err = elem(i); err != nil {
+		if i, err = item(i); err != nil {
 			return 0, err
 		}
 		i = skipWS(b, i)
@@ -219,7 +204,7 @@ func scanArray(b []byte, i, depth int, elem func(i int) (int, error)) (int, erro
 		switch b[i] {
 		case ',':
 			i = skipWS(b, i+1)
-		case ']':
+		case close:
 			return i + 1, nil
 		default:
 			return 0, errSyntax
