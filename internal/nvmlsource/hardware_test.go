@@ -4,6 +4,7 @@ package nvmlsource_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -114,12 +115,7 @@ func TestHardwareCounterUpdatePeriod(t *testing.T) {
 		for k := 1; k < len(changes); k++ {
 			gaps = append(gaps, changes[k]-changes[k-1])
 		}
-		sorted := append([]time.Duration(nil), gaps...)
-		for a := 1; a < len(sorted); a++ {
-			for b := a; b > 0 && sorted[b] < sorted[b-1]; b-- {
-				sorted[b], sorted[b-1] = sorted[b-1], sorted[b]
-			}
-		}
+		sorted := slices.Sorted(slices.Values(gaps))
 		period := (changes[len(changes)-1] - changes[0]) / time.Duration(len(changes)-1)
 		var mj uint64
 		for _, dlt := range deltas {
