@@ -123,7 +123,9 @@ func TestEndToEnd(t *testing.T) {
 	clk.mark("provision prometheus")
 
 	appBin := filepath.Join(binDir, "app")
-	if err := runCommand(ctx, buildTimeout, root, nil, "go", "build", "-o", appBin, "./example/app"); err != nil {
+	// Built inside the example module, which works with the root's go.work
+	// and with GOWORK=off alike.
+	if err := runCommand(ctx, buildTimeout, filepath.Join(root, "example"), nil, "go", "build", "-o", appBin, "./app"); err != nil {
 		t.Fatalf("build example app: %v", err)
 	}
 	clk.mark("build app")

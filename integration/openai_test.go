@@ -42,8 +42,10 @@ func newSource(t *testing.T) otelenergy.Source {
 func startApp(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "app")
-	build := exec.Command("go", "build", "-o", bin, "./example/app")
-	build.Dir = ".."
+	// Built inside the example module, which works with the root's go.work
+	// and with GOWORK=off alike.
+	build := exec.Command("go", "build", "-o", bin, "./app")
+	build.Dir = "../example"
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./example/app: %v\n%s", err, out)
 	}

@@ -8,24 +8,28 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otelenergy/otelenergy/example/internal/otelenv"
 	"github.com/otelenergy/otelenergy/example/internal/tee"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
-// telemetry owns the providers. Exporting is on when an OTLP endpoint is set
-// through the standard variables; the exporters read every OTEL_EXPORTER_OTLP_*
-// variable themselves.
+// telemetry owns the providers. Exporters come from contrib's autoexport,
+// so every standard variable works: OTEL_TRACES_EXPORTER and
+// OTEL_METRICS_EXPORTER (otlp, console, none, and prometheus for metrics),
+// OTEL_EXPORTER_OTLP_PROTOCOL (grpc or http/protobuf) and the rest of
+// OTEL_EXPORTER_OTLP_*. When neither names an exporter nor an OTLP endpoint
+// is set, the demo exports nothing, so it runs with no collector.
 type telemetry struct {
-	export        bool
+	export        bool // metrics go somewhere
+	prometheus    bool // metrics are served on one /metrics endpoint
 	res           *resource.Resource
 	meterProvider *sdkmetric.MeterProvider
 	traceProvider *sdktrace.TracerProvider
@@ -34,13 +38,9 @@ type telemetry struct {
 	runMP *sdkmetric.MeterProvider // the current run's provider
 }
 
-func otlpEnabled() bool {
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"} {
-		if os.Getenv(k) != "" {
-			return true
-		}
-	}
-	return false
+// metricReader returns the reader the environment asks for.
+func metricReader(ctx context.Context) (sdkmetric.Reader, error) {
+	return autoexport.NewMetricReader(ctx)
 }
 
 // setupTelemetry builds the providers, with monRes (the Monitor's resource:
@@ -55,15 +55,16 @@ func setupTelemetry(ctx context.Context, monRes *resource.Resource) (*telemetry,
 	if err != nil {
 		return nil, err
 	}
-	t := &telemetry{export: otlpEnabled(), res: res}
+	t := &telemetry{export: otelenv.Wanted("METRICS"), prometheus: os.Getenv("OTEL_METRICS_EXPORTER") == "prometheus", res: res}
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
 	if t.export {
-		exp, err := otlpmetricgrpc.New(ctx)
+		rd, err := metricReader(ctx)
 		if err != nil {
 			return nil, err
 		}
-		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
-		fmt.Println("exporting traces and metrics over OTLP gRPC")
+		mopts = append(mopts, sdkmetric.WithReader(rd))
+		fmt.Printf("exporting metrics (OTEL_METRICS_EXPORTER=%q, OTEL_EXPORTER_OTLP_PROTOCOL=%q)\n",
+			os.Getenv("OTEL_METRICS_EXPORTER"), os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
 	}
 	t.meterProvider = sdkmetric.NewMeterProvider(mopts...)
 	otel.SetMeterProvider(t.meterProvider)
@@ -76,8 +77,8 @@ func setupTelemetry(ctx context.Context, monRes *resource.Resource) (*telemetry,
 // both see each request's exact energy.
 func (t *telemetry) startTracing(mon *otelenergy.Monitor) error {
 	exps := []sdktrace.SpanExporter{printer{}}
-	if t.export {
-		exp, err := otlptracegrpc.New(context.Background())
+	if otelenv.Wanted("TRACES") {
+		exp, err := autoexport.NewSpanExporter(context.Background())
 		if err != nil {
 			return err
 		}
@@ -97,18 +98,21 @@ func (t *telemetry) startTracing(mon *otelenergy.Monitor) error {
 
 // beginRunMetrics gives run a MeterProvider of its own whose resource carries
 // the run's identity, and retires the previous run's provider after a final
-// export of its (now frozen) values.
+// export of its (now frozen) values. The prometheus exporter serves one
+// endpoint, which the process-wide provider holds: with it, the per-run
+// instruments are not exported (the run's J/token still is, on the
+// process-wide otelenergy.energy_per_token{otelenergy.window="run"}).
 func (t *telemetry) beginRunMetrics(ctx context.Context, mon *otelenergy.Monitor, run *otelenergy.Run) error {
-	if !t.export {
+	if !t.export || t.prometheus {
 		return nil
 	}
-	exp, err := otlpmetricgrpc.New(ctx)
+	rd, err := metricReader(ctx)
 	if err != nil {
 		return err
 	}
-	mp, err := mon.RunMeterProvider(run, t.res, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+	mp, err := mon.RunMeterProvider(run, t.res, sdkmetric.WithReader(rd))
 	if err != nil {
-		return errors.Join(err, exp.Shutdown(ctx))
+		return errors.Join(err, rd.Shutdown(ctx))
 	}
 	t.mu.Lock()
 	old := t.runMP

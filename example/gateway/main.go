@@ -29,14 +29,14 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/otelenergy/otelenergy/example/internal/otelenv"
 	"github.com/otelenergy/otelenergy/example/internal/tee"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
@@ -85,14 +85,16 @@ func run(ctx context.Context, ln net.Listener, o options) error {
 	if err != nil {
 		return err
 	}
-	export := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+	// Exporters come from autoexport, so the standard variables choose
+	// them (OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER,
+	// OTEL_EXPORTER_OTLP_PROTOCOL, ...); with none set, nothing is exported.
 	mopts := []sdkmetric.Option{}
-	if export {
-		exp, err := otlpmetricgrpc.New(ctx)
+	if otelenv.Wanted("METRICS") {
+		rd, err := autoexport.NewMetricReader(ctx)
 		if err != nil {
 			return err
 		}
-		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+		mopts = append(mopts, sdkmetric.WithReader(rd))
 	}
 	mp := sdkmetric.NewMeterProvider(mopts...)
 	otel.SetMeterProvider(mp)
@@ -103,8 +105,8 @@ func run(ctx context.Context, ln net.Listener, o options) error {
 		return err
 	}
 	var exp sdktrace.SpanExporter = printer{o.out}
-	if export {
-		otlp, err := otlptracegrpc.New(ctx)
+	if otelenv.Wanted("TRACES") {
+		otlp, err := autoexport.NewSpanExporter(ctx)
 		if err != nil {
 			return err
 		}

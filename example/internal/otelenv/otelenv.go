@@ -1,0 +1,21 @@
+// Package otelenv says whether the standard OpenTelemetry environment asks
+// the examples to export, so that they run quietly with no collector.
+package otelenv
+
+import "os"
+
+// Wanted reports whether the environment asks for an exporter of kind
+// (TRACES or METRICS): by naming one other than none in OTEL_<kind>_EXPORTER,
+// or by setting an OTLP endpoint, in which case autoexport's default (otlp)
+// applies.
+func Wanted(kind string) bool {
+	if v := os.Getenv("OTEL_" + kind + "_EXPORTER"); v != "" {
+		return v != "none"
+	}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_" + kind + "_ENDPOINT"} {
+		if os.Getenv(k) != "" {
+			return true
+		}
+	}
+	return false
+}
