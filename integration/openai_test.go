@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -50,7 +51,8 @@ func startApp(t *testing.T) string {
 		t.Fatalf("go build ./example/app: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, "-load=false", "-simulate", "-addr", "127.0.0.1:0", "-token-rate", "200", "-duration", "5m")
-	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT=")
+	// No exporter: the caller's OTEL_* variables would turn autoexport on.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "OTEL_") })
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,10 @@
 // (below) learns from every ready interval first; while it has seen less
 // than three quarters of a horizon of data, splitting waits for it, up to
 // the horizon. A request's figure is final once every interval up to its
-// end is split on every device that is not lost.
+// end is split on every device that is not lost. A device that has not
+// stepped for a horizon (stuck, or failing every read) stops holding
+// requests back: they become final without its energy for that time, and
+// are flagged forced, so their figures are marked approximate.
 //
 // # Model
 //

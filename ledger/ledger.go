@@ -61,15 +61,16 @@ type Ledger struct {
 	}
 
 	// Sampler-owned.
-	active   []*Request
-	devs     []device
-	unowned  Request
-	prevRead int64
-	read     bool
-	ttft     ttft
-	free     [][]point
-	parts    []part
-	edges    []int64
+	active    []*Request
+	devs      []device
+	unowned   Request
+	prevRead  int64
+	firstRead int64
+	read      bool
+	ttft      ttft
+	free      [][]point
+	parts     []part
+	edges     []int64
 
 	// Published.
 	unattributed atomic.Uint64
@@ -199,6 +200,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 		// Tokens reported outside any request are spread from the first
 		// read on, like a request's since its previous report.
 		l.unowned.st = sampled{pts: []point{{t: t}}, pfEnd: t, unowned: true}
+		l.firstRead = t
 	}
 	l.read, l.prevRead = true, t
 	// A report first seen at this read happened in (prev, t].
@@ -368,6 +370,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 		horizon = -1 << 62
 	}
 	through := int64(math.MaxInt64)
+	stall := int64(math.MaxInt64) // how far only a stalled device's silence vouches
 	for i := range l.devs {
 		d := &l.devs[i]
 		// Learn from every ready interval first, then split the learned
@@ -385,10 +388,13 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			if !ok || (d.lprimed && p.T > minKnown && t-p.T <= horizon) {
 				break
 			}
-			if d.lprimed {
+			if d.lprimed && p.T-d.learnT <= l.cfg.Horizon {
+				// An interval longer than the horizon follows a stall:
+				// the requests' timelines no longer cover it, so it
+				// would teach the model wrong features.
 				l.learn(d, d.learnT, p.T, satSub(p.EnergyMJ, d.learnE), minKnown)
 				learned = true
-			} else {
+			} else if !d.lprimed {
 				d.firstT = p.T
 			}
 			d.lprimed, d.learnT, d.learnE, d.learnNext = true, p.T, p.EnergyMJ, j+1
@@ -424,11 +430,16 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			continue
 		}
 		dThrough := d.prevT
-		if _, more := d.ring.At(d.next); !more && d.primed && t-horizon > dThrough {
-			// A counter that has not stepped for a horizon drew nothing
-			// that it will report for that time (a stuck or failing
-			// device): requests do not wait for it. A later step still
-			// splits its whole energy over the requests of its interval.
+		if !d.primed {
+			dThrough = l.firstRead
+		}
+		if _, more := d.ring.At(d.next); !more && t-horizon > dThrough {
+			// A device that has not stepped for a horizon (stuck, or
+			// failing every read, even the first) must not hold every
+			// request back: they are finalized without its energy for
+			// that time, and flagged. When it steps again, its energy
+			// goes to the requests active in that interval.
+			stall = min(stall, dThrough-d.lag)
 			dThrough = t - horizon
 		}
 		through = min(through, dThrough-d.lag)
@@ -440,6 +451,9 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	for _, r := range l.active {
 		s := &r.st
 		if s.endSeen && s.end <= through {
+			if s.end > stall {
+				r.setFlag(FlagForced)
+			}
 			r.through.Store(s.end)
 			l.release(r)
 			r.final.Store(true)

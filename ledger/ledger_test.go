@@ -308,3 +308,38 @@ func TestStuckCounterFinalizes(t *testing.T) {
 		t.Errorf("%d requests still tracked", g.l.Active())
 	}
 }
+
+// TestSilentDeviceFinalizes: a second device that never produced a reading
+// does not keep requests from becoming final, and they are flagged.
+func TestSilentDeviceFinalizes(t *testing.T) {
+	r0, _ := ring.New(64)
+	r1, _ := ring.New(64)
+	l := New(Config{Rings: []*ring.Ring{r0, r1}, Horizon: 1000})
+	var e uint64
+	push := func(tm int64) {
+		e += 100
+		if err := r0.Push(ring.Point{T: tm, EnergyMJ: e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push(0)
+	l.Observe(0, 0, 0)
+	a := NewRequest(10, nil)
+	l.Add(a)
+	for tm := int64(20); tm <= 5000; tm += 20 {
+		if tm == 400 {
+			a.End(tm)
+		}
+		if tm%100 == 0 {
+			push(tm)
+		}
+		l.Observe(tm, 0, 0)
+		l.Settle(tm, nil)
+	}
+	if !a.Final() {
+		t.Fatal("a device that never read holds the request back")
+	}
+	if a.Flags()&FlagForced == 0 {
+		t.Error("a request finalized without a silent device's energy is not flagged")
+	}
+}

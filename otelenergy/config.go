@@ -187,13 +187,15 @@ func WithLedgerWeights(w LedgerWeights) Option {
 }
 
 // WithGenAIMetrics makes the Monitor record the GenAI semantic
-// conventions' server metrics for every request that reported output
-// tokens: gen_ai.server.request.duration, gen_ai.server.time_to_first_token
+// conventions' server metrics for every tracked request that ended
+// normally (not cut off by Shutdown or its maximum age) after reporting
+// output tokens: gen_ai.server.request.duration, gen_ai.server.time_to_first_token
 // and gen_ai.server.time_per_output_token, with gen_ai.operation.name set to
 // operation (chat, text_completion, generate_content, ...),
 // gen_ai.provider.name to provider, and gen_ai.request.model to the run's
 // model. The first token's time is the one the ledger placed (see
-// docs/attribution.md). They are recorded when the request's energy is
+// docs/attribution.md): observed within a read for a handler that reports
+// as it streams, estimated for one that reports in chunks or at its end. They are recorded when the request's energy is
 // final, on the sampler's goroutine, in the request's span context: the
 // request path pays nothing for them. The default records none; an HTTP
 // gateway in front of an OpenAI-compatible server gets them from package

@@ -100,7 +100,7 @@ func (p *pendingSpans) waiter() <-chan struct{} {
 
 // wake releases the exporters waiting at now, and at most every
 // sweepEvery sweeps out the entries registered before now − pendingHorizon.
-// Only the sampler calls it.
+// The sampler calls it, and Shutdown through flush.
 func (p *pendingSpans) wake(now int64) {
 	if !p.enabled.Load() {
 		return
@@ -269,8 +269,8 @@ func (m *Monitor) finalize(lr *ledger.Request) {
 		ctx = trace.ContextWithSpanContext(ctx, st.span)
 	}
 	m.inst.requestEnergy.Record(ctx, float64(st.EnergyMJ())/1000, st.run.recordOpt)
-	if g := m.inst.genai; g != nil && st.Output() > 0 {
-		end, _ := st.Ended()
+	end, ended := st.Ended()
+	if g := m.inst.genai; g != nil && ended && st.Output() > 0 && st.Flags()&(ledger.FlagFlushed|ledger.FlagExpired) == 0 {
 		g.Duration.Inst().Record(ctx, time.Duration(end-st.Start()).Seconds(), st.run.genaiOpt)
 		if first, ok := lr.FirstToken(); ok {
 			g.TTFT.Inst().Record(ctx, time.Duration(first-st.Start()).Seconds(), st.run.genaiOpt)

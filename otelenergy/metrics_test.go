@@ -400,3 +400,28 @@ func TestGenAIMetrics(t *testing.T) {
 		t.Errorf("an operation without a provider: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestGenAIMetricsSkipUnended: a request still running at Shutdown is
+// finalized with what it has, but it has no duration, so the GenAI
+// histograms get nothing from it.
+func TestGenAIMetricsSkipUnended(t *testing.T) {
+	rd, mp := newReader()
+	r := newRig(t, ideal(simgpu.Config{}), WithMeterProvider(mp), WithGenAIMetrics("chat", "otelenergy-test"))
+	r.m.Sample()
+	req := r.m.StartRequest(context.Background())
+	for range 5 {
+		r.m.AddTokens(req, 1)
+		r.tick(100 * time.Millisecond)
+	}
+	if err := r.m.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rm := collect(t, rd)
+	for _, name := range []string{"gen_ai.server.request.duration", "gen_ai.server.time_to_first_token", "gen_ai.server.time_per_output_token"} {
+		if m, ok := findMetric(rm, name); ok {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && len(h.DataPoints) > 0 && h.DataPoints[0].Count > 0 {
+				t.Errorf("%s recorded %d points for a request that never ended (sum %v)", name, h.DataPoints[0].Count, h.DataPoints[0].Sum)
+			}
+		}
+	}
+}

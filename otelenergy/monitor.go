@@ -86,16 +86,16 @@ type Monitor struct {
 // device is the sampler's state for one device.
 type device struct {
 	Device
-	acc    *tracker.Accumulator
-	steps  steptime.Estimator // sampler-only
-	ring   *ring.Ring
-	prev   uint64 // sampler-only: the total at the previous read
-	primed bool   // sampler-only: the ring has its first point
-	failed bool   // sampler-only: the previous read failed
-	errors atomic.Uint64
-	lost   atomic.Bool
-	period atomic.Int64 // learned counter update period, ns; 0 unknown
-	share  atomic.Pointer[source.Share]
+	acc     *tracker.Accumulator
+	steps   steptime.Estimator // sampler-only
+	ring    *ring.Ring
+	prevRaw uint64 // sampler-only: the previous reading that was not jitter
+	primed  bool   // sampler-only: the ring has its first point
+	failed  bool   // sampler-only: the previous read failed
+	errors  atomic.Uint64
+	lost    atomic.Bool
+	period  atomic.Int64 // learned counter update period, ns; 0 unknown
+	share   atomic.Pointer[source.Share]
 }
 
 // runInfo is a run plus everything the request path needs from it, built
@@ -300,7 +300,9 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 //
 // A read that sees no counter step pushes nothing and splits nothing; its
 // cost is the device reads plus one pass over the active requests' token
-// counters. Steady-state sampling allocates nothing.
+// counters. (Every quarter horizon a read settles the ledger even without a
+// step, so that a stuck device holds no request back.) Steady-state sampling
+// allocates nothing.
 func (m *Monitor) Sample() {
 	if m == nil {
 		return
@@ -344,8 +346,9 @@ func (m *Monitor) sampleLocked() {
 // otel.Handle, because the sampler has no caller.
 func (m *Monitor) read(i int, d *device, t int64) bool {
 	raw, err := m.src.ReadEnergy(i)
+	var step tracker.Step
 	if err == nil {
-		_, err = d.acc.Advance(raw, t)
+		step, err = d.acc.Advance(raw, t)
 	}
 	if err != nil {
 		d.errors.Add(1)
@@ -372,15 +375,20 @@ func (m *Monitor) read(i int, d *device, t int64) bool {
 		// The first reading anchors the device's series: the ledger splits
 		// from here on.
 		d.steps.Observe(t, false)
-		d.primed, d.prev = true, total
+		d.primed, d.prevRaw = true, raw
 		m.push(d, t, total)
 		return true
 	}
-	at, ok := d.steps.Observe(t, total != d.prev)
+	// The counter stepped when its reading moved, other than by jitter:
+	// a step whose energy went to paying back a glitch is still a step.
+	moved := raw != d.prevRaw && step.Kind != tracker.Jitter
+	if step.Kind != tracker.Jitter {
+		d.prevRaw = raw
+	}
+	at, ok := d.steps.Observe(t, moved)
 	if !ok {
 		return false
 	}
-	d.prev = total
 	d.period.Store(d.steps.Period())
 	m.push(d, at, total)
 	return true

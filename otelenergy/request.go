@@ -97,10 +97,8 @@ func (m *Monitor) StartRequest(ctx context.Context) *Request {
 	// The ledger tracks requests only while something samples, so that a
 	// Monitor nobody samples never accumulates them.
 	if m.lastSample.Load() >= 0 && !m.shut.Load() {
+		st.tracked = true
 		m.ledger.Add(&st.Request)
-		// A request added while Shutdown flushes the ledger may miss the
-		// flush; it then reports no energy rather than wait for none.
-		st.tracked = !m.shut.Load()
 	}
 	return &Request{Context: ctx, st: st}
 }
@@ -124,6 +122,10 @@ func (r *Request) End() Result {
 		return res
 	}
 	final := st.Final() // before the estimate: a final figure is complete
+	if !final && m.shut.Load() {
+		// Added while Shutdown flushed the ledger: it will never be split.
+		return res
+	}
 	res.EnergyMJ, res.HasEnergy = m.ledger.Estimate(&st.Request, end), true
 	res.Approximate, res.Shared = st.approximate(m)
 	if !final {

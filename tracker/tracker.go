@@ -182,8 +182,10 @@ func (t *Tracker) Max() uint64 {
 // to raw; Jitter and a zero Forward keep it and its anchor. The reading
 // right after a Glitch that comes back below it, at or above the baseline
 // before it and within the bound from that baseline's anchor, is a Forward
-// from that baseline, charged its rise less what the Glitch charged: one
-// bad reading costs nothing and loses nothing.
+// from that baseline, charged its rise less what the Glitch charged; what
+// the rise could not take back is a debt that later Forward and Wrap steps
+// pay before they charge anything (Reset and Glitch steps do not pay it).
+// So one bad reading costs nothing and loses nothing.
 func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 	max := t.Max()
 	if raw > max {

@@ -38,11 +38,6 @@ type telemetry struct {
 	runMP *sdkmetric.MeterProvider // the current run's provider
 }
 
-// metricReader returns the reader the environment asks for.
-func metricReader(ctx context.Context) (sdkmetric.Reader, error) {
-	return autoexport.NewMetricReader(ctx)
-}
-
 // setupTelemetry builds the providers, with monRes (the Monitor's resource:
 // otelenergy.source) merged into the service's resource, and installs them
 // as the globals.
@@ -58,7 +53,7 @@ func setupTelemetry(ctx context.Context, monRes *resource.Resource) (*telemetry,
 	t := &telemetry{export: otelenv.Wanted("METRICS"), prometheus: os.Getenv("OTEL_METRICS_EXPORTER") == "prometheus", res: res}
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
 	if t.export {
-		rd, err := metricReader(ctx)
+		rd, err := autoexport.NewMetricReader(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +101,7 @@ func (t *telemetry) beginRunMetrics(ctx context.Context, mon *otelenergy.Monitor
 	if !t.export || t.prometheus {
 		return nil
 	}
-	rd, err := metricReader(ctx)
+	rd, err := autoexport.NewMetricReader(ctx)
 	if err != nil {
 		return err
 	}

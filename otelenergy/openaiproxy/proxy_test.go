@@ -422,17 +422,18 @@ func TestFailureErrorType(t *testing.T) {
 	}
 }
 
-// TestAbsurdUsageIsMalformed: a usage count beyond any real response is
-// counted as unparsed, reported as no tokens, and costs no time, while a
-// large but real one is reported whole.
+// TestAbsurdUsageIsMalformed: a usage beyond any real response is counted
+// as unparsed, is not taken (the request keeps what was counted before it),
+// and costs no time, while a large but real one is reported whole.
 func TestAbsurdUsageIsMalformed(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		prompt string
-		want   uint64
+		name    string
+		prompt  string
+		want    uint64
+		wantOut uint64
 	}{
-		{"absurd", "4000000000000000000", 0},
-		{"large", "20000000", 20_000_000},
+		{"absurd", "4000000000000000000", 0, 0},
+		{"large", "20000000", 20_000_000, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -454,8 +455,8 @@ func TestAbsurdUsageIsMalformed(t *testing.T) {
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("took %v", d)
 			}
-			if c.in != tc.want || c.out != 1 {
-				t.Errorf("reported %d input, %d output tokens; want %d and 1", c.in, c.out, tc.want)
+			if c.in != tc.want || c.out != tc.wantOut {
+				t.Errorf("reported %d input, %d output tokens; want %d and %d", c.in, c.out, tc.want, tc.wantOut)
 			}
 		})
 	}

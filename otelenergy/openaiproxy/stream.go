@@ -324,6 +324,11 @@ func (ex *exchange) sendInputEstimate() {
 // counted in otelenergy.proxy.tokens.overcount when the exchange ends.
 func (ex *exchange) reconcile(in, out int64) {
 	ex.inputSent = true
+	if in > plausibleTokens || out > plausibleTokens {
+		// Not a usage any server reports: keep what was counted.
+		ex.unparsed(ReasonMalformed)
+		return
+	}
 	ex.hasUsage = true
 	ex.usageIn, ex.usageOut = in, out
 	if d := in - ex.inReported; d > 0 {
@@ -336,16 +341,16 @@ func (ex *exchange) reconcile(in, out int64) {
 	}
 }
 
-// addCapped reports d tokens in calls otelenergy accepts (at most 2^24
-// each, the limit AddTokens documents). A count beyond any real response
-// (2^32) is a malformed usage, not tokens: it is counted as unparsed and
-// reported as nothing, which also bounds the loop.
+// plausibleTokens bounds a usage count: beyond it a count is malformed,
+// not tokens.
+const plausibleTokens = 1 << 32
+
+// addCapped reports d tokens, at most plausibleTokens, in calls otelenergy
+// accepts (at most 2^24 each, the limit AddTokens documents): at most 256
+// calls.
 func addCapped(ex *exchange, d int64, input bool) {
-	const step, plausible = 1 << 24, 1 << 32
-	if d > plausible {
-		ex.unparsed(ReasonMalformed)
-		return
-	}
+	const step = 1 << 24
+	d = min(d, plausibleTokens)
 	for d > 0 {
 		n := min(d, step)
 		if input {
