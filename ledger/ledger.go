@@ -156,7 +156,6 @@ func New(cfg Config) *Ledger {
 		}
 		d.m = d.cands[0]
 	}
-	l.unowned.st.unowned = true
 	return l
 }
 
@@ -199,7 +198,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	if !l.read {
 		// Tokens reported outside any request are spread from the first
 		// read on, like a request's since its previous report.
-		l.unowned.st = sampled{pts: []point{{t: t}}, pfEnd: t, unowned: true}
+		l.unowned.st = sampled{pts: []point{{t: t}}, pfEnd: t}
 		l.firstRead = t
 	}
 	l.read, l.prevRead = true, t
@@ -236,7 +235,7 @@ func (l *Ledger) adopt(r *Request) {
 		r.final.Store(true)
 		return
 	}
-	r.st = sampled{known: r.start, pfEnd: -1, adopted: true}
+	r.st = sampled{known: r.start, pfEnd: -1}
 	r.st.pts = append(r.st.inline[:0], point{t: r.start})
 	l.active = append(l.active, r)
 }

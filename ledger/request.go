@@ -178,8 +178,6 @@ type sampled struct {
 	firstT  int64
 	endSeen bool
 	end     int64
-	unowned bool // the pseudo-request of tokens reported outside any request
-	adopted bool
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
 	inline [3]point
