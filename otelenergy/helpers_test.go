@@ -150,47 +150,36 @@ func findMetric(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics,
 // key (or "" when the point lacks it).
 func floatPoints(t testing.TB, rm metricdata.ResourceMetrics, name string, key attribute.Key) map[string]float64 {
 	t.Helper()
-	m, ok := findMetric(rm, name)
-	if !ok {
-		return nil
-	}
-	out := map[string]float64{}
-	var pts []metricdata.DataPoint[float64]
-	switch d := m.Data.(type) {
-	case metricdata.Sum[float64]:
-		if !d.IsMonotonic || d.Temporality != metricdata.CumulativeTemporality {
-			t.Fatalf("%s: monotonic=%v temporality=%v, want a cumulative counter", name, d.IsMonotonic, d.Temporality)
-		}
-		pts = d.DataPoints
-	case metricdata.Gauge[float64]:
-		pts = d.DataPoints
-	default:
-		t.Fatalf("%s has data %T", name, m.Data)
-	}
-	for _, p := range pts {
-		v, _ := p.Attributes.Value(key)
-		out[v.Emit()] = p.Value
-	}
-	return out
+	return points[float64](t, rm, name, key)
 }
 
 // intPoints is floatPoints for int64 sums and gauges.
 func intPoints(t testing.TB, rm metricdata.ResourceMetrics, name string, key attribute.Key) map[string]int64 {
 	t.Helper()
+	return points[int64](t, rm, name, key)
+}
+
+// points reads a cumulative counter's or a gauge's points by the value of
+// key; every sum this package exports is a cumulative counter.
+func points[N int64 | float64](t testing.TB, rm metricdata.ResourceMetrics, name string, key attribute.Key) map[string]N {
+	t.Helper()
 	m, ok := findMetric(rm, name)
 	if !ok {
 		return nil
 	}
-	out := map[string]int64{}
-	var pts []metricdata.DataPoint[int64]
+	var pts []metricdata.DataPoint[N]
 	switch d := m.Data.(type) {
-	case metricdata.Sum[int64]:
+	case metricdata.Sum[N]:
+		if !d.IsMonotonic || d.Temporality != metricdata.CumulativeTemporality {
+			t.Fatalf("%s: monotonic=%v temporality=%v, want a cumulative counter", name, d.IsMonotonic, d.Temporality)
+		}
 		pts = d.DataPoints
-	case metricdata.Gauge[int64]:
+	case metricdata.Gauge[N]:
 		pts = d.DataPoints
 	default:
 		t.Fatalf("%s has data %T", name, m.Data)
 	}
+	out := map[string]N{}
 	for _, p := range pts {
 		v, _ := p.Attributes.Value(key)
 		out[v.Emit()] = p.Value
