@@ -35,6 +35,11 @@ if [ -d integration ] && [ -f integration/go.mod ]; then
 	(cd integration && GOWORK=off go vet ./... && GOWORK=off go test -race -count=1 -timeout 10m ./...)
 fi
 
+if [ -d deploy ] && [ -f deploy/go.mod ]; then
+	step "deployment manifests: strict decoding with the Kubernetes API types"
+	(cd deploy && GOWORK=off go vet ./... && GOWORK=off go test -count=1 ./...)
+fi
+
 if [ -d e2e ] && [ -f e2e/e2e_test.go ]; then
 	step "end-to-end: app -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP)"
 	(cd e2e && GOWORK=off go test -count=1 -v -timeout 60m ./...)
