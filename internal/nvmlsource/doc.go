@@ -84,9 +84,9 @@
 // A listing makes, per board, GetComputeRunningProcesses,
 // GetMPSComputeRunningProcesses, GetMigMode and GetProcessUtilization;
 // only the first two when no process holds the board or pids cannot be
-// compared, and no GetProcessUtilization under MIG. Each call holds the
-// mutex that ReadEnergy and Close use, one call at a time, so a reading
-// waits at most one call.
+// compared, and no GetProcessUtilization under MIG. NVML is thread-safe,
+// so these calls run beside the sampler's ReadEnergy: a reading never
+// waits for a listing call, however slow.
 //
 // # Power bound
 //
@@ -143,7 +143,9 @@
 // # Shutdown
 //
 // After a successful Init, Shutdown is called exactly once: by New when it
-// fails after Init, or by the first [Source.Close]. Close first stops the
-// process listing and waits for it, then serializes with ReadEnergy, so no
-// NVML call can run during or after Shutdown.
+// fails after Init, or by the first [Source.Close]. Every NVML call holds
+// the read side of one RWMutex and Close takes its write side around
+// Shutdown; Close first stops the process listing and waits for it. So no
+// NVML call can run during or after Shutdown, and calls never wait for one
+// another.
 package nvmlsource

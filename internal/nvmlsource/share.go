@@ -22,8 +22,10 @@ var exclusive = source.Share{Processes: -1, Split: true, Fraction: 1}
 // sharing is the part of a [Source] that tracks who uses its boards.
 //
 // Locks, in the order they nest: refreshMu (held for a whole refresh),
-// then Source.mu (held for one NVML call), then shareMu (held for one copy).
-// Share takes only shareMu, so it never waits on NVML.
+// then Source.mu's read side (held for one NVML call), then shareMu (held
+// for one copy). Share takes only shareMu, so it never waits on NVML, and
+// ReadEnergy takes only Source.mu's read side, so it never waits for a
+// listing call.
 type sharing struct {
 	// attributed are the pids whose work is attributed, as NVML numbers
 	// them.
@@ -117,8 +119,8 @@ func (s *Source) Share(i int) source.Share {
 }
 
 // refreshShares lists the processes on every board and recomputes the
-// shares. It holds Source.mu for one NVML call at a time, so a ReadEnergy
-// waits at most one call, and it stops at Close.
+// shares. It holds Source.mu's read side for one NVML call at a time, so
+// that Close waits for at most one call, and it stops at Close.
 func (s *Source) refreshShares() {
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
@@ -141,17 +143,17 @@ func (s *Source) refreshShares() {
 }
 
 func (s *Source) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.closed
 }
 
-// call runs f, one NVML call, under Source.mu, unless the source is closed
-// or board i lost. It reports whether f ran.
+// call runs f, one NVML call, under Source.mu's read side, unless the
+// source is closed or board i lost. It reports whether f ran.
 func (s *Source) call(i int, f func()) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.lost[i] != nil {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed || s.lost[i].Load() != nil {
 		return false
 	}
 	f()

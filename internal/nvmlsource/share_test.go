@@ -445,3 +445,72 @@ func BenchmarkRefresh(b *testing.B) {
 		nvmlsource.RefreshShares(s)
 	}
 }
+
+// TestReadEnergyDuringListingConcurrentSafe holds a listing call inside
+// NVML and checks that energy reads go on meanwhile, and that Close, asked
+// while the call is in progress, waits for it before Shutdown.
+func TestReadEnergyDuringListingConcurrentSafe(t *testing.T) {
+	srv, fake := fakeH100(t, steady)
+	var inFlight atomic.Int32
+	srv.ShutdownFunc = func() nvml.Return {
+		if n := inFlight.Load(); n != 0 {
+			t.Errorf("Shutdown with %d listing calls in progress", n)
+		}
+		return nvml.SUCCESS
+	}
+	s, err := nvmlsource.New(testOpts(srv)...)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	fake[0].GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		close(entered)
+		<-release
+		return nil, nvml.SUCCESS
+	}
+	refreshed := make(chan struct{})
+	go func() {
+		defer close(refreshed)
+		nvmlsource.RefreshShares(s)
+	}()
+	<-entered
+
+	reads := make(chan error, len(fake))
+	go func() {
+		for i := range s.Devices() {
+			_, err := s.ReadEnergy(i)
+			reads <- err
+		}
+	}()
+	timeout := time.After(10 * time.Second)
+	got := 0
+wait:
+	for got < len(fake) {
+		select {
+		case err := <-reads:
+			if err != nil {
+				t.Errorf("ReadEnergy(%d) during a listing call = %v", got, err)
+			}
+			got++
+		case <-timeout:
+			t.Errorf("ReadEnergy(%d) still waiting for the listing's NVML call after 10 s", got)
+			break wait
+		}
+	}
+
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	close(release)
+	<-refreshed
+	for ; got < len(fake); got++ {
+		<-reads
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if n := len(srv.ShutdownCalls()); n != 1 {
+		t.Errorf("Shutdown called %d times, want 1", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -68,21 +69,28 @@ func WithInterface(lib nvml.Interface) Option {
 // process uses, and tracks which processes share them. Create one with
 // [New]; a Source must not be copied.
 //
-// All methods are safe for concurrent use. ReadEnergy, Close and the
-// process listing serialize every NVML call on one mutex, so Close waits
-// for a call in progress and no call reaches NVML after Close.
+// All methods are safe for concurrent use. NVML is thread-safe, so
+// ReadEnergy and the process listing call it concurrently: a reading never
+// waits for a listing's calls. Close waits for the calls in progress, and
+// no call reaches NVML after Close.
 type Source struct {
 	lib     nvml.Interface
 	devices []source.Device
 	handles []nvml.Device
 	skipped []Skipped
 
-	// mu guards closed and lost, and is held across every NVML call made
-	// after New, so that Shutdown can never overlap or precede a call.
-	mu     sync.Mutex
+	// mu is held for reading across every NVML call made after New, and
+	// for writing by Close while it sets closed and calls Shutdown, so that
+	// calls run side by side but none overlaps or follows Shutdown. Close
+	// stops the listing goroutine before it asks for the write side, so a
+	// pending Close never holds a reading back behind a listing call.
+	mu sync.RWMutex
+	// closed is written under mu's write side.
 	closed bool
-	// lost[i] is the error that marked devices[i] lost, or nil.
-	lost []error
+	// lost[i] holds the error that marked devices[i] lost, or nil. It is
+	// atomic because ReadEnergy sets it under mu's read side while the
+	// listing reads it.
+	lost []atomic.Pointer[error]
 
 	sharing
 }
@@ -188,7 +196,7 @@ func enumerate(c config) (*Source, []error, error) {
 		}
 		return nil, nil, fmt.Errorf("%w: %w", source.ErrNoDevices, errors.Join(reasons...))
 	}
-	s.lost = make([]error, len(s.devices))
+	s.lost = make([]atomic.Pointer[error], len(s.devices))
 	return s, sel.notes, nil
 }
 
@@ -265,22 +273,23 @@ func (s *Source) ReadEnergy(i int) (uint64, error) {
 	if i < 0 || i >= len(s.devices) {
 		return 0, fmt.Errorf("nvmlsource: device index %d out of range [0, %d)", i, len(s.devices))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if s.closed {
 		return 0, fmt.Errorf("%w: NVML source closed", source.ErrUnavailable)
 	}
-	if err := s.lost[i]; err != nil {
-		return 0, err
+	if err := s.lost[i].Load(); err != nil {
+		return 0, *err
 	}
 	mj, ret := s.handles[i].GetTotalEnergyConsumption()
 	switch ret {
 	case nvml.SUCCESS:
 		return mj, nil
 	case nvml.ERROR_GPU_IS_LOST:
-		s.lost[i] = fmt.Errorf("%w: GPU %d %s: %w", source.ErrDeviceLost, i, s.devices[i].ID,
+		err := fmt.Errorf("%w: GPU %d %s: %w", source.ErrDeviceLost, i, s.devices[i].ID,
 			&returnError{op: "GetTotalEnergyConsumption", ret: ret})
-		return 0, s.lost[i]
+		s.lost[i].Store(&err)
+		return 0, err
 	default:
 		return 0, fmt.Errorf("%w: GPU %d %s: %w", source.ErrRead, i, s.devices[i].ID,
 			&returnError{op: "GetTotalEnergyConsumption", ret: ret})
@@ -289,8 +298,8 @@ func (s *Source) ReadEnergy(i int) (uint64, error) {
 
 // Close stops the process listing, waits for it to end, and shuts NVML
 // down. Only the first call calls Shutdown and can return its error; later
-// calls return nil. Close waits for a ReadEnergy in progress and is safe to
-// call from any goroutine.
+// calls return nil. Close waits for the NVML calls in progress (a
+// ReadEnergy, a listing) and is safe to call from any goroutine.
 func (s *Source) Close() error {
 	s.stopSharing()
 	s.mu.Lock()
