@@ -90,9 +90,14 @@
 //
 // # Power bound
 //
-// Each device's [source.Device.MaxWatts] is its enforced power limit
-// (GetEnforcedPowerLimit) times 1.5; when that call fails it is 0, and the
-// sampler's default bound applies.
+// Each device's [source.Device.MaxWatts] is the most its power limit can be
+// set to (the maximum of GetPowerManagementLimitConstraints) times 1.5, read
+// once in [New]. The limit in force (GetEnforcedPowerLimit) is no bound: it
+// can be raised at any time (nvidia-smi -pl, a DCGM power policy), and a
+// bound read from it would then class every real step above it a glitch.
+// The enforced limit is used where it is higher than that maximum or where
+// the constraints do not answer; where neither answers (both NOT_SUPPORTED
+// on some boards), MaxWatts is 0 and the sampler's default bound applies.
 //
 // # MIG
 //

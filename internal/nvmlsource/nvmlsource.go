@@ -11,8 +11,8 @@ const (
 	kind = "nvml"
 	// vendor is the hw.vendor of every device this package reports.
 	vendor = "NVIDIA"
-	// powerMargin scales a GPU's enforced power limit into its
-	// [source.Device.MaxWatts]. Boards overshoot their limit for
+	// powerMargin scales the most a GPU's power limit can be set to into
+	// its [source.Device.MaxWatts]. Boards overshoot their limit for
 	// milliseconds, and a counter step can lump two update periods
 	// together, so the bound sits well above the limit while staying
 	// orders of magnitude below what a corrupt reading implies.

@@ -224,11 +224,26 @@ func probe(h nvml.Device, d source.Device) (source.Device, error) {
 	if _, ret = h.GetTotalEnergyConsumption(); ret != nvml.SUCCESS {
 		return d, probeError("GetTotalEnergyConsumption", ret)
 	}
-	// Without a limit the sampler's default bound applies.
-	if mw, ret := h.GetEnforcedPowerLimit(); ret == nvml.SUCCESS && mw > 0 {
-		d.MaxWatts = float64(mw) / 1000 * powerMargin
-	}
+	d.MaxWatts = maxWatts(h)
 	return d, nil
+}
+
+// maxWatts bounds what the board can draw: the most its power limit can be
+// set to (GetPowerManagementLimitConstraints), times powerMargin. The limit
+// in force now is no bound, because an administrator or a DCGM policy can
+// raise it at any time without this process knowing. The enforced limit is
+// used where it is the higher, or where the constraints do not answer.
+// It returns 0, which leaves the sampler's default bound, where neither
+// answers.
+func maxWatts(h nvml.Device) float64 {
+	var mw uint32
+	if _, hi, ret := h.GetPowerManagementLimitConstraints(); ret == nvml.SUCCESS {
+		mw = hi
+	}
+	if lim, ret := h.GetEnforcedPowerLimit(); ret == nvml.SUCCESS {
+		mw = max(mw, lim)
+	}
+	return float64(mw) / 1000 * powerMargin
 }
 
 // probeError wraps a failed probe call in the sentinel that says whether the
