@@ -59,34 +59,62 @@
 // for. [Source.Share] returns the latest result without calling NVML. The
 // attributed processes are this process, or those of [WithProcesses].
 //
-//   - Only attributed processes, or none, on the board: Shared false, Split
-//     true, Fraction 1.
-//   - Others too, with per-process utilization: Fraction is the attributed
-//     processes' part of the SM utilization summed over the samples newer
-//     than the previous listing's (GetProcessUtilization with the last
-//     timestamp seen, as Kepler does). When no process used the SMs in the
-//     interval, the board is split evenly among the listed processes.
-//     Shared and Split are true.
-//   - Others too, without per-process utilization (MIG mode enabled, vGPU,
-//     or GetProcessUtilization answering NOT_SUPPORTED): Shared true, Split
-//     false. Nothing is split; the caller marks the work approximate.
+// The board is reported exclusive only when a listing proves it; every
+// layout that cannot be split or proven is Shared true and Split false, so
+// that the board is charged whole and requests are flagged shared and
+// approximate rather than given a confident figure.
+//
+//   - Only attributed processes on the board, or none outside MIG mode:
+//     Shared false, Split true, Fraction 1.
+//   - Attributed processes and others, with per-process utilization:
+//     Fraction is the attributed processes' part of the SM utilization
+//     summed over the samples newer than the previous listing's
+//     (GetProcessUtilization with the last timestamp seen, as Kepler
+//     does). When no process used the SMs in the interval, the board is
+//     split evenly among the listed processes. Shared and Split are true.
+//   - Attributed processes and others without per-process utilization
+//     (MIG mode, vGPU, GetProcessUtilization answering NOT_SUPPORTED):
+//     Shared true, Split false.
+//   - Processes listed, none of them attributed: Shared true, Split false.
+//     A Fraction of 0 would give every request a confident zero, yet the
+//     usual cause is an attributed pid that is wrong or absent (a gateway
+//     attributed to itself), not a board that does no work for it.
+//   - MIG mode enabled and the listing fails or comes back empty: Shared
+//     true, Split false. NVML lists the processes of a MIG board's parent
+//     handle only to a privileged caller, so neither proves the board
+//     idle. A list that holds only attributed processes is the aggregate
+//     one, given only to such a caller, and proves the board theirs.
+//     Listing each MIG device's processes would not help: a caller may
+//     not see every instance, so no per-instance list proves that no
+//     other tenant runs.
+//   - MIG mode unreadable (an error other than NOT_SUPPORTED), or the
+//     first listing fails: Shared true, Split false, Processes -1.
 //
 // Processes is the number of distinct pids listed, MPS clients included.
-// When a listing fails, Processes is -1, the rest of the share is kept,
-// and the failure is reported once through otel.Handle until a listing
-// succeeds again. A board found lost keeps its last share.
+// When a listing fails on a board not in MIG mode, Processes is -1 and the
+// rest of the share is kept. Every failure is reported once through
+// otel.Handle until a listing succeeds again. A board found lost keeps its
+// last share.
 //
-// NVML reports pids in the host's PID namespace. A process in a container
-// with its own PID namespace cannot compare them with its own, so there a
-// board with one process is taken as the attributed one's and a board with
-// more is Shared and not Split.
+// # Containers
 //
-// A listing makes, per board, GetComputeRunningProcesses,
-// GetMPSComputeRunningProcesses, GetMigMode and GetProcessUtilization;
-// only the first two when no process holds the board or pids cannot be
-// compared, and no GetProcessUtilization under MIG. NVML is thread-safe,
-// so these calls run beside the sampler's ReadEnergy: a reading never
-// waits for a listing call, however slow.
+// NVML reports pids in the host's PID namespace. Pids given to
+// [WithProcesses] are host pids by contract and are compared wherever this
+// process runs. The default, this process's own pid, is in the container's
+// numbering when this process runs in a PID namespace of its own, and
+// cannot be compared. There a board with any process is Shared true and
+// Split false: a lone process on a board this container sees is most
+// likely this one, but that is a guess, so the board is charged whole (the
+// figure a proven exclusive board would get) and its requests are flagged
+// shared and approximate. Pass the host pid with WithProcesses, or run in
+// the host PID namespace, for exact figures.
+//
+// A listing makes, per board, GetMigMode, GetComputeRunningProcesses,
+// GetMPSComputeRunningProcesses and GetProcessUtilization; only the first
+// three when no process holds the board or pids cannot be compared, and no
+// GetProcessUtilization under MIG. NVML is thread-safe, so these calls run
+// beside the sampler's ReadEnergy: a reading never waits for a listing
+// call, however slow.
 //
 // # Power bound
 //

@@ -26,6 +26,10 @@ type config struct {
 	devices []string
 	// pids are the attributed processes; empty means this process.
 	pids []int
+	// explicitPIDs reports whether pids came from WithProcesses, which
+	// gives them in the host's numbering, so that they always compare
+	// with NVML's.
+	explicitPIDs bool
 	// lookupEnv reads the environment; a test seam.
 	lookupEnv func(string) (string, bool)
 	// shareInterval is the period of the process listing; zero or less
@@ -51,7 +55,8 @@ func newConfig(opts []Option) config {
 		// this source's Init and Shutdown pair with nobody else's.
 		c.lib = nvml.New()
 	}
-	if len(c.pids) == 0 {
+	c.explicitPIDs = len(c.pids) > 0
+	if !c.explicitPIDs {
 		c.pids = []int{os.Getpid()}
 	}
 	return c
