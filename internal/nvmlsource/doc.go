@@ -23,15 +23,23 @@
 //   - [WithDevices] ids, when given, choose exactly those GPUs and override
 //     both variables. An id that matches no GPU is an error wrapping
 //     [source.ErrNotVisible].
-//   - Otherwise CUDA_VISIBLE_DEVICES is read as CUDA reads it: entries
-//     separated by commas, each an NVML index, a GPU-<uuid>, a unique UUID
-//     prefix with or without "GPU-", or a MIG-<uuid> (also the legacy
-//     MIG-GPU-<uuid>/<gi>/<ci>), which chooses the board it is carved from.
-//     The first entry that matches no GPU hides itself and every entry
-//     after it. Set and empty chooses no GPU; unset restricts nothing.
-//     Indices are NVML's, which follow PCI bus order; they are CUDA's only
-//     with CUDA_DEVICE_ORDER=PCI_BUS_ID or on a node of identical GPUs, so
-//     prefer UUIDs on mixed nodes.
+//   - Otherwise CUDA_VISIBLE_DEVICES is read as the CUDA driver reads it:
+//     entries separated by commas; set and empty chooses no GPU, unset
+//     restricts nothing. The first entry decides what the list is. A list
+//     of GPU-<uuid> entries, each a full UUID or a unique prefix of one
+//     that keeps "GPU-", or a list of MIG-<uuid> entries (also the legacy
+//     MIG-GPU-<uuid>/<gi>/<ci>), each choosing the board it is carved
+//     from; an entry of another form ends the list. Otherwise a list of
+//     indices, each read like C's strtoul: "1gpu2" is 1, and a UUID prefix
+//     without "GPU-" is an index too ("8a4b" is 8) or invalid. The first
+//     invalid entry (no leading digit, a negative number, an index past
+//     the last GPU, a UUID that matches no GPU or several) hides itself
+//     and every entry after it. A repeated index, or a UUID list that names
+//     one GPU twice, hides every GPU, as CUDA does. Indices are NVML's,
+//     which follow PCI bus order; they are CUDA's only with
+//     CUDA_DEVICE_ORDER=PCI_BUS_ID or on a node of identical GPUs, so
+//     prefer UUIDs on mixed nodes. docs/operations.md gives the source of
+//     each rule and the cases where this package and CUDA may differ.
 //   - NVIDIA_VISIBLE_DEVICES is honoured only when every entry is a GPU- or
 //     MIG- UUID: the NVIDIA container toolkit writes it in the host's
 //     numbering and already narrows what NVML shows inside the container,

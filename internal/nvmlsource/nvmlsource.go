@@ -40,11 +40,12 @@ func (f optionFunc) apply(c *config) { f(c) }
 type Skipped = source.Skipped
 
 // WithDevices names the GPUs to meter, overriding CUDA_VISIBLE_DEVICES and
-// NVIDIA_VISIBLE_DEVICES. Each id takes a form CUDA_VISIBLE_DEVICES accepts:
-// an NVML index ("2"), a GPU UUID ("GPU-8a4b..."), a unique prefix of one
-// with or without "GPU-", or a MIG UUID ("MIG-..."), which names the board
-// it is carved from. Duplicates, including several MIG instances of one
-// board, meter the board once.
+// NVIDIA_VISIBLE_DEVICES. Each id is an NVML index ("2"), a GPU UUID
+// ("GPU-8a4b..."), a unique prefix of one with or without "GPU-", or a MIG
+// UUID ("MIG-..."), which names the board it is carved from. Unlike
+// CUDA_VISIBLE_DEVICES, ids of different forms mix, an index is all digits,
+// and duplicates, including several MIG instances of one board, meter the
+// board once.
 //
 // An id that names no GPU makes [New] fail with an error wrapping
 // [source.ErrNotVisible] that names the id and lists the GPUs NVML shows.

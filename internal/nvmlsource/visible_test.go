@@ -107,10 +107,83 @@ func TestDeviceScope(t *testing.T) {
 			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[4][:14]} },
 			want: []int{4},
 		},
+		// CUDA reads an entry that does not start with GPU- or MIG- as an
+		// index, like strtoul (pytorch/pytorch PR 84879): a UUID prefix
+		// without GPU- is an index, or invalid.
+		{name: "UUID prefix without GPU- is read as an index", env: cuda("3f2a9c"), want: []int{3}, wantNotes: 1},
 		{
-			name: "UUID prefix without GPU-",
-			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[5][4:14]} },
-			want: []int{5},
+			name:     "UUID prefix without GPU- and no leading digit is invalid",
+			env:      cuda("f2a9c"),
+			wantErr:  []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{`"f2a9c" is not an index`} },
+		},
+		{name: "strtoul reads 1gpu2 as 1", env: cuda("1gpu2,2ampere"), want: []int{1, 2}, wantNotes: 1},
+		{name: "leading plus sign", env: cuda("+4"), want: []int{4}},
+		{name: "empty entry ends the list", env: cuda("1,,2"), want: []int{1}, wantNotes: 1},
+		// The first entry decides the list's kind (PR 92315, matched
+		// against the 525.60.13 driver): a UUID in an index list is an
+		// invalid index, an index in a UUID list ends it.
+		{
+			name: "index list followed by a UUID",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": "2," + l.ids[3] + ",4"}
+			},
+			want: []int{2}, wantNotes: 1,
+		},
+		{
+			name: "UUID list followed by an index",
+			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[3] + ",2"} },
+			want: []int{3}, wantNotes: 1,
+		},
+		{
+			name: "GPU UUID list followed by a MIG UUID",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[3] + "," + l.migs[0]}
+			},
+			want: []int{3}, wantNotes: 1,
+		},
+		// A repeated device leaves no device visible at all (PRs 84879
+		// and 92315: "Repeated ordinal results in empty set").
+		{
+			name:     "repeated index hides every GPU",
+			env:      cuda("5, 2,5"),
+			wantErr:  []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{"repeats index 5", "shows no GPU"} },
+		},
+		{
+			// The repeat is found as the list is read, before indices are
+			// checked against the GPUs there are.
+			name:     "repeat after an index past the end hides every GPU",
+			env:      cuda("0,9,0"),
+			wantErr:  []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{"repeats index 0"} },
+		},
+		{
+			name:      "repeat after an invalid entry is never read",
+			env:       cuda("0,bogus,0"),
+			want:      []int{0},
+			wantNotes: 1,
+		},
+		{
+			name: "UUID list naming a GPU twice hides every GPU",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[3] + "," + l.ids[1] + "," + l.ids[3][:12]}
+			},
+			wantErr:  []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{"names GPU 3 twice"} },
+		},
+		{
+			name: "MIG UUID repeated hides every GPU",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.migs[0] + "," + l.migs[0]}
+			},
+			wantErr:  []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{"twice"} },
+		},
+		{
+			name: "ambiguous UUID prefix ends the list",
+			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[2] + ",GPU-"} },
+			want: []int{2}, wantNotes: 1,
 		},
 		{
 			name: "MIG UUID names its board",
@@ -125,14 +198,21 @@ func TestDeviceScope(t *testing.T) {
 			want: []int{migBoard},
 		},
 		{
-			name: "several MIG instances and the index of one board meter it once",
+			name: "several MIG instances of one board meter it once",
 			env: func(l layout) map[string]string {
-				return map[string]string{"CUDA_VISIBLE_DEVICES": l.migs[0] + "," + l.migs[1] + ",6"}
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.migs[0] + "," + l.migs[1]}
 			},
 			want: []int{migBoard},
 		},
+		{
+			name: "MIG list followed by an index",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.migs[0] + ",2"}
+			},
+			want: []int{migBoard}, wantNotes: 1,
+		},
 		{name: "two indices", env: cuda("2,5"), want: []int{2, 5}},
-		{name: "order and duplicates", env: cuda("5, 2,5"), want: []int{2, 5}},
+		{name: "order and spaces", env: cuda(" 5, 2 "), want: []int{2, 5}},
 		{name: "invalid entry hides the rest", env: cuda("2,bogus,5"), want: []int{2}, wantNotes: 1},
 		{name: "index past the end hides the rest", env: cuda("1,8,3"), want: []int{1}, wantNotes: 1},
 		{
