@@ -26,7 +26,8 @@ import (
 // exact. When it is a pid the board does not list (a gateway attributed to
 // itself, a wrong -backend-pid), the request must not report a confident
 // zero: it gets the board's energy unsplit, the same figure, flagged
-// shared and approximate.
+// shared and approximate. So does a MIG board whose listing is refused or
+// empty, which proves nothing about the other slices' tenants.
 func TestNVMLAttributedProcessAbsent(t *testing.T) {
 	const (
 		backend = 4242
@@ -37,10 +38,35 @@ func TestNVMLAttributedProcessAbsent(t *testing.T) {
 	tests := []struct {
 		name       string
 		pid        int
+		setup      func(t *testing.T, d *server.Device)
 		wantShared bool
 	}{
 		{name: "backend pid named", pid: backend},
 		{name: "attributed pid not on the board", pid: backend + 1, wantShared: true},
+		{
+			// An unprivileged tenant of a MIG slice: the parent handle
+			// refuses to list, which proves nothing about other tenants.
+			name: "MIG board, listing refused",
+			pid:  backend,
+			setup: func(t *testing.T, d *server.Device) {
+				if _, ret := d.SetMigMode(nvml.DEVICE_MIG_ENABLE); ret != nvml.SUCCESS {
+					t.Fatalf("SetMigMode = %v", ret)
+				}
+				d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
+			},
+			wantShared: true,
+		},
+		{
+			name: "MIG board, empty listing",
+			pid:  backend,
+			setup: func(t *testing.T, d *server.Device) {
+				if _, ret := d.SetMigMode(nvml.DEVICE_MIG_ENABLE); ret != nvml.SUCCESS {
+					t.Fatalf("SetMigMode = %v", ret)
+				}
+				d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+			},
+			wantShared: true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,6 +87,9 @@ func TestNVMLAttributedProcessAbsent(t *testing.T) {
 			d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
 			d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 				return []nvml.ProcessUtilizationSample{{Pid: backend, TimeStamp: 1, SmUtil: 80}}, nvml.SUCCESS
+			}
+			if tt.setup != nil {
+				tt.setup(t, d)
 			}
 
 			src, err := NewNVMLSource(nvmlsource.WithInterface(srv), WithDevices("0"), WithProcesses(tt.pid))
