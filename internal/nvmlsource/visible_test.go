@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -361,4 +362,65 @@ func cuda(v string) func(layout) map[string]string {
 
 func nvidia(v string) func(layout) map[string]string {
 	return func(layout) map[string]string { return map[string]string{"NVIDIA_VISIBLE_DEVICES": v} }
+}
+
+// FuzzCUDAVisibleDevices reads arbitrary CUDA_VISIBLE_DEVICES values on the
+// fake DGX H100: New never panics, reads a value the same way twice, and
+// meters only GPUs that some entry names, by index (read like strtoul), by
+// UUID prefix, or through a MIG UUID of the board.
+func FuzzCUDAVisibleDevices(f *testing.F) {
+	for _, seed := range []string{"", "0", "2,5", "5,2,5", "0,9,0", "1gpu2,2ampere", "+4", "-1", "1,,2",
+		"GPU-", "GPU-0,1", "MIG-", "MIG-GPU-x/1/0", " 3 , 1", "18446744073709551616", "0,GPU-1"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		captureErrors(t)
+		srv, fake := fakeH100(t, steady)
+		migs := withMIG(t, fake[6], 2)
+		read := func() []int {
+			s, err := nvmlsource.New(testOpts(srv, nvmlsource.WithEnv(map[string]string{"CUDA_VISIBLE_DEVICES": v}))...)
+			if err != nil {
+				if !errors.Is(err, source.ErrNoDevices) {
+					t.Fatalf("New() = %v, want success or ErrNoDevices", err)
+				}
+				return nil
+			}
+			defer s.Close()
+			return indices(s.Devices())
+		}
+		got := read()
+		if again := read(); !slices.Equal(got, again) {
+			t.Fatalf("CUDA_VISIBLE_DEVICES=%q metered %v, then %v", v, got, again)
+		}
+		entries := strings.Split(v, ",")
+		for _, i := range got {
+			named := slices.ContainsFunc(entries, func(e string) bool {
+				e = strings.ToLower(strings.TrimSpace(e))
+				uuid := strings.ToLower(fake[i].UUID)
+				if e != "" && (strings.HasPrefix(uuid, e) || strings.Contains(e, uuid)) {
+					return true
+				}
+				if i == 6 && strings.HasPrefix(e, "mig-") && slices.ContainsFunc(migs, func(m string) bool {
+					return strings.HasPrefix(strings.ToLower(m), e)
+				}) {
+					return true
+				}
+				// An index: a sign, then digits whose value is i; "-" only
+				// before a zero.
+				neg := false
+				if e != "" && (e[0] == '+' || e[0] == '-') {
+					neg, e = e[0] == '-', e[1:]
+				}
+				end := 0
+				for end < len(e) && e[end] >= '0' && e[end] <= '9' {
+					end++
+				}
+				n, err := strconv.ParseUint(e[:end], 10, 64)
+				return err == nil && n == uint64(i) && (!neg || n == 0)
+			})
+			if !named {
+				t.Errorf("CUDA_VISIBLE_DEVICES=%q meters GPU %d, which no entry names", v, i)
+			}
+		}
+	})
 }
