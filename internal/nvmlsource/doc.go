@@ -47,16 +47,19 @@
 //     matching no GPU are ignored; if none matches, the variable is.
 //     When both variables apply, a GPU must pass both.
 //
-// Duplicates, including several MIG instances of one board, choose the
-// board once, because energy is board-level. MIG UUIDs are resolved by
-// listing each MIG-enabled board's MIG devices, only when an entry names
-// one.
+// Several MIG instances of one board choose the board once, because energy
+// is board-level, and so do duplicate WithDevices ids. (In
+// CUDA_VISIBLE_DEVICES a repeated index or GPU UUID hides every GPU, as
+// above.) MIG UUIDs are resolved by listing each MIG-enabled board's MIG
+// devices, only when an entry names one.
 //
 // GPUs not chosen are listed by [Source.Skipped] with a reason wrapping
 // [source.ErrNotVisible] and are not reported further: on a shared node
 // they are the normal layout. When New succeeds, it reports once through
 // otel.Handle, as one joined error, the chosen GPUs it leaves out (no
-// counter, failed probe) and any invalid entry of either variable. When
+// counter, failed probe), any invalid entry of either variable, and any
+// CUDA_VISIBLE_DEVICES entry read as an index with text after its digits
+// ("1gpu2"), a likely typo. When
 // nothing is chosen, New fails with [source.ErrNoDevices] and
 // [source.ErrNotVisible], naming the rule and listing the GPUs NVML shows.
 //

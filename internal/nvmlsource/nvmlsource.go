@@ -58,8 +58,10 @@ func WithDevices(ids ...string) Option {
 // WithProcesses names the processes whose work the energy is attributed
 // to, replacing the default, which is this process alone (os.Getpid()). A
 // gateway names the inference server it fronts. The pids are as NVML
-// reports them, which is the host's numbering; see the package doc on
-// containers. WithProcesses with no pid keeps the default.
+// reports them, which is the host's numbering, and are compared with NVML's
+// wherever this process runs, in a container with a PID namespace of its
+// own too; see the package doc on containers. WithProcesses with no pid
+// keeps the default.
 func WithProcesses(pids ...int) Option {
 	return optionFunc(func(c *config) { c.pids = append([]int(nil), pids...) })
 }
