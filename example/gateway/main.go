@@ -7,10 +7,16 @@
 //	go run ./example/gateway -backend http://127.0.0.1:8080 -listen 127.0.0.1:8081
 //
 // It meters the backend's GPUs through NVML, or a simulated GPU when NVML
-// is absent, and prints one line per completion with its tokens and
-// energy.millijoules. With OTEL_EXPORTER_OTLP_ENDPOINT set it also exports
-// traces and metrics over OTLP gRPC, configured by the standard OTEL_*
-// variables only.
+// is absent, and prints one line per completion with its tokens,
+// energy.millijoules and whether the figure is approximate. With
+// OTEL_EXPORTER_OTLP_ENDPOINT set it also exports traces and metrics over
+// OTLP, configured by the standard OTEL_* variables only.
+//
+// On a GPU host, -backend-pid names the backend's processes by host pid
+// (otelenergy.WithProcesses), so that each board's energy is split between
+// the backend and whatever else runs there. Without it the gateway's own
+// process is the attributed one; it runs on no GPU, so every request is
+// charged its boards' whole energy and flagged shared and approximate.
 package main
 
 import (
@@ -25,6 +31,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,17 +51,22 @@ import (
 )
 
 type options struct {
-	backend  string
-	devices  string
-	duration time.Duration
-	out      io.Writer
+	backend     string
+	devices     string
+	backendPIDs string
+	duration    time.Duration
+	out         io.Writer
 }
+
+// newNVMLSource opens NVML; a test seam.
+var newNVMLSource = otelenergy.NewNVMLSource
 
 func main() {
 	var o options
 	listen := flag.String("listen", "127.0.0.1:8081", "listen address")
 	flag.StringVar(&o.backend, "backend", "http://127.0.0.1:8080", "URL of the OpenAI-compatible backend")
 	flag.StringVar(&o.devices, "devices", "", "GPUs the backend runs on, comma-separated NVML indices or GPU- / MIG- UUIDs (otelenergy.WithDevices); without NVML, the number of simulated GPUs")
+	flag.StringVar(&o.backendPIDs, "backend-pid", "", "host pids of the backend's GPU processes, comma-separated (otelenergy.WithProcesses), as nvidia-smi lists them; needed on a GPU host for a per-request split, and ignored without NVML")
 	flag.DurationVar(&o.duration, "duration", 0, "exit after this long (0: run until interrupted)")
 	flag.Parse()
 	o.out = os.Stdout
@@ -143,14 +155,40 @@ func openSource(o options) (otelenergy.Source, error) {
 		ids := strings.Split(o.devices, ",")
 		opts, n = append(opts, otelenergy.WithDevices(ids...)), len(ids)
 	}
-	src, err := otelenergy.NewNVMLSource(opts...)
+	pids, err := parsePIDs(o.backendPIDs)
+	if err != nil {
+		return nil, err
+	}
+	if len(pids) > 0 {
+		opts = append(opts, otelenergy.WithProcesses(pids...))
+	}
+	src, err := newNVMLSource(opts...)
 	if err == nil {
+		if len(pids) == 0 {
+			fmt.Fprintln(o.out, "no -backend-pid: energy is attributed to this gateway's process, which uses no GPU, so requests get their boards' whole energy, flagged shared and approximate")
+		}
 		return src, nil
 	}
 	// The simulated boards know nothing of the backend's work: they draw
 	// idle power only, which the ledger splits among requests by time.
 	fmt.Fprintf(o.out, "NVML not available (%v): using %d simulated GPU(s)\n", err, n)
 	return simgpu.New(simgpu.Config{Devices: n, Seed: 1})
+}
+
+// parsePIDs reads -backend-pid: positive pids separated by commas.
+func parsePIDs(v string) ([]int, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	var pids []int
+	for _, f := range strings.Split(v, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p <= 0 {
+			return nil, fmt.Errorf("-backend-pid %q: %q is not a pid; want host pids such as 4242,4243", v, f)
+		}
+		pids = append(pids, p)
+	}
+	return pids, nil
 }
 
 // printer prints one line per completion span.
@@ -160,6 +198,7 @@ func (p printer) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) e
 	for _, s := range spans {
 		var model, mj string
 		var out, in int64
+		var approx, shared bool
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
 			case openaiproxy.ResponseModelKey:
@@ -170,13 +209,17 @@ func (p printer) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) e
 				in = kv.Value.AsInt64()
 			case otelenergy.EnergyMillijoulesKey:
 				mj = fmt.Sprint(kv.Value.AsInt64())
+			case "otelenergy.energy.approximate":
+				approx = kv.Value.AsBool()
+			case "otelenergy.energy.shared":
+				shared = kv.Value.AsBool()
 			}
 		}
 		if mj == "" {
 			continue
 		}
-		fmt.Fprintf(p.w, "request trace=%s model=%s output_tokens=%d input_tokens=%d energy.millijoules=%s duration=%s\n",
-			s.SpanContext().TraceID(), model, out, in, mj, s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
+		fmt.Fprintf(p.w, "request trace=%s model=%s output_tokens=%d input_tokens=%d energy.millijoules=%s approximate=%t shared=%t duration=%s\n",
+			s.SpanContext().TraceID(), model, out, in, mj, approx, shared, s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -76,5 +77,28 @@ func TestGatewayPrintsRequestEnergy(t *testing.T) {
 	line := regexp.MustCompile(`request trace=\S+ model=m1 output_tokens=20 input_tokens=9 energy\.millijoules=(\d+)`)
 	if !line.MatchString(out.String()) || !strings.Contains(out.String(), "devices=2") {
 		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+func TestParsePIDs(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{in: "", want: nil},
+		{in: " ", want: nil},
+		{in: "4242", want: []int{4242}},
+		{in: "4242, 4243", want: []int{4242, 4243}},
+		{in: "0", wantErr: true},
+		{in: "-1", wantErr: true},
+		{in: "vllm", wantErr: true},
+		{in: "4242,", wantErr: true},
+	}
+	for _, tt := range tests {
+		got, err := parsePIDs(tt.in)
+		if (err != nil) != tt.wantErr || !slices.Equal(got, tt.want) {
+			t.Errorf("parsePIDs(%q) = %v, %v; want %v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
 	}
 }

@@ -23,15 +23,23 @@
 //   - [WithDevices] ids, when given, choose exactly those GPUs and override
 //     both variables. An id that matches no GPU is an error wrapping
 //     [source.ErrNotVisible].
-//   - Otherwise CUDA_VISIBLE_DEVICES is read as CUDA reads it: entries
-//     separated by commas, each an NVML index, a GPU-<uuid>, a unique UUID
-//     prefix with or without "GPU-", or a MIG-<uuid> (also the legacy
-//     MIG-GPU-<uuid>/<gi>/<ci>), which chooses the board it is carved from.
-//     The first entry that matches no GPU hides itself and every entry
-//     after it. Set and empty chooses no GPU; unset restricts nothing.
-//     Indices are NVML's, which follow PCI bus order; they are CUDA's only
-//     with CUDA_DEVICE_ORDER=PCI_BUS_ID or on a node of identical GPUs, so
-//     prefer UUIDs on mixed nodes.
+//   - Otherwise CUDA_VISIBLE_DEVICES is read as the CUDA driver reads it:
+//     entries separated by commas; set and empty chooses no GPU, unset
+//     restricts nothing. The first entry decides what the list is. A list
+//     of GPU-<uuid> entries, each a full UUID or a unique prefix of one
+//     that keeps "GPU-", or a list of MIG-<uuid> entries (also the legacy
+//     MIG-GPU-<uuid>/<gi>/<ci>), each choosing the board it is carved
+//     from; an entry of another form ends the list. Otherwise a list of
+//     indices, each read like C's strtoul: "1gpu2" is 1, and a UUID prefix
+//     without "GPU-" is an index too ("8a4b" is 8) or invalid. The first
+//     invalid entry (no leading digit, a negative number, an index past
+//     the last GPU, a UUID that matches no GPU or several) hides itself
+//     and every entry after it. A repeated index, or a UUID list that names
+//     one GPU twice, hides every GPU, as CUDA does. Indices are NVML's,
+//     which follow PCI bus order; they are CUDA's only with
+//     CUDA_DEVICE_ORDER=PCI_BUS_ID or on a node of identical GPUs, so
+//     prefer UUIDs on mixed nodes. docs/operations.md gives the source of
+//     each rule and the cases where this package and CUDA may differ.
 //   - NVIDIA_VISIBLE_DEVICES is honoured only when every entry is a GPU- or
 //     MIG- UUID: the NVIDIA container toolkit writes it in the host's
 //     numbering and already narrows what NVML shows inside the container,
@@ -39,16 +47,19 @@
 //     matching no GPU are ignored; if none matches, the variable is.
 //     When both variables apply, a GPU must pass both.
 //
-// Duplicates, including several MIG instances of one board, choose the
-// board once, because energy is board-level. MIG UUIDs are resolved by
-// listing each MIG-enabled board's MIG devices, only when an entry names
-// one.
+// Several MIG instances of one board choose the board once, because energy
+// is board-level, and so do duplicate WithDevices ids. (In
+// CUDA_VISIBLE_DEVICES a repeated index or GPU UUID hides every GPU, as
+// above.) MIG UUIDs are resolved by listing each MIG-enabled board's MIG
+// devices, only when an entry names one.
 //
 // GPUs not chosen are listed by [Source.Skipped] with a reason wrapping
 // [source.ErrNotVisible] and are not reported further: on a shared node
 // they are the normal layout. When New succeeds, it reports once through
 // otel.Handle, as one joined error, the chosen GPUs it leaves out (no
-// counter, failed probe) and any invalid entry of either variable. When
+// counter, failed probe), any invalid entry of either variable, and any
+// CUDA_VISIBLE_DEVICES entry read as an index with text after its digits
+// ("1gpu2"), a likely typo. When
 // nothing is chosen, New fails with [source.ErrNoDevices] and
 // [source.ErrNotVisible], naming the rule and listing the GPUs NVML shows.
 //
@@ -59,40 +70,73 @@
 // for. [Source.Share] returns the latest result without calling NVML. The
 // attributed processes are this process, or those of [WithProcesses].
 //
-//   - Only attributed processes, or none, on the board: Shared false, Split
-//     true, Fraction 1.
-//   - Others too, with per-process utilization: Fraction is the attributed
-//     processes' part of the SM utilization summed over the samples newer
-//     than the previous listing's (GetProcessUtilization with the last
-//     timestamp seen, as Kepler does). When no process used the SMs in the
-//     interval, the board is split evenly among the listed processes.
-//     Shared and Split are true.
-//   - Others too, without per-process utilization (MIG mode enabled, vGPU,
-//     or GetProcessUtilization answering NOT_SUPPORTED): Shared true, Split
-//     false. Nothing is split; the caller marks the work approximate.
+// The board is reported exclusive only when a listing proves it; every
+// layout that cannot be split or proven is Shared true and Split false, so
+// that the board is charged whole and requests are flagged shared and
+// approximate rather than given a confident figure.
+//
+//   - Only attributed processes on the board, or none outside MIG mode:
+//     Shared false, Split true, Fraction 1.
+//   - Attributed processes and others, with per-process utilization:
+//     Fraction is the attributed processes' part of the SM utilization
+//     summed over the samples newer than the previous listing's
+//     (GetProcessUtilization with the last timestamp seen, as Kepler
+//     does). When no process used the SMs in the interval, the board is
+//     split evenly among the listed processes. Shared and Split are true.
+//   - Attributed processes and others without per-process utilization
+//     (MIG mode, vGPU, GetProcessUtilization answering NOT_SUPPORTED):
+//     Shared true, Split false.
+//   - Processes listed, none of them attributed: Shared true, Split false.
+//     A Fraction of 0 would give every request a confident zero, yet the
+//     usual cause is an attributed pid that is wrong or absent (a gateway
+//     attributed to itself), not a board that does no work for it.
+//   - MIG mode enabled and the listing fails or comes back empty: Shared
+//     true, Split false. NVML lists the processes of a MIG board's parent
+//     handle only to a privileged caller, so neither proves the board
+//     idle. A list that holds only attributed processes is the aggregate
+//     one, given only to such a caller, and proves the board theirs.
+//     Listing each MIG device's processes would not help: a caller may
+//     not see every instance, so no per-instance list proves that no
+//     other tenant runs.
+//   - MIG mode unreadable (an error other than NOT_SUPPORTED), or the
+//     first listing fails: Shared true, Split false, Processes -1.
 //
 // Processes is the number of distinct pids listed, MPS clients included.
-// When a listing fails, Processes is -1, the rest of the share is kept,
-// and the failure is reported once through otel.Handle until a listing
-// succeeds again. A board found lost keeps its last share.
+// When a listing fails on a board not in MIG mode, Processes is -1 and the
+// rest of the share is kept. Every failure is reported once through
+// otel.Handle until a listing succeeds again. A board found lost keeps its
+// last share.
 //
-// NVML reports pids in the host's PID namespace. A process in a container
-// with its own PID namespace cannot compare them with its own, so there a
-// board with one process is taken as the attributed one's and a board with
-// more is Shared and not Split.
+// # Containers
 //
-// A listing makes, per board, GetComputeRunningProcesses,
-// GetMPSComputeRunningProcesses, GetMigMode and GetProcessUtilization;
-// only the first two when no process holds the board or pids cannot be
-// compared, and no GetProcessUtilization under MIG. Each call holds the
-// mutex that ReadEnergy and Close use, one call at a time, so a reading
-// waits at most one call.
+// NVML reports pids in the host's PID namespace. Pids given to
+// [WithProcesses] are host pids by contract and are compared wherever this
+// process runs. The default, this process's own pid, is in the container's
+// numbering when this process runs in a PID namespace of its own, and
+// cannot be compared. There a board with any process is Shared true and
+// Split false: a lone process on a board this container sees is most
+// likely this one, but that is a guess, so the board is charged whole (the
+// figure a proven exclusive board would get) and its requests are flagged
+// shared and approximate. Pass the host pid with WithProcesses, or run in
+// the host PID namespace, for exact figures.
+//
+// A listing makes, per board, GetMigMode, GetComputeRunningProcesses,
+// GetMPSComputeRunningProcesses and GetProcessUtilization; only the first
+// three when no process holds the board or pids cannot be compared, and no
+// GetProcessUtilization under MIG. NVML is thread-safe, so these calls run
+// beside the sampler's ReadEnergy: a reading never waits for a listing
+// call, however slow.
 //
 // # Power bound
 //
-// Each device's [source.Device.MaxWatts] is its enforced power limit
-// (GetEnforcedPowerLimit) times 1.5; when that call fails it is 0, and the
-// sampler's default bound applies.
+// Each device's [source.Device.MaxWatts] is the most its power limit can be
+// set to (the maximum of GetPowerManagementLimitConstraints) times 1.5, read
+// once in [New]. The limit in force (GetEnforcedPowerLimit) is no bound: it
+// can be raised at any time (nvidia-smi -pl, a DCGM power policy), and a
+// bound read from it would then class every real step above it a glitch.
+// The enforced limit is used where it is higher than that maximum or where
+// the constraints do not answer; where neither answers (both NOT_SUPPORTED
+// on some boards), MaxWatts is 0 and the sampler's default bound applies.
 //
 // # MIG
 //
@@ -143,7 +187,9 @@
 // # Shutdown
 //
 // After a successful Init, Shutdown is called exactly once: by New when it
-// fails after Init, or by the first [Source.Close]. Close first stops the
-// process listing and waits for it, then serializes with ReadEnergy, so no
-// NVML call can run during or after Shutdown.
+// fails after Init, or by the first [Source.Close]. Every NVML call holds
+// the read side of one RWMutex and Close takes its write side around
+// Shutdown; Close first stops the process listing and waits for it. So no
+// NVML call can run during or after Shutdown, and calls never wait for one
+// another.
 package nvmlsource

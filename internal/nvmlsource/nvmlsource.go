@@ -11,8 +11,8 @@ const (
 	kind = "nvml"
 	// vendor is the hw.vendor of every device this package reports.
 	vendor = "NVIDIA"
-	// powerMargin scales a GPU's enforced power limit into its
-	// [source.Device.MaxWatts]. Boards overshoot their limit for
+	// powerMargin scales the most a GPU's power limit can be set to into
+	// its [source.Device.MaxWatts]. Boards overshoot their limit for
 	// milliseconds, and a counter step can lump two update periods
 	// together, so the bound sits well above the limit while staying
 	// orders of magnitude below what a corrupt reading implies.
@@ -40,11 +40,12 @@ func (f optionFunc) apply(c *config) { f(c) }
 type Skipped = source.Skipped
 
 // WithDevices names the GPUs to meter, overriding CUDA_VISIBLE_DEVICES and
-// NVIDIA_VISIBLE_DEVICES. Each id takes a form CUDA_VISIBLE_DEVICES accepts:
-// an NVML index ("2"), a GPU UUID ("GPU-8a4b..."), a unique prefix of one
-// with or without "GPU-", or a MIG UUID ("MIG-..."), which names the board
-// it is carved from. Duplicates, including several MIG instances of one
-// board, meter the board once.
+// NVIDIA_VISIBLE_DEVICES. Each id is an NVML index ("2"), a GPU UUID
+// ("GPU-8a4b..."), a unique prefix of one with or without "GPU-", or a MIG
+// UUID ("MIG-..."), which names the board it is carved from. Unlike
+// CUDA_VISIBLE_DEVICES, ids of different forms mix, an index is all digits,
+// and duplicates, including several MIG instances of one board, meter the
+// board once.
 //
 // An id that names no GPU makes [New] fail with an error wrapping
 // [source.ErrNotVisible] that names the id and lists the GPUs NVML shows.
@@ -57,8 +58,10 @@ func WithDevices(ids ...string) Option {
 // WithProcesses names the processes whose work the energy is attributed
 // to, replacing the default, which is this process alone (os.Getpid()). A
 // gateway names the inference server it fronts. The pids are as NVML
-// reports them, which is the host's numbering; see the package doc on
-// containers. WithProcesses with no pid keeps the default.
+// reports them, which is the host's numbering, and are compared with NVML's
+// wherever this process runs, in a container with a PID namespace of its
+// own too; see the package doc on containers. WithProcesses with no pid
+// keeps the default.
 func WithProcesses(pids ...int) Option {
 	return optionFunc(func(c *config) { c.pids = append([]int(nil), pids...) })
 }

@@ -15,21 +15,36 @@ import (
 	"github.com/otelenergy/otelenergy/internal/source"
 )
 
-// exclusive is the share of a board that only attributed processes use.
-// It is also every board's share before its first listing.
-var exclusive = source.Share{Processes: -1, Split: true, Fraction: 1}
+// unproven is the share of a board that the attributed processes may not
+// own alone, and whose energy cannot be split: the ledger charges it whole
+// and flags the requests shared and approximate. It is every board's share
+// before its first listing, so that a first listing that fails proves
+// nothing.
+var unproven = source.Share{Processes: -1, Shared: true}
+
+// exclusive is the share of a board that only attributed processes use,
+// n of them.
+func exclusive(n int) source.Share { return source.Share{Processes: n, Split: true, Fraction: 1} }
+
+// notSplit is the share of a board with n processes that the attributed
+// ones may not own alone and whose energy cannot be split.
+func notSplit(n int) source.Share { return source.Share{Processes: n, Shared: true} }
 
 // sharing is the part of a [Source] that tracks who uses its boards.
 //
 // Locks, in the order they nest: refreshMu (held for a whole refresh),
-// then Source.mu (held for one NVML call), then shareMu (held for one copy).
-// Share takes only shareMu, so it never waits on NVML.
+// then Source.mu's read side (held for one NVML call), then shareMu (held
+// for one copy). Share takes only shareMu, so it never waits on NVML, and
+// ReadEnergy takes only Source.mu's read side, so it never waits for a
+// listing call.
 type sharing struct {
 	// attributed are the pids whose work is attributed, as NVML numbers
 	// them.
 	attributed []uint32
-	// identifiable is false when this process's pids are in a namespace
-	// other than the one NVML reports; pids then cannot be compared.
+	// identifiable is false when the attributed pid is this process's own
+	// and this process's pids are in a namespace other than the one NVML
+	// reports, so that it cannot be compared. Pids given to WithProcesses
+	// are host pids by contract and always compare.
 	identifiable bool
 
 	refreshMu sync.Mutex
@@ -56,7 +71,7 @@ type sharing struct {
 // interval is positive, starts the goroutine that lists them again every
 // interval until Close.
 func (s *Source) startSharing(c config) {
-	s.identifiable = c.hostPIDs()
+	s.identifiable = c.explicitPIDs || c.hostPIDs()
 	for _, p := range c.pids {
 		if p > 0 && p <= int(^uint32(0)) && !slices.Contains(s.attributed, uint32(p)) {
 			s.attributed = append(s.attributed, uint32(p))
@@ -67,7 +82,7 @@ func (s *Source) startSharing(c config) {
 	s.failing = make([]bool, n)
 	s.shares = make([]source.Share, n)
 	for i := range s.shares {
-		s.shares[i] = exclusive
+		s.shares[i] = unproven
 	}
 	s.refreshShares()
 	if c.shareInterval <= 0 {
@@ -117,8 +132,8 @@ func (s *Source) Share(i int) source.Share {
 }
 
 // refreshShares lists the processes on every board and recomputes the
-// shares. It holds Source.mu for one NVML call at a time, so a ReadEnergy
-// waits at most one call, and it stops at Close.
+// shares. It holds Source.mu's read side for one NVML call at a time, so
+// that Close waits for at most one call, and it stops at Close.
 func (s *Source) refreshShares() {
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
@@ -141,39 +156,64 @@ func (s *Source) refreshShares() {
 }
 
 func (s *Source) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.closed
 }
 
-// call runs f, one NVML call, under Source.mu, unless the source is closed
-// or board i lost. It reports whether f ran.
+// call runs f, one NVML call, under Source.mu's read side, unless the
+// source is closed or board i lost. It reports whether f ran.
 func (s *Source) call(i int, f func()) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.lost[i] != nil {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed || s.lost[i].Load() != nil {
 		return false
 	}
 	f()
 	return true
 }
 
-// shareOf computes board i's share. ok is false when the source closed or
-// the board was lost, and the share must be left as it is. err is a failed
-// listing, after which the share keeps its split and has Processes -1.
+// shareOf computes board i's share; see the package doc for each layout.
+// ok is false when the source closed or the board was lost, and the share
+// must be left as it is. err is a failed listing: on a board not in MIG
+// mode the share then keeps its split and has Processes -1; on a MIG board,
+// or one whose MIG mode cannot be read, it is unproven.
+//
+// The board is exclusive only when a listing proves it: it lists
+// processes, all of them attributed, or, outside MIG, it lists none.
 func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 	h := s.handles[i]
 	var (
 		procs, mps []nvml.ProcessInfo
+		mode       int
 		ret        nvml.Return
 	)
+	if !s.call(i, func() { mode, _, ret = h.GetMigMode() }) {
+		return sh, false, nil
+	}
+	var mig bool
+	switch ret {
+	case nvml.SUCCESS:
+		mig = mode == nvml.DEVICE_MIG_ENABLE
+	case nvml.ERROR_NOT_SUPPORTED:
+		// Boards without MIG answer NOT_SUPPORTED.
+	default:
+		// Whether the list below is complete depends on the mode.
+		return unproven, true, &returnError{op: "GetMigMode", ret: ret}
+	}
 	if !s.call(i, func() { procs, ret = h.GetComputeRunningProcesses() }) {
 		return sh, false, nil
 	}
 	if ret != nvml.SUCCESS {
+		err = &returnError{op: "GetComputeRunningProcesses", ret: ret}
+		if mig {
+			// The parent handle lists processes only to a privileged
+			// caller, so a failure there is the usual answer.
+			return unproven, true, err
+		}
 		sh = s.Share(i)
 		sh.Processes = -1
-		return sh, true, &returnError{op: "GetComputeRunningProcesses", ret: ret}
+		return sh, true, err
 	}
 	// MPS clients are listed apart from the MPS server. Drivers without
 	// MPS listing answer NOT_SUPPORTED, which leaves the plain list.
@@ -191,13 +231,20 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 	s.pids = pids
 
 	n := len(pids)
-	if !s.identifiable {
-		// Which listed process is ours cannot be told: a lone process is
-		// taken to be the attributed one; more are shared, unsplit.
-		if n <= 1 {
-			return source.Share{Processes: n, Split: true, Fraction: 1}, true, nil
-		}
-		return source.Share{Processes: n, Shared: true}, true, nil
+	switch {
+	case n == 0 && mig:
+		// An unprivileged caller may be shown no process on the parent
+		// handle however many run in the MIG instances: an empty list
+		// does not prove the board idle.
+		return notSplit(0), true, nil
+	case n == 0:
+		return exclusive(0), true, nil
+	case !s.identifiable:
+		// This process's pid cannot be compared with NVML's. A lone
+		// process on a board this container sees is most likely this
+		// one, but that is a guess: the board is charged whole and
+		// flagged, never reported as certainly ours.
+		return notSplit(n), true, nil
 	}
 	mine := 0
 	for _, p := range pids {
@@ -205,25 +252,20 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 			mine++
 		}
 	}
-	excl := source.Share{Processes: n, Split: true, Fraction: 1}
-	if n == 0 {
-		return excl, true, nil
-	}
-
-	var mode int
-	if !s.call(i, func() { mode, _, ret = h.GetMigMode() }) {
-		return sh, false, nil
-	}
-	if ret == nvml.SUCCESS && mode == nvml.DEVICE_MIG_ENABLE {
-		// NVML gives no per-process utilization under MIG.
+	if mig {
+		// A list from the parent handle is the aggregate one, which NVML
+		// gives only to a privileged caller, so a list of attributed
+		// processes alone proves the board theirs. NVML gives no
+		// per-process utilization under MIG to split it otherwise.
 		if mine == n {
-			return excl, true, nil
+			return exclusive(n), true, nil
 		}
-		return source.Share{Processes: n, Shared: true}, true, nil
+		return notSplit(n), true, nil
 	}
 
-	// Utilization is read even when only attributed processes run, so that
-	// lastSeen stays current and a newcomer is measured from its arrival.
+	// Utilization is read even when only attributed processes run, or
+	// none of them, so that lastSeen stays current and a newcomer is
+	// measured from its arrival.
 	var samples []nvml.ProcessUtilizationSample
 	last := s.lastSeen[i]
 	if !s.call(i, func() { samples, ret = h.GetProcessUtilization(last) }) {
@@ -246,14 +288,20 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 	default:
 		// vGPU and some boards have no per-process utilization.
 		if mine == n {
-			return excl, true, nil
+			return exclusive(n), true, nil
 		}
-		return source.Share{Processes: n, Shared: true}, true, nil
+		return notSplit(n), true, nil
 	}
-	if mine == n {
-		return excl, true, nil
-	}
-	if total == 0 {
+	switch {
+	case mine == n:
+		return exclusive(n), true, nil
+	case mine == 0:
+		// The attributed processes are on no list of this board: a named
+		// pid that is wrong, or a gateway attributed to itself. A share
+		// of 0 would report their requests a confident zero, so the
+		// board is charged whole and flagged instead.
+		return notSplit(n), true, nil
+	case total == 0:
 		// No process used the SMs: the idle board is split evenly among
 		// the processes that hold it.
 		return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(mine) / float64(n)}, true, nil

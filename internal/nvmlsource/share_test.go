@@ -119,9 +119,48 @@ func TestShare(t *testing.T) {
 			want:  source.Share{Processes: 4, Shared: true, Split: true, Fraction: 0.25},
 		},
 		{
-			name:  "a board we do not use",
-			setup: func(_ *testing.T, d *server.Device) { procs(d, other) },
-			want:  source.Share{Processes: 1, Shared: true, Split: true, Fraction: 0},
+			// Not a confident zero: the attributed process may be missing
+			// from the list for reasons the source cannot see (a wrong
+			// pid, a pid namespace), so the board is charged unsplit and
+			// flagged.
+			name: "attributed process absent from a used board",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, other)
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(other, 10, 70)})
+			},
+			want: source.Share{Processes: 1, Shared: true},
+		},
+		{
+			name: "WithProcesses pid absent from a board with two others",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, me, other+1)
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(me, 10, 30), sample(other+1, 10, 70)})
+			},
+			opts: []nvmlsource.Option{nvmlsource.WithProcesses(other)},
+			want: source.Share{Processes: 2, Shared: true},
+		},
+		{
+			name: "first listing fails",
+			setup: func(_ *testing.T, d *server.Device) {
+				d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_UNKNOWN }
+			},
+			want: source.Share{Processes: -1, Shared: true},
+		},
+		{
+			name: "MIG mode unreadable",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, me)
+				d.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_UNKNOWN }
+			},
+			want: source.Share{Processes: -1, Shared: true},
+		},
+		{
+			name: "MIG mode not supported is not MIG",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, me)
+				d.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
+			},
+			want: source.Share{Processes: 1, Split: true, Fraction: 1},
 		},
 		{
 			name: "MIG board with another process",
@@ -131,6 +170,34 @@ func TestShare(t *testing.T) {
 				d.GetProcessUtilizationFunc = nil // a call would panic
 			},
 			want: source.Share{Processes: 2, Shared: true},
+		},
+		{
+			// The parent handle lists processes only to a privileged
+			// caller: an empty list does not prove the board idle.
+			name: "MIG board, empty listing",
+			setup: func(t *testing.T, d *server.Device) {
+				withMIG(t, d, 2)
+				d.GetProcessUtilizationFunc = nil
+			},
+			want: source.Share{Processes: 0, Shared: true},
+		},
+		{
+			name: "MIG board, listing fails",
+			setup: func(t *testing.T, d *server.Device) {
+				withMIG(t, d, 2)
+				d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
+				d.GetProcessUtilizationFunc = nil
+			},
+			want: source.Share{Processes: -1, Shared: true},
+		},
+		{
+			name: "MIG board, only another process",
+			setup: func(t *testing.T, d *server.Device) {
+				withMIG(t, d, 2)
+				procs(d, other)
+				d.GetProcessUtilizationFunc = nil
+			},
+			want: source.Share{Processes: 1, Shared: true},
 		},
 		{
 			name: "MIG board with only this process",
@@ -168,10 +235,33 @@ func TestShare(t *testing.T) {
 			want:  source.Share{Processes: 1, Split: true, Fraction: 1},
 		},
 		{
+			// Most likely this process, but a guess: the whole board is
+			// charged, flagged.
 			name:  "pids not comparable, one process",
 			setup: func(_ *testing.T, d *server.Device) { procs(d, 777) },
 			opts:  []nvmlsource.Option{nvmlsource.WithHostPIDs(false)},
+			want:  source.Share{Processes: 1, Shared: true},
+		},
+		{
+			name: "in a container, WithProcesses host pids are compared",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, 777, 778)
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(777, 10, 30), sample(778, 10, 70)})
+			},
+			opts: []nvmlsource.Option{nvmlsource.WithHostPIDs(false), nvmlsource.WithProcesses(777)},
+			want: source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.3},
+		},
+		{
+			name:  "in a container, WithProcesses names the lone process",
+			setup: func(_ *testing.T, d *server.Device) { procs(d, 777) },
+			opts:  []nvmlsource.Option{nvmlsource.WithHostPIDs(false), nvmlsource.WithProcesses(777)},
 			want:  source.Share{Processes: 1, Split: true, Fraction: 1},
+		},
+		{
+			name:  "in a container, the lone process is not the WithProcesses one",
+			setup: func(_ *testing.T, d *server.Device) { procs(d, 778) },
+			opts:  []nvmlsource.Option{nvmlsource.WithHostPIDs(false), nvmlsource.WithProcesses(777)},
+			want:  source.Share{Processes: 1, Shared: true},
 		},
 		{
 			name:  "pids not comparable, two processes",
@@ -255,6 +345,51 @@ func TestShareSteps(t *testing.T) {
 	}
 	if want := []uint64{0, 100, 200, 200}; !equalU64(*seen, want) {
 		t.Errorf("GetProcessUtilization lastSeenTimestamps = %v, want %v", *seen, want)
+	}
+}
+
+// TestShareMIGSteps follows a MIG board through refreshes: a list of this
+// process alone proves it exclusive; a listing that then fails or comes
+// back empty proves nothing, so the exclusive share is not kept.
+func TestShareMIGSteps(t *testing.T) {
+	notes := captureErrors(t)
+	me := uint32(os.Getpid())
+	srv, fake := fakeH100(t, steady)
+	d := fake[0]
+	withMIG(t, d, 2)
+	d.GetProcessUtilizationFunc = nil // a call would panic: none under MIG
+	procs(d, me)
+	s := newSource(t, srv)
+
+	steps := []struct {
+		name   string
+		before func()
+		want   source.Share
+	}{
+		{name: "privileged listing, this process only", want: source.Share{Processes: 1, Split: true, Fraction: 1}},
+		{
+			name: "listing refused",
+			before: func() {
+				d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
+			},
+			want: source.Share{Processes: -1, Shared: true},
+		},
+		{name: "listing empty", before: func() { procs(d) }, want: source.Share{Processes: 0, Shared: true}},
+		{name: "listed again", before: func() { procs(d, me) }, want: source.Share{Processes: 1, Split: true, Fraction: 1}},
+	}
+	for i, st := range steps {
+		if st.before != nil {
+			st.before()
+		}
+		if i > 0 {
+			nvmlsource.RefreshShares(s)
+		}
+		if got := s.Share(0); got != st.want {
+			t.Errorf("%s: Share(0) = %+v, want %+v", st.name, got, st.want)
+		}
+	}
+	if got := notes(); len(got) != 1 || !errors.Is(got[0], nvml.ERROR_NO_PERMISSION) {
+		t.Errorf("otel.Handle got %v, want the refused listing once", got)
 	}
 }
 
@@ -443,5 +578,74 @@ func BenchmarkRefresh(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		nvmlsource.RefreshShares(s)
+	}
+}
+
+// TestReadEnergyDuringListingConcurrentSafe holds a listing call inside
+// NVML and checks that energy reads go on meanwhile, and that Close, asked
+// while the call is in progress, waits for it before Shutdown.
+func TestReadEnergyDuringListingConcurrentSafe(t *testing.T) {
+	srv, fake := fakeH100(t, steady)
+	var inFlight atomic.Int32
+	srv.ShutdownFunc = func() nvml.Return {
+		if n := inFlight.Load(); n != 0 {
+			t.Errorf("Shutdown with %d listing calls in progress", n)
+		}
+		return nvml.SUCCESS
+	}
+	s, err := nvmlsource.New(testOpts(srv)...)
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	fake[0].GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		close(entered)
+		<-release
+		return nil, nvml.SUCCESS
+	}
+	refreshed := make(chan struct{})
+	go func() {
+		defer close(refreshed)
+		nvmlsource.RefreshShares(s)
+	}()
+	<-entered
+
+	reads := make(chan error, len(fake))
+	go func() {
+		for i := range s.Devices() {
+			_, err := s.ReadEnergy(i)
+			reads <- err
+		}
+	}()
+	timeout := time.After(10 * time.Second)
+	got := 0
+wait:
+	for got < len(fake) {
+		select {
+		case err := <-reads:
+			if err != nil {
+				t.Errorf("ReadEnergy(%d) during a listing call = %v", got, err)
+			}
+			got++
+		case <-timeout:
+			t.Errorf("ReadEnergy(%d) still waiting for the listing's NVML call after 10 s", got)
+			break wait
+		}
+	}
+
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	close(release)
+	<-refreshed
+	for ; got < len(fake); got++ {
+		<-reads
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close() = %v", err)
+	}
+	if n := len(srv.ShutdownCalls()); n != 1 {
+		t.Errorf("Shutdown called %d times, want 1", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -25,6 +26,10 @@ type config struct {
 	devices []string
 	// pids are the attributed processes; empty means this process.
 	pids []int
+	// explicitPIDs reports whether pids came from WithProcesses, which
+	// gives them in the host's numbering, so that they always compare
+	// with NVML's.
+	explicitPIDs bool
 	// lookupEnv reads the environment; a test seam.
 	lookupEnv func(string) (string, bool)
 	// shareInterval is the period of the process listing; zero or less
@@ -50,7 +55,8 @@ func newConfig(opts []Option) config {
 		// this source's Init and Shutdown pair with nobody else's.
 		c.lib = nvml.New()
 	}
-	if len(c.pids) == 0 {
+	c.explicitPIDs = len(c.pids) > 0
+	if !c.explicitPIDs {
 		c.pids = []int{os.Getpid()}
 	}
 	return c
@@ -68,21 +74,28 @@ func WithInterface(lib nvml.Interface) Option {
 // process uses, and tracks which processes share them. Create one with
 // [New]; a Source must not be copied.
 //
-// All methods are safe for concurrent use. ReadEnergy, Close and the
-// process listing serialize every NVML call on one mutex, so Close waits
-// for a call in progress and no call reaches NVML after Close.
+// All methods are safe for concurrent use. NVML is thread-safe, so
+// ReadEnergy and the process listing call it concurrently: a reading never
+// waits for a listing's calls. Close waits for the calls in progress, and
+// no call reaches NVML after Close.
 type Source struct {
 	lib     nvml.Interface
 	devices []source.Device
 	handles []nvml.Device
 	skipped []Skipped
 
-	// mu guards closed and lost, and is held across every NVML call made
-	// after New, so that Shutdown can never overlap or precede a call.
-	mu     sync.Mutex
+	// mu is held for reading across every NVML call made after New, and
+	// for writing by Close while it sets closed and calls Shutdown, so that
+	// calls run side by side but none overlaps or follows Shutdown. Close
+	// stops the listing goroutine before it asks for the write side, so a
+	// pending Close never holds a reading back behind a listing call.
+	mu sync.RWMutex
+	// closed is written under mu's write side.
 	closed bool
-	// lost[i] is the error that marked devices[i] lost, or nil.
-	lost []error
+	// lost[i] holds the error that marked devices[i] lost, or nil. It is
+	// atomic because ReadEnergy sets it under mu's read side while the
+	// listing reads it.
+	lost []atomic.Pointer[error]
 
 	sharing
 }
@@ -188,7 +201,7 @@ func enumerate(c config) (*Source, []error, error) {
 		}
 		return nil, nil, fmt.Errorf("%w: %w", source.ErrNoDevices, errors.Join(reasons...))
 	}
-	s.lost = make([]error, len(s.devices))
+	s.lost = make([]atomic.Pointer[error], len(s.devices))
 	return s, sel.notes, nil
 }
 
@@ -216,11 +229,26 @@ func probe(h nvml.Device, d source.Device) (source.Device, error) {
 	if _, ret = h.GetTotalEnergyConsumption(); ret != nvml.SUCCESS {
 		return d, probeError("GetTotalEnergyConsumption", ret)
 	}
-	// Without a limit the sampler's default bound applies.
-	if mw, ret := h.GetEnforcedPowerLimit(); ret == nvml.SUCCESS && mw > 0 {
-		d.MaxWatts = float64(mw) / 1000 * powerMargin
-	}
+	d.MaxWatts = maxWatts(h)
 	return d, nil
+}
+
+// maxWatts bounds what the board can draw: the most its power limit can be
+// set to (GetPowerManagementLimitConstraints), times powerMargin. The limit
+// in force now is no bound, because an administrator or a DCGM policy can
+// raise it at any time without this process knowing. The enforced limit is
+// used where it is the higher, or where the constraints do not answer.
+// It returns 0, which leaves the sampler's default bound, where neither
+// answers.
+func maxWatts(h nvml.Device) float64 {
+	var mw uint32
+	if _, hi, ret := h.GetPowerManagementLimitConstraints(); ret == nvml.SUCCESS {
+		mw = hi
+	}
+	if lim, ret := h.GetEnforcedPowerLimit(); ret == nvml.SUCCESS {
+		mw = max(mw, lim)
+	}
+	return float64(mw) / 1000 * powerMargin
 }
 
 // probeError wraps a failed probe call in the sentinel that says whether the
@@ -265,22 +293,23 @@ func (s *Source) ReadEnergy(i int) (uint64, error) {
 	if i < 0 || i >= len(s.devices) {
 		return 0, fmt.Errorf("nvmlsource: device index %d out of range [0, %d)", i, len(s.devices))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if s.closed {
 		return 0, fmt.Errorf("%w: NVML source closed", source.ErrUnavailable)
 	}
-	if err := s.lost[i]; err != nil {
-		return 0, err
+	if err := s.lost[i].Load(); err != nil {
+		return 0, *err
 	}
 	mj, ret := s.handles[i].GetTotalEnergyConsumption()
 	switch ret {
 	case nvml.SUCCESS:
 		return mj, nil
 	case nvml.ERROR_GPU_IS_LOST:
-		s.lost[i] = fmt.Errorf("%w: GPU %d %s: %w", source.ErrDeviceLost, i, s.devices[i].ID,
+		err := fmt.Errorf("%w: GPU %d %s: %w", source.ErrDeviceLost, i, s.devices[i].ID,
 			&returnError{op: "GetTotalEnergyConsumption", ret: ret})
-		return 0, s.lost[i]
+		s.lost[i].Store(&err)
+		return 0, err
 	default:
 		return 0, fmt.Errorf("%w: GPU %d %s: %w", source.ErrRead, i, s.devices[i].ID,
 			&returnError{op: "GetTotalEnergyConsumption", ret: ret})
@@ -289,8 +318,8 @@ func (s *Source) ReadEnergy(i int) (uint64, error) {
 
 // Close stops the process listing, waits for it to end, and shuts NVML
 // down. Only the first call calls Shutdown and can return its error; later
-// calls return nil. Close waits for a ReadEnergy in progress and is safe to
-// call from any goroutine.
+// calls return nil. Close waits for the NVML calls in progress (a
+// ReadEnergy, a listing) and is safe to call from any goroutine.
 func (s *Source) Close() error {
 	s.stopSharing()
 	s.mu.Lock()

@@ -47,6 +47,9 @@ func fakeH100(t testing.TB, fn energyFunc) (*server.Server, []*server.Device) {
 			return fn(g, len(dev.GetTotalEnergyConsumptionCalls())-1)
 		}
 		dev.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return h100PowerLimitMW, nvml.SUCCESS }
+		dev.GetPowerManagementLimitConstraintsFunc = func() (uint32, uint32, nvml.Return) {
+			return h100MinPowerLimitMW, h100PowerLimitMW, nvml.SUCCESS
+		}
 		// No process holds any GPU until a test says otherwise.
 		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
 		dev.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
@@ -56,8 +59,12 @@ func fakeH100(t testing.TB, fn energyFunc) (*server.Server, []*server.Device) {
 }
 
 // h100PowerLimitMW is the enforced power limit of an H100 SXM5 at its
-// default setting, 700 W.
-const h100PowerLimitMW = 700_000
+// default setting, 700 W, which is also the most it can be set to;
+// h100MinPowerLimitMW is the least, 200 W.
+const (
+	h100PowerLimitMW    = 700_000
+	h100MinPowerLimitMW = 200_000
+)
 
 // testOpts makes New use lib, an empty environment and no listing
 // goroutine, followed by opts.
@@ -661,5 +668,46 @@ func TestMIGReadsBoardOnce(t *testing.T) {
 		if n := len(d.GetMigDeviceHandleByIndexCalls()); n != 0 {
 			t.Errorf("GPU %d: GetMigDeviceHandleByIndex called %d times, want 0", g, n)
 		}
+	}
+}
+
+// TestMaxWatts checks the power bound: the most the board's limit can be
+// set to, so that raising the limit at run time (nvidia-smi -pl, a DCGM
+// policy) never turns real steps into glitches; the enforced limit where
+// the constraints do not answer; nothing, so the sampler's default
+// applies, where neither does.
+func TestMaxWatts(t *testing.T) {
+	const notSupported = nvml.ERROR_NOT_SUPPORTED
+	tests := []struct {
+		name         string
+		maxMW        uint32
+		maxRet       nvml.Return
+		enforcedMW   uint32
+		enforcedRet  nvml.Return
+		wantMaxWatts float64
+	}{
+		{name: "limit lowered below the board's maximum", maxMW: 700_000, enforcedMW: 300_000, wantMaxWatts: 700 * 1.5},
+		{name: "limit at the maximum", maxMW: 700_000, enforcedMW: 700_000, wantMaxWatts: 700 * 1.5},
+		{name: "constraints not supported", maxRet: notSupported, enforcedMW: 300_000, wantMaxWatts: 300 * 1.5},
+		{name: "constraints answer 0", maxMW: 0, enforcedMW: 300_000, wantMaxWatts: 300 * 1.5},
+		{name: "enforced above the reported maximum", maxMW: 250_000, enforcedMW: 300_000, wantMaxWatts: 300 * 1.5},
+		{name: "neither answers", maxRet: notSupported, enforcedRet: notSupported, wantMaxWatts: 0},
+		{name: "maximum only", maxMW: 600_000, enforcedRet: notSupported, wantMaxWatts: 600 * 1.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, fake := fakeH100(t, steady)
+			fake[1].GetPowerManagementLimitConstraintsFunc = func() (uint32, uint32, nvml.Return) {
+				return h100MinPowerLimitMW, tt.maxMW, tt.maxRet
+			}
+			fake[1].GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return tt.enforcedMW, tt.enforcedRet }
+			s := newSource(t, srv)
+			if got := s.Devices()[1].MaxWatts; math.Abs(got-tt.wantMaxWatts) > 1e-9 {
+				t.Errorf("Devices()[1].MaxWatts = %v, want %v", got, tt.wantMaxWatts)
+			}
+			if got := s.Devices()[0].MaxWatts; got != 700*1.5 {
+				t.Errorf("Devices()[0].MaxWatts = %v, want %v", got, 700*1.5)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ package nvmlsource
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -160,19 +161,8 @@ func choose(r *resolver, ids []string, lookupEnv func(string) (string, bool)) (s
 	}
 	var whys []string
 	if v, ok := lookupEnv(envCUDA); ok {
-		cuda := make([]bool, len(r.boards))
-		for _, e := range strings.Split(v, ",") {
-			i, ok := r.resolve(e)
-			if !ok {
-				// CUDA hides an invalid entry and every entry after it.
-				if v != "" {
-					sel.notes = append(sel.notes, fmt.Errorf("%s=%q: entry %q matches no GPU, so it and every entry after it are hidden, as CUDA hides them",
-						envCUDA, v, strings.TrimSpace(e)))
-				}
-				break
-			}
-			cuda[i] = true
-		}
+		cuda, notes := r.cudaVisible(v)
+		sel.notes = append(sel.notes, notes...)
 		for i := range sel.meter {
 			sel.meter[i] = sel.meter[i] && cuda[i]
 		}
@@ -207,6 +197,121 @@ func choose(r *resolver, ids []string, lookupEnv func(string) (string, bool)) (s
 	}
 	sel.why = "hidden by " + strings.Join(whys, " and ")
 	return sel, nil
+}
+
+// cudaVisible returns the boards that CUDA_VISIBLE_DEVICES=v leaves
+// visible, read as the CUDA driver reads it, and the problems to report.
+// The rules, and where each comes from:
+//
+//   - Set and empty, no GPU; an invalid index ends the list, hiding itself
+//     and every entry after it; GPU UUIDs with "GPU-", abbreviated to any
+//     unique prefix; MIG-<uuid>: the CUDA Programming Guide, "CUDA
+//     Environment Variables", CUDA_VISIBLE_DEVICES.
+//   - The first entry decides what the list is: a list of GPU UUIDs when it
+//     starts with "GPU-", of MIG UUIDs when it starts with "MIG-", of
+//     indices otherwise. In a UUID list, an entry of another form ends the
+//     list; in an index list, a UUID is an invalid index and ends it.
+//     Indices are read like C's strtoul: leading digits, the rest ignored,
+//     so "1gpu2" is 1; no digits or a negative number is invalid. A UUID
+//     without "GPU-" is therefore read as an index ("8a4b" is 8). An
+//     index past the last GPU ends the list. A repeated index, or a UUID
+//     list naming one GPU twice (or one MIG UUID twice), leaves no GPU
+//     visible at all. These are the rules PyTorch reproduces in
+//     torch.cuda._parse_visible_devices and _transform_uuid_to_ordinals
+//     (pytorch/pytorch PRs 84879 and 92315, the latter tested against the
+//     525.60.13 driver); NVIDIA documents none of them.
+//
+// Spaces around entries are ignored and prefixes match in any case; what
+// CUDA does with either in a UUID list is not documented.
+func (r *resolver) cudaVisible(v string) ([]bool, []error) {
+	visible := make([]bool, len(r.boards))
+	entries := strings.Split(v, ",")
+	var notes []error
+	hidden := func(e, why string) {
+		if v != "" {
+			notes = append(notes, fmt.Errorf("%s=%q: entry %q %s, so it and every entry after it are hidden, as CUDA hides them",
+				envCUDA, v, e, why))
+		}
+	}
+	none := func(why string) ([]bool, []error) {
+		return make([]bool, len(r.boards)), []error{fmt.Errorf("%s=%q %s, and CUDA then shows no GPU", envCUDA, v, why)}
+	}
+
+	first := strings.TrimSpace(entries[0])
+	if kind := first[:min(len(first), 4)]; strings.EqualFold(kind, "GPU-") || strings.EqualFold(kind, "MIG-") {
+		var seen []int
+		var migs []string
+		for _, e := range entries {
+			e = strings.TrimSpace(e)
+			if !hasPrefixFold(e, kind) {
+				hidden(e, "is not a "+kind+" UUID in a list of them")
+				break
+			}
+			i, ok := r.resolve(e)
+			if !ok {
+				hidden(e, "matches no GPU, or more than one")
+				break
+			}
+			if strings.EqualFold(kind, "GPU-") && slices.Contains(seen, i) {
+				return none(fmt.Sprintf("names GPU %d twice", i))
+			}
+			if strings.EqualFold(kind, "MIG-") && slices.ContainsFunc(migs, func(m string) bool { return strings.EqualFold(m, e) }) {
+				return none(fmt.Sprintf("names %s twice", e))
+			}
+			seen, migs = append(seen, i), append(migs, e)
+			visible[i] = true
+		}
+		return visible, notes
+	}
+
+	var indices []uint64
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		n, rest, ok := strtoul(e)
+		if !ok {
+			hidden(e, "is not an index")
+			break
+		}
+		if slices.Contains(indices, n) {
+			return none(fmt.Sprintf("repeats index %d", n))
+		}
+		if rest != "" {
+			notes = append(notes, fmt.Errorf("%s=%q: entry %q is read as index %d, as CUDA reads it", envCUDA, v, e, n))
+		}
+		indices = append(indices, n)
+	}
+	for _, n := range indices {
+		if n >= uint64(len(r.boards)) {
+			hidden(strconv.FormatUint(n, 10), "is past the last GPU")
+			break
+		}
+		visible[n] = true
+	}
+	return visible, notes
+}
+
+// strtoul reads s as C's strtoul reads a base-10 number: an optional sign,
+// then digits, the rest returned unread. ok is false when s has no digits
+// or is negative. A number too large for uint64 saturates.
+func strtoul(s string) (n uint64, rest string, ok bool) {
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	digits := 0
+	for digits < len(s) && s[digits] >= '0' && s[digits] <= '9' {
+		d := uint64(s[digits] - '0')
+		if n > (^uint64(0)-d)/10 {
+			n = ^uint64(0)
+		} else {
+			n = n*10 + d
+		}
+		digits++
+	}
+	if digits == 0 || neg && n != 0 {
+		return 0, s, false
+	}
+	return n, s[digits:], true
 }
 
 // uuidList reports whether v lists only GPU and MIG UUIDs. Indices in

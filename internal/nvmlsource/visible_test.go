@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -107,10 +108,83 @@ func TestDeviceScope(t *testing.T) {
 			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[4][:14]} },
 			want: []int{4},
 		},
+		// CUDA reads an entry that does not start with GPU- or MIG- as an
+		// index, like strtoul (pytorch/pytorch PR 84879): a UUID prefix
+		// without GPU- is an index, or invalid.
+		{name: "UUID prefix without GPU- is read as an index", env: cuda("3f2a9c"), want: []int{3}, wantNotes: 1},
 		{
-			name: "UUID prefix without GPU-",
-			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[5][4:14]} },
-			want: []int{5},
+			name:     "UUID prefix without GPU- and no leading digit is invalid",
+			env:      cuda("f2a9c"),
+			wantErr:  []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{`"f2a9c" is not an index`} },
+		},
+		{name: "strtoul reads 1gpu2 as 1", env: cuda("1gpu2,2ampere"), want: []int{1, 2}, wantNotes: 1},
+		{name: "leading plus sign", env: cuda("+4"), want: []int{4}},
+		{name: "empty entry ends the list", env: cuda("1,,2"), want: []int{1}, wantNotes: 1},
+		// The first entry decides the list's kind (PR 92315, matched
+		// against the 525.60.13 driver): a UUID in an index list is an
+		// invalid index, an index in a UUID list ends it.
+		{
+			name: "index list followed by a UUID",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": "2," + l.ids[3] + ",4"}
+			},
+			want: []int{2}, wantNotes: 1,
+		},
+		{
+			name: "UUID list followed by an index",
+			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[3] + ",2"} },
+			want: []int{3}, wantNotes: 1,
+		},
+		{
+			name: "GPU UUID list followed by a MIG UUID",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[3] + "," + l.migs[0]}
+			},
+			want: []int{3}, wantNotes: 1,
+		},
+		// A repeated device leaves no device visible at all (PRs 84879
+		// and 92315: "Repeated ordinal results in empty set").
+		{
+			name:     "repeated index hides every GPU",
+			env:      cuda("5, 2,5"),
+			wantErr:  []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{"repeats index 5", "shows no GPU"} },
+		},
+		{
+			// The repeat is found as the list is read, before indices are
+			// checked against the GPUs there are.
+			name:     "repeat after an index past the end hides every GPU",
+			env:      cuda("0,9,0"),
+			wantErr:  []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{"repeats index 0"} },
+		},
+		{
+			name:      "repeat after an invalid entry is never read",
+			env:       cuda("0,bogus,0"),
+			want:      []int{0},
+			wantNotes: 1,
+		},
+		{
+			name: "UUID list naming a GPU twice hides every GPU",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[3] + "," + l.ids[1] + "," + l.ids[3][:12]}
+			},
+			wantErr:  []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{"names GPU 3 twice"} },
+		},
+		{
+			name: "MIG UUID repeated hides every GPU",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.migs[0] + "," + l.migs[0]}
+			},
+			wantErr:  []error{source.ErrNoDevices, source.ErrNotVisible},
+			wantText: func(layout) []string { return []string{"twice"} },
+		},
+		{
+			name: "ambiguous UUID prefix ends the list",
+			env:  func(l layout) map[string]string { return map[string]string{"CUDA_VISIBLE_DEVICES": l.ids[2] + ",GPU-"} },
+			want: []int{2}, wantNotes: 1,
 		},
 		{
 			name: "MIG UUID names its board",
@@ -125,14 +199,21 @@ func TestDeviceScope(t *testing.T) {
 			want: []int{migBoard},
 		},
 		{
-			name: "several MIG instances and the index of one board meter it once",
+			name: "several MIG instances of one board meter it once",
 			env: func(l layout) map[string]string {
-				return map[string]string{"CUDA_VISIBLE_DEVICES": l.migs[0] + "," + l.migs[1] + ",6"}
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.migs[0] + "," + l.migs[1]}
 			},
 			want: []int{migBoard},
 		},
+		{
+			name: "MIG list followed by an index",
+			env: func(l layout) map[string]string {
+				return map[string]string{"CUDA_VISIBLE_DEVICES": l.migs[0] + ",2"}
+			},
+			want: []int{migBoard}, wantNotes: 1,
+		},
 		{name: "two indices", env: cuda("2,5"), want: []int{2, 5}},
-		{name: "order and duplicates", env: cuda("5, 2,5"), want: []int{2, 5}},
+		{name: "order and spaces", env: cuda(" 5, 2 "), want: []int{2, 5}},
 		{name: "invalid entry hides the rest", env: cuda("2,bogus,5"), want: []int{2}, wantNotes: 1},
 		{name: "index past the end hides the rest", env: cuda("1,8,3"), want: []int{1}, wantNotes: 1},
 		{
@@ -281,4 +362,65 @@ func cuda(v string) func(layout) map[string]string {
 
 func nvidia(v string) func(layout) map[string]string {
 	return func(layout) map[string]string { return map[string]string{"NVIDIA_VISIBLE_DEVICES": v} }
+}
+
+// FuzzCUDAVisibleDevices reads arbitrary CUDA_VISIBLE_DEVICES values on the
+// fake DGX H100: New never panics, reads a value the same way twice, and
+// meters only GPUs that some entry names, by index (read like strtoul), by
+// UUID prefix, or through a MIG UUID of the board.
+func FuzzCUDAVisibleDevices(f *testing.F) {
+	for _, seed := range []string{"", "0", "2,5", "5,2,5", "0,9,0", "1gpu2,2ampere", "+4", "-1", "1,,2",
+		"GPU-", "GPU-0,1", "MIG-", "MIG-GPU-x/1/0", " 3 , 1", "18446744073709551616", "0,GPU-1"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		captureErrors(t)
+		srv, fake := fakeH100(t, steady)
+		migs := withMIG(t, fake[6], 2)
+		read := func() []int {
+			s, err := nvmlsource.New(testOpts(srv, nvmlsource.WithEnv(map[string]string{"CUDA_VISIBLE_DEVICES": v}))...)
+			if err != nil {
+				if !errors.Is(err, source.ErrNoDevices) {
+					t.Fatalf("New() = %v, want success or ErrNoDevices", err)
+				}
+				return nil
+			}
+			defer s.Close()
+			return indices(s.Devices())
+		}
+		got := read()
+		if again := read(); !slices.Equal(got, again) {
+			t.Fatalf("CUDA_VISIBLE_DEVICES=%q metered %v, then %v", v, got, again)
+		}
+		entries := strings.Split(v, ",")
+		for _, i := range got {
+			named := slices.ContainsFunc(entries, func(e string) bool {
+				e = strings.ToLower(strings.TrimSpace(e))
+				uuid := strings.ToLower(fake[i].UUID)
+				if e != "" && (strings.HasPrefix(uuid, e) || strings.Contains(e, uuid)) {
+					return true
+				}
+				if i == 6 && strings.HasPrefix(e, "mig-") && slices.ContainsFunc(migs, func(m string) bool {
+					return strings.HasPrefix(strings.ToLower(m), e)
+				}) {
+					return true
+				}
+				// An index: a sign, then digits whose value is i; "-" only
+				// before a zero.
+				neg := false
+				if e != "" && (e[0] == '+' || e[0] == '-') {
+					neg, e = e[0] == '-', e[1:]
+				}
+				end := 0
+				for end < len(e) && e[end] >= '0' && e[end] <= '9' {
+					end++
+				}
+				n, err := strconv.ParseUint(e[:end], 10, 64)
+				return err == nil && n == uint64(i) && (!neg || n == 0)
+			})
+			if !named {
+				t.Errorf("CUDA_VISIBLE_DEVICES=%q meters GPU %d, which no entry names", v, i)
+			}
+		}
+	})
 }

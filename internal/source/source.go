@@ -103,7 +103,8 @@ type Share struct {
 	// latest listing, or -1 when unknown.
 	Processes int
 	// Shared is true when processes other than the attributed ones use the
-	// device.
+	// device, or may: a source that cannot prove the attributed processes
+	// alone use it reports it Shared.
 	Shared bool
 	// Split is true when Fraction was measured. A shared device whose
 	// utilization per process is unavailable (MIG, vGPU, NOT_SUPPORTED)
