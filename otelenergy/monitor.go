@@ -325,10 +325,15 @@ func (m *Monitor) sampleLocked() {
 		if d.lost.Load() {
 			continue
 		}
-		if m.read(i, d, t) {
-			stepped = true
-		}
+		// Each reading is stamped when its read returns, and bracketed
+		// from when the previous one did: a read that stalls, before or
+		// after it reaches the counter, widens its own window and moves
+		// no other device's time.
+		var s bool
+		s, t = m.read(i, d, t)
+		stepped = stepped || s
 	}
+	// t is now the end of the pass: the tokens are read after every device.
 	m.ledger.Observe(t, m.unownedOut.Load(), m.unownedIn.Load())
 	// Settle on every step, and now and then without one, so that requests
 	// become final even while a device is stuck, failing or lost.
@@ -341,14 +346,16 @@ func (m *Monitor) sampleLocked() {
 	m.sampleNanos.Store(int64(time.Since(began)))
 }
 
-// read samples device i at t and reports whether its counter stepped.
+// read samples device i, whose read begins at began, and reports whether
+// its counter stepped and when the read returned (never before began).
 // Errors are counted; the first of a run of failures is reported through
 // otel.Handle, because the sampler has no caller.
-func (m *Monitor) read(i int, d *device, t int64) bool {
+func (m *Monitor) read(i int, d *device, began int64) (bool, int64) {
 	raw, err := m.src.ReadEnergy(i)
+	t := max(m.now(), began)
 	var step tracker.Step
 	if err == nil {
-		step, err = d.acc.Advance(raw, t)
+		step, err = d.acc.AdvanceRead(raw, began, t)
 	}
 	if err != nil {
 		d.errors.Add(1)
@@ -360,7 +367,7 @@ func (m *Monitor) read(i int, d *device, t int64) bool {
 			otel.Handle(fmt.Errorf("otelenergy: reading %s (%s): %w", d.ID, d.Name, err))
 		}
 		d.failed = true
-		return false
+		return false, t
 	}
 	d.failed = false
 	if m.sharer != nil {
@@ -377,7 +384,7 @@ func (m *Monitor) read(i int, d *device, t int64) bool {
 		d.steps.Observe(t, false)
 		d.primed, d.prevRaw = true, raw
 		m.push(d, t, total)
-		return true
+		return true, t
 	}
 	// The counter stepped when its reading moved, other than by jitter:
 	// a step whose energy went to paying back a glitch is still a step.
@@ -387,11 +394,11 @@ func (m *Monitor) read(i int, d *device, t int64) bool {
 	}
 	at, ok := d.steps.Observe(t, moved)
 	if !ok {
-		return false
+		return false, t
 	}
 	d.period.Store(d.steps.Period())
 	m.push(d, at, total)
-	return true
+	return true, t
 }
 
 func (m *Monitor) push(d *device, at int64, total uint64) {

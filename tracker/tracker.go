@@ -115,11 +115,12 @@ type Tracker struct {
 	// MaxUpdatePeriod before firstAt.
 	anchor   int64
 	anchored bool
-	firstAt  int64
+	firstAt  int64 // when the First reading began
 
-	lastRaw uint64 // the previous accepted reading, whatever its kind
-	lastAt  int64
-	runFrom int64 // time of the last reading before the run of readings equal to lastRaw
+	lastRaw   uint64 // the previous accepted reading, whatever its kind
+	lastAt    int64  // when it returned
+	lastBegan int64  // when it began: its value was sampled in [lastBegan, lastAt]
+	runFrom   int64  // began of the last reading before the run of readings equal to lastRaw
 
 	// The last known power is powDelta/powWindow mJ/ns; powWindow == 0
 	// means none is known.
@@ -187,24 +188,37 @@ func (t *Tracker) Max() uint64 {
 // pay before they charge anything (Reset and Glitch steps do not pay it).
 // So one bad reading costs nothing and loses nothing.
 func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
+	return t.AdvanceRead(raw, at, at)
+}
+
+// AdvanceRead is [Tracker.Advance] for a reading that took time: the
+// counter was sampled at some unknown instant in [began, at], as when a
+// read may stall before or after it reaches the hardware. The bound and
+// the glitch charge are judged on the widest window the reading allows:
+// the energy it shows was counted by at, and a reading's value is known
+// to have appeared only after the previous reading's began. A began after
+// at is taken as at; only at must not go backwards. Advance(raw, at) is
+// AdvanceRead(raw, at, at).
+func (t *Tracker) AdvanceRead(raw uint64, began, at int64) (Step, error) {
+	began = min(began, at)
 	max := t.Max()
 	if raw > max {
 		return Step{}, fmt.Errorf("%w: %d > %d", ErrOutOfRange, raw, max)
 	}
 	if !t.seen {
-		t.seen, t.base, t.firstAt = true, raw, at
-		t.lastRaw, t.lastAt = raw, at
+		t.seen, t.base, t.firstAt = true, raw, began
+		t.lastRaw, t.lastAt, t.lastBegan = raw, at, began
 		return Step{Kind: First}, nil
 	}
 	if at < t.lastAt {
 		return Step{}, fmt.Errorf("%w: %d < %d", ErrTimeBackwards, at, t.lastAt)
 	}
 	if raw != t.lastRaw {
-		t.runFrom = t.lastAt
+		t.runFrom = t.lastBegan
 	}
 	sinceLast := uint64(at) - uint64(t.lastAt)
-	prevAt := t.lastAt
-	t.lastRaw, t.lastAt = raw, at
+	prevAt := t.lastBegan
+	t.lastRaw, t.lastAt, t.lastBegan = raw, at, began
 
 	// window and powWin are exact: at ≥ every earlier reading's time, and
 	// the difference of two int64s fits in a uint64.
@@ -405,7 +419,13 @@ func NewAccumulator(l Limits) *Accumulator {
 // does, and returns the step it produced. On error the total and the counts
 // are unchanged.
 func (a *Accumulator) Advance(raw uint64, at int64) (Step, error) {
-	s, err := a.tr.Advance(raw, at)
+	return a.AdvanceRead(raw, at, at)
+}
+
+// AdvanceRead feeds one raw reading sampled at some instant in [began, at],
+// as [Tracker.AdvanceRead] does.
+func (a *Accumulator) AdvanceRead(raw uint64, began, at int64) (Step, error) {
+	s, err := a.tr.AdvanceRead(raw, began, at)
 	if err != nil {
 		return s, err
 	}
