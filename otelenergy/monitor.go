@@ -474,7 +474,8 @@ type Stats struct {
 	// rejected for a negative or absurd count.
 	RejectedTokenReports uint64
 	// DroppedRequests counts requests that got no energy because 65,536
-	// were already being tracked.
+	// were already being tracked or waiting for the sampler to take them
+	// (a sampler stuck in a device read takes none).
 	DroppedRequests uint64
 	// ExpiredRequests counts requests not ended within an hour of their
 	// start: they stopped accruing then.
