@@ -123,12 +123,21 @@ func (r *Ring) valid(j, hi2 uint64) bool { return j+r.mask+1 > hi2 }
 
 // Back returns the point k pushes before the newest (0 is the newest). It
 // returns false when the ring holds no such point.
-func (r *Ring) Back(k int) (Point, bool) {
+func (r *Ring) Back(k int) (Point, bool) { return r.backFrom(k, r.written.Load()) }
+
+// backFrom is Back for a reader whose first load of written returned hi;
+// a retry reloads it. Taking that first load as a parameter lets a test
+// replay a reader that the writer overtook between its two loads of
+// written, and costs Back nothing: Back inlines to this one call.
+func (r *Ring) backFrom(k int, hi uint64) (Point, bool) {
 	if k < 0 {
 		return Point{}, false
 	}
-	for range readAttempts {
-		lo, hi := r.live(r.written.Load())
+	for attempt := range readAttempts {
+		if attempt > 0 {
+			hi = r.written.Load()
+		}
+		lo, hi := r.live(hi)
 		if uint64(k) >= hi-lo {
 			return Point{}, false
 		}

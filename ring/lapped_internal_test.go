@@ -1,0 +1,60 @@
+package ring
+
+import "testing"
+
+// TestBackRejectsLappedRead replays, step by step, a reader that the
+// writer overtakes between its two loads of written: the reader sees the
+// ring with the oldest point live, then the writer pushes one point and
+// starts overwriting the oldest slot (it has stored the new time, not yet
+// the energy or the tokens, and not yet published that push). The point the
+// reader then loads is torn, and validation must reject it. Once the
+// overwrite is published the slot's index is no longer live, and a fresh
+// reader sees only whole points.
+func TestBackRejectsLappedRead(t *testing.T) {
+	r, err := New(8) // 8 slots, 7 points visible
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := func(i int64) Point { return Point{T: i * 100, EnergyMJ: uint64(i) * 1000, Tokens: uint64(i) * 10} }
+	for i := range int64(7) {
+		if err := r.Push(pt(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hi := r.written.Load() // the reader's first load: 7 points, index 0 live
+	const oldest = 6       // Back(6) is index 0, in slot 0
+	if p, ok := r.backFrom(oldest, hi); !ok || p != pt(0) {
+		t.Fatalf("untouched ring: backFrom = %+v, %v; want %+v", p, ok, pt(0))
+	}
+
+	// The writer runs: it pushes index 7 (slot 7) and starts pushing
+	// index 8 = 0 + Cap(), into slot 0: the time is stored, the rest is
+	// not, and written says 8. From written alone the reader cannot tell
+	// how far that push got, so the point it loads is torn and must be
+	// rejected; its retry reloads written and finds the oldest whole
+	// point now live, index 1.
+	if err := r.Push(pt(7)); err != nil {
+		t.Fatal(err)
+	}
+	next := pt(8)
+	r.t[8&r.mask].Store(next.T)
+	if p, ok := r.backFrom(oldest, hi); !ok || p != pt(1) {
+		t.Fatalf("reader overtaken mid-write: backFrom = %+v, %v; want the torn point rejected and the retry's %+v", p, ok, pt(1))
+	}
+
+	// The writer finishes; Back, which reloads written, never returns a
+	// point that is not one of those pushed.
+	r.e[8&r.mask].Store(next.EnergyMJ)
+	r.k[8&r.mask].Store(next.Tokens)
+	r.written.Store(9)
+	r.lastT = next.T
+	for k := range r.Len() {
+		p, ok := r.Back(k)
+		if want := pt(int64(8 - k)); !ok || p != want {
+			t.Fatalf("Back(%d) = %+v, %v; want %+v", k, p, ok, want)
+		}
+	}
+	if p, ok := r.backFrom(oldest, hi); !ok || p != pt(2) {
+		t.Fatalf("reader lapped by a whole point: backFrom = %+v, %v; want the retry's %+v", p, ok, pt(2))
+	}
+}
