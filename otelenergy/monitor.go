@@ -92,6 +92,7 @@ type device struct {
 	prevRaw uint64 // sampler-only: the previous reading that was not jitter
 	primed  bool   // sampler-only: the ring has its first point
 	failed  bool   // sampler-only: the previous read failed
+	bounded bool   // sampler-only: a wrong power bound was reported
 	errors  atomic.Uint64
 	lost    atomic.Bool
 	period  atomic.Int64 // learned counter update period, ns; 0 unknown
@@ -370,6 +371,9 @@ func (m *Monitor) read(i int, d *device, began int64) (bool, int64) {
 		return false, t
 	}
 	d.failed = false
+	if (step.Raised || step.Kind == tracker.Glitch) && !d.bounded {
+		m.checkBound(d, step)
+	}
 	if m.sharer != nil {
 		s := m.sharer.Share(i)
 		if p := d.share.Load(); p == nil || *p != s {
@@ -399,6 +403,28 @@ func (m *Monitor) read(i int, d *device, began int64) (bool, int64) {
 	d.period.Store(d.steps.Period())
 	m.push(d, at, total)
 	return true, t
+}
+
+// glitchReport is how many glitches on one device, without a raise of its
+// bound, are reported as a bound that may be wrong.
+const glitchReport = 16
+
+// checkBound reports, once per device, a power bound that its readings
+// show is too low: when a run of glitches raised it, or after
+// glitchReport glitches that did not.
+func (m *Monitor) checkBound(d *device, step tracker.Step) {
+	switch {
+	case step.Raised:
+		r := d.acc.LastRaise()
+		otel.Handle(fmt.Errorf("otelenergy: %s (%s): %w: its counter rose at up to %.0f W, above the bound of %.0f W; the bound is now %.0f W",
+			d.ID, d.Name, tracker.ErrBoundExceeded, r.ImpliedWatts, r.From, r.To))
+	case d.acc.Glitches() >= glitchReport:
+		otel.Handle(fmt.Errorf("otelenergy: %s (%s): %w: %d readings rose faster than %.0f W allows; the bound is too low or the counter misreads, and each is charged at most the bound",
+			d.ID, d.Name, tracker.ErrBoundExceeded, d.acc.Glitches(), d.PowerBound()))
+	default:
+		return
+	}
+	d.bounded = true
 }
 
 func (m *Monitor) push(d *device, at int64, total uint64) {
