@@ -74,8 +74,8 @@ const (
 	// was. It occurs only with a power bound.
 	Jitter
 	// Glitch is a rise beyond the bound. It is charged at most the last
-	// known power over the time since the previous reading, and the baseline
-	// moves to it. It occurs only with a power bound.
+	// known power over the time since the baseline was first seen, and the
+	// baseline moves to it. It occurs only with a power bound.
 	Glitch
 )
 
@@ -216,8 +216,9 @@ func (t *Tracker) Max() uint64 {
 // it is unlimited. Given the baseline b and the bound B, the reading raw is:
 //
 //   - [Forward] if raw ≥ b and raw−b ≤ B, charging raw−b;
-//   - [Glitch] if raw−b > B, charging min(P × (at − previous reading's
-//     time), B), where P is the last known power (0 while none is known);
+//   - [Glitch] if raw−b > B, charging min(P × (at − the time the reading
+//     that set b returned), B), where P is the last known power (0 while
+//     none is known);
 //   - [Wrap] if raw < b, b is in the top quarter of the range, raw in the
 //     bottom quarter, and the distance through the wrap point is ≤ B,
 //     charging that distance;
@@ -232,7 +233,9 @@ func (t *Tracker) Max() uint64 {
 // from that baseline, charged its rise less what the Glitch charged; what
 // the rise could not take back is a debt that later Forward and Wrap steps
 // pay before they charge anything (Reset and Glitch steps do not pay it).
-// So one bad reading costs nothing and loses nothing.
+// So one bad reading costs nothing and loses nothing. Four consistent
+// glitches in a row raise the bound, as described under "Learning the
+// bound" in the package doc.
 func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 	return t.AdvanceRead(raw, at, at)
 }

@@ -1144,7 +1144,8 @@ func ExampleTracker_bounded() {
 	// add more than about 100 J, so a drop of 1 mJ is jitter, not a reset,
 	// and the jump back after a spurious drop to 0 is a glitch, charged at
 	// the last known power: 100 mJ over the window (0, 300 ms] of the last
-	// forward step, for the 100 ms since the previous reading.
+	// forward step, for the 100 ms since the reading that set the baseline,
+	// the reset.
 	tr := tracker.New(tracker.Limits{MaxWatts: 1000})
 	for i, raw := range []uint64{5e9, 5e9 + 100, 5e9 + 99, 5e9 + 200, 0, 5e9 + 300} {
 		s, _ := tr.Advance(raw, int64(i)*int64(100*time.Millisecond))
