@@ -325,6 +325,26 @@ func TestTrackerStepsBounded(t *testing.T) {
 			total: 960_000,
 		},
 		{
+			name:   "after a confirmed glitch the last known power follows the board up to the bound",
+			limits: kw,
+			// 500 W, then 1600 W from 200 ms on; 100 ms steps read every 50 ms.
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: 0, at: 50 * ms, want: fwd(0)},
+				{raw: 50_000, at: 100 * ms, want: fwd(50_000)},
+				{raw: 50_000, at: 150 * ms, want: fwd(0)},
+				// Power 50_000 mJ over (50, 200 ms]: 333 W.
+				{raw: 100_000, at: 200 * ms, want: fwd(50_000)},
+				{raw: 100_000, at: 250 * ms, want: fwd(0)},
+				// Beyond 150_000 over (150, 300 ms]: charged 333 W × 100 ms.
+				{raw: 260_000, at: 300 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 33_333}},
+				// Confirmed: the power is now 150_000 mJ over 150 ms.
+				{raw: 260_000, at: 350 * ms, want: fwd(0)},
+				{raw: 420_000, at: 400 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 100_000}},
+			},
+			total: 233_333,
+		},
+		{
 			name:   "one corrupt reading inside a run of glitches ends the run and costs nothing",
 			limits: kw,
 			steps: []step{
@@ -344,11 +364,13 @@ func TestTrackerStepsBounded(t *testing.T) {
 				// what the corrupt reading charged. Not a fourth
 				// confirmation: the bound stays.
 				{raw: 800_000, at: 550 * ms, want: fwd(60_000)},
-				{raw: 800_000, at: 600 * ms, want: fwd(0)},
-				// Window (500, 700 ms]: 200_000 at 1000 W.
-				{raw: 960_000, at: 700 * ms, want: fwd(160_000)},
+				// Window (450, 600 ms]: a glitch, charged 1000 W over the
+				// 50 ms since 800_000 was seen, and the first of a new run:
+				// confirming it raises nothing.
+				{raw: 960_000, at: 600 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 50_000}},
+				{raw: 960_000, at: 650 * ms, want: fwd(0)},
 			},
-			total: 830_000,
+			total: 720_000,
 		},
 		{
 			name:   "a small step back at a small counter is jitter",
