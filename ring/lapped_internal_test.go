@@ -58,3 +58,37 @@ func TestBackRejectsLappedRead(t *testing.T) {
 		t.Fatalf("reader lapped by a whole point: backFrom = %+v, %v; want the retry's %+v", p, ok, pt(2))
 	}
 }
+
+// TestAtOrBeforeRejectsLappedRead replays a search overtaken the same way:
+// the reader saw index 0 live, the writer has pushed index 7 and stored
+// only the time of index 8 into slot 0, and the search for the oldest
+// point reads that slot. The torn point must be rejected; the retry steps
+// away from the oldest end and answers with a whole point.
+func TestAtOrBeforeRejectsLappedRead(t *testing.T) {
+	r, err := New(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := func(i int64) Point { return Point{T: i * 100, EnergyMJ: uint64(i) * 1000, Tokens: uint64(i) * 10} }
+	for i := range int64(7) {
+		if err := r.Push(pt(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hi := r.written.Load()
+	if j, p, ok := r.atOrBefore(50, hi); !ok || j != 0 || p != pt(0) {
+		t.Fatalf("untouched ring: atOrBefore(50) = %d, %+v, %v; want index 0, %+v", j, p, ok, pt(0))
+	}
+	if err := r.Push(pt(7)); err != nil {
+		t.Fatal(err)
+	}
+	r.t[8&r.mask].Store(pt(8).T)
+	j, p, ok := r.atOrBefore(50, hi)
+	if !ok || p.EnergyMJ != uint64(p.T)*10 || p.Tokens != uint64(p.T)/10 {
+		t.Fatalf("reader overtaken mid-write: atOrBefore(50) = %d, %+v, %v; want a whole point", j, p, ok)
+	}
+	// The retry's guard skips the three oldest live points, 1 to 3.
+	if j != 4 || p != pt(4) {
+		t.Fatalf("reader overtaken mid-write: atOrBefore(50) = %d, %+v; want the retry's index 4, %+v", j, p, pt(4))
+	}
+}
