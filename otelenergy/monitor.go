@@ -299,6 +299,11 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 // cadence, and get the same figures. Sample serializes with itself and
 // does nothing after Shutdown.
 //
+// Each reading is stamped on the Monitor's clock ([WithClock]) when its
+// read returns, and bracketed from when the previous read returned: a read
+// that stalls widens its own window, so its energy is no glitch, and moves
+// no other device's time.
+//
 // A read that sees no counter step pushes nothing and splits nothing; its
 // cost is the device reads plus one pass over the active requests' token
 // counters. (Every quarter horizon a read settles the ledger even without a
