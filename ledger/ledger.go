@@ -253,8 +253,6 @@ func (l *Ledger) adopt(r *Request) {
 	l.active = append(l.active, r)
 }
 
-// addPoint appends p to r's timeline, growing it into a recycled slice
-// when the inline storage is full.
 // drop refuses r: it gets nothing, is final at once and is counted.
 func (l *Ledger) drop(r *Request) {
 	l.dropped.Add(1)
@@ -262,6 +260,8 @@ func (l *Ledger) drop(r *Request) {
 	r.final.Store(true)
 }
 
+// addPoint appends p to r's timeline, growing it into a recycled slice
+// when the inline storage is full.
 func (l *Ledger) addPoint(r *Request, p point) {
 	s := &r.st
 	if len(s.pts) == cap(s.pts) {
