@@ -41,7 +41,7 @@ const (
 	learnMargin = 1.5 // the new bound over the run's highest implied power
 )
 
-// nsPerMJPerW is 1 W × 1 ns in mJ, inverted: 1 mJ = 1 W × 1e6 ns.
+// nsPerMJPerW is how many ns at 1 W make 1 mJ.
 const nsPerMJPerW = 1_000_000
 
 // runGlitch is one confirmed glitch of a run: its rise, its window in ns
@@ -377,8 +377,10 @@ func (t *Tracker) confirm() (credit uint64, raised bool) {
 		return 0, false
 	}
 	t.runN = 0
-	limit := t.watts0 * MaxBoundGrowth
-	if !(t.runMax <= learnSpread*t.runMin) || !(t.runMax <= limit) {
+	// An infinite implied power (a rise over an empty window) says
+	// nothing about the board; a bound near the float64 range stays finite.
+	limit := min(t.watts0*MaxBoundGrowth, math.MaxFloat64)
+	if math.IsInf(t.runMax, 1) || !(t.runMax <= learnSpread*t.runMin) || !(t.runMax <= limit) {
 		return 0, false
 	}
 	to := min(t.runMax*learnMargin, limit)

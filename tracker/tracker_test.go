@@ -488,6 +488,25 @@ func TestTrackerStepsBounded(t *testing.T) {
 			total: math.MaxUint64,
 		},
 		{
+			name:   "glitches over an empty window teach nothing, however huge the bound",
+			limits: tracker.Limits{MaxWatts: math.MaxFloat64},
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: 1, at: 0, want: fwd(1)},
+				// Every window from here on is (0, 0]: a bound of 0, and an
+				// infinite implied power.
+				{raw: 2, at: 0, want: tracker.Step{Kind: tracker.Glitch}},
+				{raw: 2, at: 0, want: fwd(0)},
+				{raw: 3, at: 0, want: tracker.Step{Kind: tracker.Glitch}},
+				{raw: 3, at: 0, want: fwd(0)},
+				{raw: 4, at: 0, want: tracker.Step{Kind: tracker.Glitch}},
+				{raw: 4, at: 0, want: fwd(0)},
+				{raw: 5, at: 0, want: tracker.Step{Kind: tracker.Glitch}},
+				{raw: 5, at: 0, want: fwd(0)},
+			},
+			total: 1,
+		},
+		{
 			name:   "a tiny power bound makes every rise a glitch",
 			limits: tracker.Limits{MaxWatts: math.SmallestNonzeroFloat64},
 			steps: []step{
@@ -844,8 +863,8 @@ func (m *refBounded) confirm() *big.Int {
 	}
 	run := m.run
 	m.run = nil
-	limit := m.watts0 * tracker.MaxBoundGrowth
-	if !(m.runMax <= 2*m.runMin) || !(m.runMax <= limit) {
+	limit := min(m.watts0*tracker.MaxBoundGrowth, math.MaxFloat64)
+	if math.IsInf(m.runMax, 1) || !(m.runMax <= 2*m.runMin) || !(m.runMax <= limit) {
 		return nil
 	}
 	to := min(m.runMax*1.5, limit)
