@@ -377,10 +377,10 @@ func (t *Tracker) confirm() (credit uint64, raised bool) {
 		return 0, false
 	}
 	t.runN = 0
-	// An infinite implied power (a rise over an empty window) says
-	// nothing about the board; a bound near the float64 range stays finite.
+	// The limit stays finite, so an infinite implied power (a rise over
+	// an empty window), which says nothing about the board, is above it.
 	limit := min(t.watts0*MaxBoundGrowth, math.MaxFloat64)
-	if math.IsInf(t.runMax, 1) || !(t.runMax <= learnSpread*t.runMin) || !(t.runMax <= limit) {
+	if !(t.runMax <= learnSpread*t.runMin) || !(t.runMax <= limit) {
 		return 0, false
 	}
 	to := min(t.runMax*learnMargin, limit)

@@ -864,7 +864,7 @@ func (m *refBounded) confirm() *big.Int {
 	run := m.run
 	m.run = nil
 	limit := min(m.watts0*tracker.MaxBoundGrowth, math.MaxFloat64)
-	if math.IsInf(m.runMax, 1) || !(m.runMax <= 2*m.runMin) || !(m.runMax <= limit) {
+	if !(m.runMax <= 2*m.runMin) || !(m.runMax <= limit) {
 		return nil
 	}
 	to := min(m.runMax*1.5, limit)
