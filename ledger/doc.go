@@ -77,12 +77,14 @@
 //     rounding, so the shares telescope.
 //   - The request path ([Ledger.Add], [Request.AddOutput],
 //     [Request.AddInput], [Request.End], [Ledger.Estimate]) takes no lock
-//     and allocates nothing: Add is one compare-and-swap on one of sixteen
-//     stacks, the rest are atomic operations on the request.
+//     and allocates nothing: Add is an atomic add on the count of waiting
+//     requests and one compare-and-swap on one of sixteen stacks, the rest
+//     are atomic operations on the request.
 //   - The sampler side ([Ledger.Observe], [Ledger.Settle]) is O(active
 //     requests) per read plus O(active requests) per split interval, and
 //     allocates nothing in steady state: request timelines are recycled.
-//   - At most MaxActive requests are tracked; a request beyond that gets
-//     nothing and is counted ([Ledger.Dropped]). A request not ended within
+//   - At most MaxActive requests are tracked or waiting to be adopted, even
+//     while the sampler hangs; a request beyond that gets nothing and is
+//     counted ([Ledger.Dropped]). A request not ended within
 //     MaxAge stops accruing then and is counted ([Ledger.Expired]).
 package ledger

@@ -59,6 +59,11 @@ type Ledger struct {
 		head atomic.Pointer[Request]
 		_    [56]byte
 	}
+	// queued counts the requests in the inbox: Add counts one before it
+	// pushes it and drain uncounts one after it pops it, so it is never
+	// below the inbox's length.
+	queued atomic.Int64
+	_      [56]byte
 
 	// Sampler-owned.
 	active    []*Request
@@ -160,8 +165,17 @@ func New(cfg Config) *Ledger {
 }
 
 // Add hands r to the ledger. It is lock-free: r is pushed on one of a few
-// stacks that the sampler drains at its next Observe.
+// stacks that the sampler drains at its next Observe. The requests waiting
+// there and the active ones together are bounded by MaxActive, so a
+// sampler that hangs holds at most that many: a request beyond it is
+// refused at once, gets nothing and is counted ([Ledger.Dropped]), as one
+// the sampler finds no room for.
 func (l *Ledger) Add(r *Request) {
+	if l.queued.Add(1)+l.activeN.Load() > int64(l.cfg.MaxActive) {
+		l.queued.Add(-1)
+		l.drop(r)
+		return
+	}
 	s := &l.inbox[(uintptr(unsafe.Pointer(r))>>6)%inboxShards].head
 	for {
 		h := s.Load()
@@ -222,6 +236,7 @@ func (l *Ledger) drain(f func(*Request)) {
 		for r := l.inbox[i].head.Swap(nil); r != nil; {
 			next := r.next
 			r.next = nil
+			l.queued.Add(-1)
 			f(r)
 			r = next
 		}
@@ -230,14 +245,19 @@ func (l *Ledger) drain(f func(*Request)) {
 
 func (l *Ledger) adopt(r *Request) {
 	if len(l.active) >= l.cfg.MaxActive {
-		l.dropped.Add(1)
-		r.setFlag(FlagDropped)
-		r.final.Store(true)
+		l.drop(r)
 		return
 	}
 	r.st = sampled{known: r.start, pfEnd: -1}
 	r.st.pts = append(r.st.inline[:0], point{t: r.start})
 	l.active = append(l.active, r)
+}
+
+// drop refuses r: it gets nothing, is final at once and is counted.
+func (l *Ledger) drop(r *Request) {
+	l.dropped.Add(1)
+	r.setFlag(FlagDropped)
+	r.final.Store(true)
 }
 
 // addPoint appends p to r's timeline, growing it into a recycled slice

@@ -92,6 +92,7 @@ type device struct {
 	prevRaw uint64 // sampler-only: the previous reading that was not jitter
 	primed  bool   // sampler-only: the ring has its first point
 	failed  bool   // sampler-only: the previous read failed
+	bounded bool   // sampler-only: a wrong power bound was reported
 	errors  atomic.Uint64
 	lost    atomic.Bool
 	period  atomic.Int64 // learned counter update period, ns; 0 unknown
@@ -298,6 +299,11 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 // cadence, and get the same figures. Sample serializes with itself and
 // does nothing after Shutdown.
 //
+// Each reading is stamped on the Monitor's clock ([WithClock]) when its
+// read returns, and bracketed from when the previous read returned: a read
+// that stalls widens its own window, so its energy is no glitch, and moves
+// no other device's time.
+//
 // A read that sees no counter step pushes nothing and splits nothing; its
 // cost is the device reads plus one pass over the active requests' token
 // counters. (Every quarter horizon a read settles the ledger even without a
@@ -325,10 +331,15 @@ func (m *Monitor) sampleLocked() {
 		if d.lost.Load() {
 			continue
 		}
-		if m.read(i, d, t) {
-			stepped = true
-		}
+		// Each reading is stamped when its read returns, and bracketed
+		// from when the previous one did: a read that stalls, before or
+		// after it reaches the counter, widens its own window and moves
+		// no other device's time.
+		var s bool
+		s, t = m.read(i, d, t)
+		stepped = stepped || s
 	}
+	// t is now the end of the pass: the tokens are read after every device.
 	m.ledger.Observe(t, m.unownedOut.Load(), m.unownedIn.Load())
 	// Settle on every step, and now and then without one, so that requests
 	// become final even while a device is stuck, failing or lost.
@@ -341,14 +352,16 @@ func (m *Monitor) sampleLocked() {
 	m.sampleNanos.Store(int64(time.Since(began)))
 }
 
-// read samples device i at t and reports whether its counter stepped.
+// read samples device i, whose read begins at began, and reports whether
+// its counter stepped and when the read returned (never before began).
 // Errors are counted; the first of a run of failures is reported through
 // otel.Handle, because the sampler has no caller.
-func (m *Monitor) read(i int, d *device, t int64) bool {
+func (m *Monitor) read(i int, d *device, began int64) (bool, int64) {
 	raw, err := m.src.ReadEnergy(i)
+	t := max(m.now(), began)
 	var step tracker.Step
 	if err == nil {
-		step, err = d.acc.Advance(raw, t)
+		step, err = d.acc.AdvanceRead(raw, began, t)
 	}
 	if err != nil {
 		d.errors.Add(1)
@@ -360,9 +373,12 @@ func (m *Monitor) read(i int, d *device, t int64) bool {
 			otel.Handle(fmt.Errorf("otelenergy: reading %s (%s): %w", d.ID, d.Name, err))
 		}
 		d.failed = true
-		return false
+		return false, t
 	}
 	d.failed = false
+	if (step.Raised || step.Kind == tracker.Glitch) && !d.bounded {
+		m.checkBound(d, step)
+	}
 	if m.sharer != nil {
 		s := m.sharer.Share(i)
 		if p := d.share.Load(); p == nil || *p != s {
@@ -377,7 +393,7 @@ func (m *Monitor) read(i int, d *device, t int64) bool {
 		d.steps.Observe(t, false)
 		d.primed, d.prevRaw = true, raw
 		m.push(d, t, total)
-		return true
+		return true, t
 	}
 	// The counter stepped when its reading moved, other than by jitter:
 	// a step whose energy went to paying back a glitch is still a step.
@@ -387,11 +403,33 @@ func (m *Monitor) read(i int, d *device, t int64) bool {
 	}
 	at, ok := d.steps.Observe(t, moved)
 	if !ok {
-		return false
+		return false, t
 	}
 	d.period.Store(d.steps.Period())
 	m.push(d, at, total)
-	return true
+	return true, t
+}
+
+// glitchReport is how many glitches on one device, without a raise of its
+// bound, are reported as a bound that may be wrong.
+const glitchReport = 16
+
+// checkBound reports, once per device, a power bound that its readings
+// show is too low: when a run of glitches raised it, or after
+// glitchReport glitches that did not.
+func (m *Monitor) checkBound(d *device, step tracker.Step) {
+	switch {
+	case step.Raised:
+		r := d.acc.LastRaise()
+		otel.Handle(fmt.Errorf("otelenergy: %s (%s): %w: its counter rose at up to %.0f W, above the bound of %.0f W; the bound is now %.0f W",
+			d.ID, d.Name, tracker.ErrBoundExceeded, r.ImpliedWatts, r.From, r.To))
+	case d.acc.Glitches() >= glitchReport:
+		otel.Handle(fmt.Errorf("otelenergy: %s (%s): %w: %d readings rose faster than %.0f W allows; the bound is too low or the counter misreads, and each is charged at most the bound",
+			d.ID, d.Name, tracker.ErrBoundExceeded, d.acc.Glitches(), d.PowerBound()))
+	default:
+		return
+	}
+	d.bounded = true
 }
 
 func (m *Monitor) push(d *device, at int64, total uint64) {
@@ -467,7 +505,8 @@ type Stats struct {
 	// rejected for a negative or absurd count.
 	RejectedTokenReports uint64
 	// DroppedRequests counts requests that got no energy because 65,536
-	// were already being tracked.
+	// were already being tracked or waiting for the sampler to take them
+	// (a sampler stuck in a device read takes none).
 	DroppedRequests uint64
 	// ExpiredRequests counts requests not ended within an hour of their
 	// start: they stopped accruing then.

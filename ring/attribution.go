@@ -74,11 +74,11 @@ func (r *Ring) Window(start, end int64) (Window, bool) {
 	if end < start {
 		return Window{}, false
 	}
-	i0, p0, ok := r.atOrBefore(start)
+	i0, p0, ok := r.atOrBefore(start, r.written.Load())
 	if !ok {
 		return Window{}, false
 	}
-	i1, p1, ok := r.atOrBefore(end)
+	i1, p1, ok := r.atOrBefore(end, r.written.Load())
 	if !ok {
 		return Window{}, false
 	}

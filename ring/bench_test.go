@@ -115,6 +115,12 @@ func BenchmarkRing(b *testing.B) {
 			sink, _ = full.AtOrBefore(oldest + qs[i&4095])
 		}
 	})
+	b.Run("Back", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			sink, _ = full.Back(i & 4095)
+		}
+	})
 	b.Run("SearchFloor", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {

@@ -123,18 +123,25 @@ func (r *Ring) valid(j, hi2 uint64) bool { return j+r.mask+1 > hi2 }
 
 // Back returns the point k pushes before the newest (0 is the newest). It
 // returns false when the ring holds no such point.
-func (r *Ring) Back(k int) (Point, bool) {
+func (r *Ring) Back(k int) (Point, bool) { return r.backFrom(k, r.written.Load()) }
+
+// backFrom is Back for a reader whose first load of written returned hi;
+// a retry starts from the load that failed validation. Taking that first load as a parameter lets a test
+// replay a reader that the writer overtook between its two loads of
+// written, and costs Back nothing: Back inlines to this one call.
+func (r *Ring) backFrom(k int, hi uint64) (Point, bool) {
 	if k < 0 {
 		return Point{}, false
 	}
 	for range readAttempts {
-		lo, hi := r.live(r.written.Load())
-		if uint64(k) >= hi-lo {
+		lo, top := r.live(hi)
+		if uint64(k) >= top-lo {
 			return Point{}, false
 		}
-		j := hi - 1 - uint64(k)
+		j := top - 1 - uint64(k)
 		p := r.load(j)
-		if r.valid(j, r.written.Load()) {
+		hi = r.written.Load() // validates, and starts the retry
+		if r.valid(j, hi) {
 			return p, true
 		}
 	}
@@ -151,14 +158,18 @@ func (r *Ring) Back(k int) (Point, bool) {
 // point: each retry steps a few more points away from the oldest end. After
 // a bounded number of retries it returns false.
 func (r *Ring) AtOrBefore(t int64) (Point, bool) {
-	_, p, ok := r.atOrBefore(t)
+	_, p, ok := r.atOrBefore(t, r.written.Load())
 	return p, ok
 }
 
-// atOrBefore also returns the logical index of the point it found.
-func (r *Ring) atOrBefore(t int64) (uint64, Point, bool) {
+// atOrBefore also returns the logical index of the point it found. hi0 is
+// the reader's first load of written; a retry starts from the load that
+// failed validation. As for backFrom,
+// the parameter lets a test replay a reader the writer overtook, at no
+// cost: the caller's load is the one the search would make.
+func (r *Ring) atOrBefore(t int64, hi0 uint64) (uint64, Point, bool) {
 	for attempt := range readAttempts {
-		lo, hi := r.live(r.written.Load())
+		lo, hi := r.live(hi0)
 		if lo == hi {
 			return 0, Point{}, false
 		}
@@ -186,7 +197,8 @@ func (r *Ring) atOrBefore(t int64) (uint64, Point, bool) {
 			j = a - 1
 		}
 		p := r.load(j)
-		if r.valid(min(minProbe, j), r.written.Load()) {
+		hi0 = r.written.Load() // validates, and starts the retry
+		if r.valid(min(minProbe, j), hi0) {
 			return j, p, true
 		}
 	}

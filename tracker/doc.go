@@ -51,6 +51,12 @@
 // energy drawn between the baseline's appearance and the new value's, so it
 // lies inside the window even when it is seen one short read after the last.
 //
+// A reading given by [Tracker.AdvanceRead] with a bracket [began, at] (a
+// read that took time, and may have stalled before or after it reached the
+// counter) is judged on the widest window it allows: the anchor is the
+// began of the reading before the baseline appeared, and the window ends
+// at the reading's at. [Tracker.Advance] is a reading with began = at.
+//
 // Against the bound:
 //   - a rise within it is a [Forward] and a rise beyond it a [Glitch];
 //   - a drop that passes the quarter rule and whose wrapped delta is within
@@ -61,11 +67,17 @@
 //   - any other drop is a [Jitter], charged nothing: a counter that steps
 //     back by a few millijoules is jitter even while its value is small.
 //
-// A Glitch is charged the last known power times the time since the previous
-// reading, and never more than the bound; 0 while no power is known. The last
-// known power is the delta of the last Forward (with a nonzero delta) or Wrap
-// over its window; for the step that first moves the baseline that window is
-// measured from the First reading, without the [MaxUpdatePeriod] allowance.
+// A Glitch is charged the last known power times the time the step covers,
+// from when the reading that set the baseline returned to the glitch's at
+// (for a staircase counter, the time since the counter last moved, not the
+// last read interval), and never more than the bound; 0 while no power is
+// known. The last known power is the delta of the last Forward (with a
+// nonzero delta) or Wrap over its window; for the step that first moves the
+// baseline that window is measured from the First reading, without the
+// [MaxUpdatePeriod] allowance. A Glitch that its next reading confirms (see
+// below) sets it too, so that it keeps following the board as far as the
+// bound lets it believe: the glitch's rise, at most its bound, over its
+// window.
 // A Glitch moves the baseline to its reading, but for one reading only it
 // remembers the baseline it replaced: when the next reading comes back below
 // the glitch, at or above that old baseline and within the bound measured
@@ -78,18 +90,48 @@
 // a Forward and every drop a Wrap or a Reset, by the quarter rule alone:
 // Jitter and Glitch never occur.
 //
+// # Learning the bound
+//
+// A bound below what the device really draws (a power limit read once and
+// raised since) makes every step a Glitch. A Glitch is confirmed by the
+// next reading when that reading is not its recovery. Four confirmed
+// glitches in a row (readings that leave the counter where it was, Forward
+// with a zero delta, do not break the run; any other step does) whose
+// implied powers, rise over window, agree within a factor of 2 show a
+// steady board above the bound. The bound is then raised to 1.5 × the
+// run's highest implied power, but never above [MaxBoundGrowth] ×
+// MaxWatts, and the reading that confirmed the fourth is charged, on top
+// of its own delta, what the run's glitches were not: for each,
+// min(rise, new bound over its window) less what it was charged. That
+// step has [Step.Raised] set and [Tracker.LastRaise] describes it. So a
+// board above a stale bound loses nothing once four of its steps are seen,
+// while one corrupt reading, which comes back, is no confirmed glitch, ends
+// the run, and still costs nothing. A run that is inconsistent, or implies
+// more than MaxBoundGrowth × MaxWatts, raises nothing and its glitches stay
+// charged as above.
+//
 // # Guarantees
 //
 // Deltas are never negative and are computed without overflow for every pair
 // of readings within the range and every pair of times. An [Accumulator]'s
 // total is the saturating sum of its deltas, so it never decreases.
 //
-// With a power bound, each step charges at most its bound, and the total
-// charged from the First reading at t₀ to the last accepted reading at tₙ,
-// with tₙ₋₁ the accepted reading before it, is at most
+// With a power bound, each step charges at most its bound under the bound
+// then in force (a raise's credit tops a run's glitches up to at most the
+// new bound over their windows), and the bound only rises. So with W the
+// bound in force after the last accepted reading ([Tracker.MaxWatts], at
+// most MaxBoundGrowth × MaxWatts), the total charged from the First
+// reading at t₀ to the last accepted reading at tₙ, with tₙ₋₁ the accepted
+// reading before it, is at most
 //
-//	MaxWatts × ((tₙ − t₀) + (tₙ₋₁ − t₀) + MaxUpdatePeriod)
-//	    ≤ MaxWatts × (2 × (tₙ − t₀) + MaxUpdatePeriod).
+//	W × ((tₙ − t₀) + (tₙ₋₁ − t₀) + MaxUpdatePeriod)
+//	    ≤ W × (2 × (tₙ − t₀) + MaxUpdatePeriod).
+//
+// For bracketed readings that do not overlap (each began at or after the
+// previous one's at), t₀ is the First reading's began, the tᵢ are the
+// readings' at, and D, the total time the readings took (Σ at − began), is
+// added inside the parentheses: a window reaches back to a reading's
+// began.
 //
 // The factor of two is the price of the staircase. A window ends at the
 // reading that moves the baseline, and the next window starts at the new
@@ -112,8 +154,9 @@
 // # Time
 //
 // Readings carry their time in nanoseconds on a monotonic clock. A reading
-// earlier than the previous accepted one is rejected with [ErrTimeBackwards],
-// with or without a power bound, and changes nothing.
+// whose at is earlier than the previous accepted one's is rejected with
+// [ErrTimeBackwards], with or without a power bound, and changes nothing. A
+// began after at is taken as at.
 //
 // # Concurrency
 //

@@ -28,6 +28,32 @@ var ErrTimeBackwards = errors.New("tracker: reading time went backwards")
 // updates every 20 to 100 ms.
 const MaxUpdatePeriod = time.Second
 
+// MaxBoundGrowth is how far a run of glitches may raise the power bound:
+// never above MaxBoundGrowth × [Limits.MaxWatts]. A counter that implies
+// more is misreading, or configured with a bound too wrong to correct.
+const MaxBoundGrowth = 4
+
+// The rule that learns a bound set too low (see "Learning the bound" in
+// the package doc).
+const (
+	learnRun    = 4   // confirmed glitches in a row
+	learnSpread = 2   // the run's implied powers agree within this factor
+	learnMargin = 1.5 // the new bound over the run's highest implied power
+)
+
+// nsPerMJPerW is how many ns at 1 W make 1 mJ.
+const nsPerMJPerW = 1_000_000
+
+// runGlitch is one confirmed glitch of a run: its rise, its window in ns
+// and what it charged.
+type runGlitch struct{ rise, window, charged uint64 }
+
+// ErrBoundExceeded reports readings that rise faster than the power bound
+// allows, again and again: the bound is below what the device draws. The
+// tracker returns no such error; callers that watch [Step.Raised] or count
+// glitches wrap it in their report.
+var ErrBoundExceeded = errors.New("tracker: readings exceed the power bound")
+
 // Kind says what a reading did to the series.
 type Kind uint8
 
@@ -48,8 +74,8 @@ const (
 	// was. It occurs only with a power bound.
 	Jitter
 	// Glitch is a rise beyond the bound. It is charged at most the last
-	// known power over the time since the previous reading, and the baseline
-	// moves to it. It occurs only with a power bound.
+	// known power over the time since the baseline was first seen, and the
+	// baseline moves to it. It occurs only with a power bound.
 	Glitch
 )
 
@@ -77,6 +103,10 @@ func (k Kind) String() string {
 type Step struct {
 	Kind  Kind
 	Delta uint64
+	// Raised is set on the reading at which a run of glitches raised the
+	// power bound (see [Tracker.LastRaise]); Delta then includes what the
+	// run's glitches were not charged.
+	Raised bool
 }
 
 // Limits are the physical limits of one counter, fixed for a [Tracker]'s
@@ -103,23 +133,27 @@ type Limits struct {
 // not safe for concurrent use.
 type Tracker struct {
 	max uint64 // largest raw value; 0 means math.MaxUint64
-	// The power bound is wm × 2^we W exactly; wm == 0 means no bound.
-	wm uint64
-	we int
+	// The power bound is wm × 2^we W exactly, watts as a float64; wm == 0
+	// means no bound. watts0 is the configured bound.
+	wm            uint64
+	we            int
+	watts, watts0 float64
 
-	seen bool
-	base uint64 // the baseline: the high-water mark deltas are measured from
+	seen   bool
+	base   uint64 // the baseline: the high-water mark deltas are measured from
+	baseAt int64  // when the reading that set the baseline returned
 	// anchor is the time of the last reading, before the baseline was set,
 	// that showed a value other than the baseline's. Until the baseline
 	// first moves there is none (anchored is false) and the window starts
 	// MaxUpdatePeriod before firstAt.
 	anchor   int64
 	anchored bool
-	firstAt  int64
+	firstAt  int64 // when the First reading began
 
-	lastRaw uint64 // the previous accepted reading, whatever its kind
-	lastAt  int64
-	runFrom int64 // time of the last reading before the run of readings equal to lastRaw
+	lastRaw   uint64 // the previous accepted reading, whatever its kind
+	lastAt    int64  // when it returned
+	lastBegan int64  // when it began: its value was sampled in [lastBegan, lastAt]
+	runFrom   int64  // began of the last reading before the run of readings equal to lastRaw
 
 	// The last known power is powDelta/powWindow mJ/ns; powWindow == 0
 	// means none is known.
@@ -130,10 +164,23 @@ type Tracker struct {
 	// baseline, had one bad reading, and its series resumes from there.
 	glitched    bool
 	preBase     uint64
+	preBaseAt   int64
 	preAnchor   int64
 	preAnchored bool
-	preLastAt   int64 // the reading before the glitch
+	preLastAt   int64 // when the reading before the glitch began
 	glitchDelta uint64
+	// The pending glitch's rise, window and bound, for its confirmation.
+	gRise, gWindow, gBound uint64
+
+	// The run of confirmed glitches in a row, and their implied powers'
+	// range in W.
+	run            [learnRun]runGlitch
+	runN           int
+	runMin, runMax float64
+	// The bound's raises: how many, and the last one's from and implied
+	// powers.
+	raises                    uint64
+	raisedFrom, raisedImplied float64
 	// debt is what a Glitch charged that its recovery could not take back;
 	// later steps pay it off before they charge anything.
 	debt uint64
@@ -143,8 +190,8 @@ type Tracker struct {
 func New(l Limits) Tracker {
 	t := Tracker{max: l.CounterMax}
 	if w := l.MaxWatts; w > 0 && !math.IsInf(w, 1) {
-		frac, exp := math.Frexp(w)
-		t.wm, t.we = uint64(math.Ldexp(frac, 53)), exp-53
+		t.setWatts(w)
+		t.watts0 = w
 	}
 	return t
 }
@@ -169,8 +216,9 @@ func (t *Tracker) Max() uint64 {
 // it is unlimited. Given the baseline b and the bound B, the reading raw is:
 //
 //   - [Forward] if raw ≥ b and raw−b ≤ B, charging raw−b;
-//   - [Glitch] if raw−b > B, charging min(P × (at − previous reading's
-//     time), B), where P is the last known power (0 while none is known);
+//   - [Glitch] if raw−b > B, charging min(P × (at − the time the reading
+//     that set b returned), B), where P is the last known power (0 while
+//     none is known);
 //   - [Wrap] if raw < b, b is in the top quarter of the range, raw in the
 //     bottom quarter, and the distance through the wrap point is ≤ B,
 //     charging that distance;
@@ -185,26 +233,40 @@ func (t *Tracker) Max() uint64 {
 // from that baseline, charged its rise less what the Glitch charged; what
 // the rise could not take back is a debt that later Forward and Wrap steps
 // pay before they charge anything (Reset and Glitch steps do not pay it).
-// So one bad reading costs nothing and loses nothing.
+// So one bad reading costs nothing and loses nothing. Four consistent
+// glitches in a row raise the bound, as described under "Learning the
+// bound" in the package doc.
 func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
+	return t.AdvanceRead(raw, at, at)
+}
+
+// AdvanceRead is [Tracker.Advance] for a reading that took time: the
+// counter was sampled at some unknown instant in [began, at], as when a
+// read may stall before or after it reaches the hardware. The bound and
+// the glitch charge are judged on the widest window the reading allows:
+// the energy it shows was counted by at, and a reading's value is known
+// to have appeared only after the previous reading's began. A began after
+// at is taken as at; only at must not go backwards. Advance(raw, at) is
+// AdvanceRead(raw, at, at).
+func (t *Tracker) AdvanceRead(raw uint64, began, at int64) (Step, error) {
+	began = min(began, at)
 	max := t.Max()
 	if raw > max {
 		return Step{}, fmt.Errorf("%w: %d > %d", ErrOutOfRange, raw, max)
 	}
 	if !t.seen {
-		t.seen, t.base, t.firstAt = true, raw, at
-		t.lastRaw, t.lastAt = raw, at
+		t.seen, t.base, t.firstAt, t.baseAt = true, raw, began, at
+		t.lastRaw, t.lastAt, t.lastBegan = raw, at, began
 		return Step{Kind: First}, nil
 	}
 	if at < t.lastAt {
 		return Step{}, fmt.Errorf("%w: %d < %d", ErrTimeBackwards, at, t.lastAt)
 	}
 	if raw != t.lastRaw {
-		t.runFrom = t.lastAt
+		t.runFrom = t.lastBegan
 	}
-	sinceLast := uint64(at) - uint64(t.lastAt)
-	prevAt := t.lastAt
-	t.lastRaw, t.lastAt = raw, at
+	prevBegan := t.lastBegan
+	t.lastRaw, t.lastAt, t.lastBegan = raw, at, began
 
 	// window and powWin are exact: at ≥ every earlier reading's time, and
 	// the difference of two int64s fits in a uint64.
@@ -216,33 +278,50 @@ func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 		powWin = uint64(at) - uint64(t.firstAt)
 		window = addSat(powWin, uint64(MaxUpdatePeriod))
 	}
+
+	pending := t.glitched
+	if s, ok := t.recover(raw, at); ok {
+		t.runN = 0
+		return s, nil
+	}
+	// The reading after a Glitch that is not its recovery confirms it; a
+	// run of confirmed glitches may raise the bound, which then judges
+	// this reading too.
+	var credit uint64
+	raised := false
+	if pending {
+		credit, raised = t.confirm()
+	}
 	bound := uint64(math.MaxUint64)
 	if t.wm != 0 {
 		bound = millijoules(t.wm, t.we, window)
 	}
 
 	b := t.base
-	if s, ok := t.recover(raw, at); ok {
-		return s, nil
-	}
 	var s Step
+	move := true
 	switch {
 	case raw >= b && raw-b <= bound:
 		s = Step{Kind: Forward, Delta: raw - b}
 		if s.Delta == 0 {
 			// The baseline did not move, so neither does its anchor; a
 			// staircase counter shows most reads unchanged and its power is
-			// visible only at a step.
-			return s, nil
+			// visible only at a step. Nor does a run of glitches end.
+			move = false
+			break
 		}
 		t.notePower(s.Delta, powWin)
 		s.Delta = t.pay(s.Delta)
 	case raw > b:
+		// The step covers the time since the baseline was first seen: a
+		// staircase counter that stepped once since then drew this step's
+		// energy over about that long, not over the last read interval.
 		s = Step{Kind: Glitch}
 		if t.powWindow != 0 {
-			s.Delta = min(mulDivSat(t.powDelta, sinceLast, t.powWindow), bound)
+			s.Delta = min(mulDivSat(t.powDelta, uint64(at)-uint64(t.baseAt), t.powWindow), bound)
 		}
-		t.glitched, t.preBase, t.preAnchor, t.preAnchored, t.preLastAt, t.glitchDelta = true, b, t.anchor, t.anchored, prevAt, s.Delta
+		t.glitched, t.glitchDelta, t.gRise, t.gWindow, t.gBound = true, s.Delta, raw-b, window, bound
+		t.preBase, t.preBaseAt, t.preAnchor, t.preAnchored, t.preLastAt = b, t.baseAt, t.anchor, t.anchored, prevBegan
 	case b > max-max/4 && raw < max/4 && (max-b)+raw < bound:
 		// (max-b) and raw are each below a quarter of the range, so the sum
 		// plus the one step from max to 0 cannot overflow; the strict < is
@@ -256,10 +335,96 @@ func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 		// is a counter that jittered.
 		s = Step{Kind: Reset, Delta: raw}
 	default:
-		return Step{Kind: Jitter}, nil
+		s = Step{Kind: Jitter}
+		move = false
 	}
-	t.base, t.anchor, t.anchored = raw, t.runFrom, true
+	if s.Kind != Glitch && (move || s.Kind == Jitter) {
+		t.runN = 0 // a plausible step, or a step back, ends a run of glitches
+	}
+	if move {
+		t.base, t.baseAt, t.anchor, t.anchored = raw, at, t.runFrom, true
+	}
+	if credit != 0 {
+		s.Delta = addSat(s.Delta, t.pay(credit))
+	}
+	s.Raised = raised
 	return s, nil
+}
+
+// confirm takes the pending Glitch as genuine: the counter did not come
+// back. The last known power follows the board as far as the bound lets
+// it believe: the glitch's rise, at most its bound, over its window. A run
+// of learnRun confirmed glitches in a row whose implied powers (rise over
+// window) agree within learnSpread shows a bound below what the board
+// draws: the bound is raised to learnMargin × the run's highest implied
+// power, at most MaxBoundGrowth × the configured bound, and confirm
+// returns what the run's glitches would have charged under it beyond what
+// they did.
+func (t *Tracker) confirm() (credit uint64, raised bool) {
+	t.notePower(min(t.gRise, t.gBound), t.gWindow)
+	w := math.Inf(1)
+	if t.gWindow != 0 {
+		w = float64(t.gRise) / float64(t.gWindow) * nsPerMJPerW
+	}
+	if t.runN == 0 {
+		t.runMin, t.runMax = w, w
+	} else {
+		t.runMin, t.runMax = min(t.runMin, w), max(t.runMax, w)
+	}
+	t.run[t.runN] = runGlitch{rise: t.gRise, window: t.gWindow, charged: t.glitchDelta}
+	t.runN++
+	if t.runN < learnRun {
+		return 0, false
+	}
+	t.runN = 0
+	// The limit stays finite, so an infinite implied power (a rise over
+	// an empty window), which says nothing about the board, is above it.
+	limit := min(t.watts0*MaxBoundGrowth, math.MaxFloat64)
+	if !(t.runMax <= learnSpread*t.runMin) || !(t.runMax <= limit) {
+		return 0, false
+	}
+	to := min(t.runMax*learnMargin, limit)
+	if !(to > t.watts) {
+		return 0, false
+	}
+	t.raisedFrom, t.raisedImplied = t.watts, t.runMax
+	t.setWatts(to)
+	t.raises++
+	for _, g := range t.run {
+		// charged ≤ the old bound over the window ≤ the new one, and
+		// charged < rise, a rise beyond the old bound: no underflow.
+		credit = addSat(credit, min(g.rise, millijoules(t.wm, t.we, g.window))-g.charged)
+	}
+	return credit, true
+}
+
+// setWatts sets the power bound to w W, exactly.
+func (t *Tracker) setWatts(w float64) {
+	frac, exp := math.Frexp(w)
+	t.wm, t.we, t.watts = uint64(math.Ldexp(frac, 53)), exp-53, w
+}
+
+// MaxWatts returns the power bound now in force, in W: Limits.MaxWatts,
+// or what a run of glitches raised it to; 0 means no bound.
+func (t *Tracker) MaxWatts() float64 { return t.watts }
+
+// Raise describes the last time a run of glitches raised the bound.
+type Raise struct {
+	// From and To are the bound before and after, in W.
+	From, To float64
+	// ImpliedWatts is the highest power the run's readings implied.
+	ImpliedWatts float64
+	// Count is how many times the bound was raised.
+	Count uint64
+}
+
+// LastRaise returns the last raise of the bound, with Count 0 if there was
+// none.
+func (t *Tracker) LastRaise() Raise {
+	if t.raises == 0 {
+		return Raise{}
+	}
+	return Raise{From: t.raisedFrom, To: t.watts, ImpliedWatts: t.raisedImplied, Count: t.raises}
 }
 
 // recover handles the reading after a Glitch. A reading below the
@@ -290,10 +455,10 @@ func (t *Tracker) recover(raw uint64, at int64) (Step, bool) {
 	t.debt = addSat(t.debt, t.glitchDelta-refund)
 	if raw == t.preBase {
 		// The counter never left its old baseline: keep its anchor.
-		t.base, t.anchor, t.anchored = raw, t.preAnchor, t.preAnchored
+		t.base, t.baseAt, t.anchor, t.anchored = raw, t.preBaseAt, t.preAnchor, t.preAnchored
 	} else {
 		// The new value appeared after the reading before the glitch.
-		t.base, t.anchor, t.anchored = raw, t.preLastAt, true
+		t.base, t.baseAt, t.anchor, t.anchored = raw, at, t.preLastAt, true
 	}
 	return Step{Kind: Forward, Delta: rise - refund}, true
 }
@@ -336,7 +501,6 @@ func millijoules(m uint64, e int, ns uint64) uint64 {
 		}
 		hi, lo = shr128(hi, lo, uint(-e))
 	}
-	const nsPerMJPerW = 1_000_000
 	if hi >= nsPerMJPerW {
 		return math.MaxUint64
 	}
@@ -405,7 +569,13 @@ func NewAccumulator(l Limits) *Accumulator {
 // does, and returns the step it produced. On error the total and the counts
 // are unchanged.
 func (a *Accumulator) Advance(raw uint64, at int64) (Step, error) {
-	s, err := a.tr.Advance(raw, at)
+	return a.AdvanceRead(raw, at, at)
+}
+
+// AdvanceRead feeds one raw reading sampled at some instant in [began, at],
+// as [Tracker.AdvanceRead] does.
+func (a *Accumulator) AdvanceRead(raw uint64, began, at int64) (Step, error) {
+	s, err := a.tr.AdvanceRead(raw, began, at)
 	if err != nil {
 		return s, err
 	}
@@ -425,6 +595,11 @@ func (a *Accumulator) Advance(raw uint64, at int64) (Step, error) {
 	}
 	return s, nil
 }
+
+// LastRaise returns the last raise of the power bound, as
+// [Tracker.LastRaise]. Unlike Total it must be called from the goroutine
+// that calls Advance.
+func (a *Accumulator) LastRaise() Raise { return a.tr.LastRaise() }
 
 // Total returns the sum of all deltas so far.
 func (a *Accumulator) Total() uint64 { return a.total.Load() }

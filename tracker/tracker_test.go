@@ -181,7 +181,7 @@ func TestTrackerStepsBounded(t *testing.T) {
 			total: 50,
 		},
 		{
-			name:   "glitch is charged the last power over the time since the previous reading",
+			name:   "glitch is charged the last power over the time since the baseline was first seen",
 			limits: kw,
 			steps: []step{
 				{raw: 1000, at: 0, want: first},
@@ -280,14 +280,97 @@ func TestTrackerStepsBounded(t *testing.T) {
 				{raw: 1_000_000, at: 0, want: first},
 				{raw: 1_030_000, at: 100 * ms, want: fwd(30_000)},
 				{raw: 1_030_000, at: 117 * ms, want: fwd(0)},
-				{raw: 9e12, at: 134 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 5100}},
+				// Power 30_000 mJ over (0, 100 ms]; the step covers the
+				// 34 ms since 1_030_000 was first seen: 10_200 mJ.
+				{raw: 9e12, at: 134 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 10_200}},
 				{raw: 1_030_000, at: 151 * ms, want: fwd(0)},
 				{raw: 1_030_000, at: 168 * ms, want: fwd(0)},
 				// The next real step: within the bound from before the
-				// glitch, and the 5100 mJ the glitch charged is paid back.
-				{raw: 1_060_000, at: 200 * ms, want: fwd(24_900)},
+				// glitch, and the 10_200 mJ the glitch charged is paid back.
+				{raw: 1_060_000, at: 200 * ms, want: fwd(19_800)},
 			},
 			total: 60_000,
+		},
+		{
+			name:   "a run of four glitches at one power raises the bound and charges what they were not",
+			limits: kw,
+			// A staircase stepping 160_000 mJ every 100 ms (1600 W), read
+			// every 50 ms: each step's window is the 150 ms since the read
+			// before its baseline appeared, so the bound allows 150_000.
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: 0, at: 50 * ms, want: fwd(0)},
+				// Power 160_000 mJ over (0, 100 ms].
+				{raw: 160_000, at: 100 * ms, want: fwd(160_000)},
+				{raw: 160_000, at: 150 * ms, want: fwd(0)},
+				// Window (50, 200 ms]: bound 150_000. Charged the power
+				// over the 100 ms since 160_000 appeared, at most the bound.
+				{raw: 320_000, at: 200 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 150_000}},
+				// Confirmed: the power follows the board, as far as the
+				// bound lets it: 150_000 mJ over 150 ms, 1000 W.
+				{raw: 320_000, at: 250 * ms, want: fwd(0)},
+				{raw: 480_000, at: 300 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 100_000}},
+				{raw: 480_000, at: 350 * ms, want: fwd(0)},
+				{raw: 640_000, at: 400 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 100_000}},
+				{raw: 640_000, at: 450 * ms, want: fwd(0)},
+				{raw: 800_000, at: 500 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 100_000}},
+				// The fourth confirmation: each implied 160_000 mJ over
+				// 150 ms, 1066.7 W. The bound becomes 1.5 × that, 1600 W,
+				// and the run is charged its rises, 4 × 160_000, less the
+				// 450_000 it was charged.
+				{raw: 800_000, at: 550 * ms, want: tracker.Step{Kind: tracker.Forward, Delta: 190_000, Raised: true}},
+				// Window (450, 600 ms] at 1600 W: 240_000.
+				{raw: 960_000, at: 600 * ms, want: fwd(160_000)},
+			},
+			total: 960_000,
+		},
+		{
+			name:   "after a confirmed glitch the last known power follows the board up to the bound",
+			limits: kw,
+			// 500 W, then 1600 W from 200 ms on; 100 ms steps read every 50 ms.
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: 0, at: 50 * ms, want: fwd(0)},
+				{raw: 50_000, at: 100 * ms, want: fwd(50_000)},
+				{raw: 50_000, at: 150 * ms, want: fwd(0)},
+				// Power 50_000 mJ over (50, 200 ms]: 333 W.
+				{raw: 100_000, at: 200 * ms, want: fwd(50_000)},
+				{raw: 100_000, at: 250 * ms, want: fwd(0)},
+				// Beyond 150_000 over (150, 300 ms]: charged 333 W × 100 ms.
+				{raw: 260_000, at: 300 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 33_333}},
+				// Confirmed: the power is now 150_000 mJ over 150 ms.
+				{raw: 260_000, at: 350 * ms, want: fwd(0)},
+				{raw: 420_000, at: 400 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 100_000}},
+			},
+			total: 233_333,
+		},
+		{
+			name:   "one corrupt reading inside a run of glitches ends the run and costs nothing",
+			limits: kw,
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: 0, at: 50 * ms, want: fwd(0)},
+				{raw: 160_000, at: 100 * ms, want: fwd(160_000)},
+				{raw: 160_000, at: 150 * ms, want: fwd(0)},
+				{raw: 320_000, at: 200 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 150_000}},
+				{raw: 320_000, at: 250 * ms, want: fwd(0)},
+				{raw: 480_000, at: 300 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 100_000}},
+				{raw: 480_000, at: 350 * ms, want: fwd(0)},
+				{raw: 640_000, at: 400 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 100_000}},
+				{raw: 640_000, at: 450 * ms, want: fwd(0)},
+				// A corrupt reading, where the fourth step would be.
+				{raw: 9e12, at: 500 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 100_000}},
+				// Back: a Forward from 640_000 within (350, 550 ms], less
+				// what the corrupt reading charged. Not a fourth
+				// confirmation: the bound stays.
+				{raw: 800_000, at: 550 * ms, want: fwd(60_000)},
+				// Window (450, 600 ms]: a glitch, charged 1000 W over the
+				// 50 ms since 800_000 was seen, and the first of a new run:
+				// confirming it raises nothing.
+				{raw: 960_000, at: 600 * ms, want: tracker.Step{Kind: tracker.Glitch, Delta: 50_000}},
+				{raw: 960_000, at: 650 * ms, want: fwd(0)},
+			},
+			total: 720_000,
 		},
 		{
 			name:   "a small step back at a small counter is jitter",
@@ -403,6 +486,25 @@ func TestTrackerStepsBounded(t *testing.T) {
 				{raw: math.MaxUint64 / 2, at: 3, want: tracker.Step{Kind: tracker.Reset, Delta: math.MaxUint64 / 2}},
 			},
 			total: math.MaxUint64,
+		},
+		{
+			name:   "glitches over an empty window teach nothing, however huge the bound",
+			limits: tracker.Limits{MaxWatts: math.MaxFloat64},
+			steps: []step{
+				{raw: 0, at: 0, want: first},
+				{raw: 1, at: 0, want: fwd(1)},
+				// Every window from here on is (0, 0]: a bound of 0, and an
+				// infinite implied power.
+				{raw: 2, at: 0, want: tracker.Step{Kind: tracker.Glitch}},
+				{raw: 2, at: 0, want: fwd(0)},
+				{raw: 3, at: 0, want: tracker.Step{Kind: tracker.Glitch}},
+				{raw: 3, at: 0, want: fwd(0)},
+				{raw: 4, at: 0, want: tracker.Step{Kind: tracker.Glitch}},
+				{raw: 4, at: 0, want: fwd(0)},
+				{raw: 5, at: 0, want: tracker.Step{Kind: tracker.Glitch}},
+				{raw: 5, at: 0, want: fwd(0)},
+			},
+			total: 1,
 		},
 		{
 			name:   "a tiny power bound makes every rise a glitch",
@@ -685,16 +787,26 @@ type refBounded struct {
 	firstAt  int64
 	lastRaw  uint64
 	lastAt   int64
+	lastFrom int64 // when the previous reading began
 	runFrom  int64
+	baseAt   int64
 	pd, pw   *big.Int // last known power pd/pw mJ/ns; nil while none
-	// After a Glitch: the baseline it replaced, for one reading.
-	glitched    bool
-	preBase     uint64
-	preAnchor   int64
-	preAnchored bool
-	preLastAt   int64
-	glitchDelta *big.Int
-	debt        *big.Int
+	// After a Glitch: the baseline it replaced, for one reading, and the
+	// glitch's rise, window and bound.
+	glitched            bool
+	preBase             uint64
+	preBaseAt           int64
+	preAnchor           int64
+	preAnchored         bool
+	preLastAt           int64
+	glitchDelta         *big.Int
+	gRise, gWin, gBound *big.Int
+	debt                *big.Int
+	// The bound's learning: the configured bound in W, the one in force,
+	// and the run of confirmed glitches (rise, window, charged).
+	watts0, wattsF float64
+	run            [][3]*big.Int
+	runMin, runMax float64
 }
 
 // pay takes what a step charges toward the debt a recovered Glitch left.
@@ -725,17 +837,63 @@ func (m *refBounded) millijoules(ns *big.Int) *big.Int {
 	return new(big.Int).Quo(r.Num(), r.Denom())
 }
 
-func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
+// confirm is the rule for a glitch whose next reading did not come back:
+// the power follows it up to its bound, and a fourth consistent one in a
+// row raises the bound and returns the run's credit (nil: no raise).
+func (m *refBounded) confirm() *big.Int {
+	b := m.gRise
+	if m.gBound != nil && m.gBound.Cmp(b) < 0 {
+		b = m.gBound
+	}
+	if m.gWin.Sign() != 0 {
+		m.pd, m.pw = new(big.Int).Set(b), m.gWin
+	}
+	w := math.Inf(1)
+	if m.gWin.Sign() != 0 {
+		w = float64(m.gRise.Uint64()) / float64(m.gWin.Uint64()) * 1e6
+	}
+	if len(m.run) == 0 {
+		m.runMin, m.runMax = w, w
+	} else {
+		m.runMin, m.runMax = min(m.runMin, w), max(m.runMax, w)
+	}
+	m.run = append(m.run, [3]*big.Int{m.gRise, m.gWin, m.glitchDelta})
+	if len(m.run) < 4 {
+		return nil
+	}
+	run := m.run
+	m.run = nil
+	limit := min(m.watts0*tracker.MaxBoundGrowth, math.MaxFloat64)
+	if !(m.runMax <= 2*m.runMin) || !(m.runMax <= limit) {
+		return nil
+	}
+	to := min(m.runMax*1.5, limit)
+	if !(to > m.wattsF) {
+		return nil
+	}
+	m.wattsF, m.watts = to, new(big.Rat).SetFloat64(to)
+	credit := new(big.Int)
+	for _, g := range run {
+		c := m.millijoules(g[1])
+		if g[0].Cmp(c) < 0 {
+			c = g[0]
+		}
+		credit.Add(credit, new(big.Int).Sub(c, g[2]))
+	}
+	return credit
+}
+
+func (m *refBounded) advanceRead(raw uint64, from, at int64) (tracker.Kind, *big.Int, bool) {
+	from = min(from, at)
 	if !m.seen {
-		m.seen, m.base, m.firstAt, m.lastRaw, m.lastAt = true, raw, at, raw, at
-		return tracker.First, new(big.Int)
+		m.seen, m.base, m.firstAt, m.lastRaw, m.lastAt, m.lastFrom, m.baseAt = true, raw, from, raw, at, from, at
+		return tracker.First, new(big.Int), false
 	}
 	if raw != m.lastRaw {
-		m.runFrom = m.lastAt
+		m.runFrom = m.lastFrom
 	}
-	since := span(m.lastAt, at)
-	prevAt := m.lastAt
-	m.lastRaw, m.lastAt = raw, at
+	prevAt := m.lastFrom
+	m.lastRaw, m.lastAt, m.lastFrom = raw, at, from
 	var window, powWin *big.Int
 	if m.anchored {
 		window = span(m.anchor, at)
@@ -744,7 +902,7 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 		powWin = span(m.firstAt, at)
 		window = new(big.Int).Add(powWin, big.NewInt(int64(tracker.MaxUpdatePeriod)))
 	}
-	bound := m.millijoules(window)
+	pending := m.glitched
 	if m.glitched {
 		m.glitched = false
 		if raw < m.base && raw >= m.preBase {
@@ -765,26 +923,34 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 				}
 				m.debt.Add(m.debt, new(big.Int).Sub(m.glitchDelta, refund))
 				if raw == m.preBase {
-					m.base, m.anchor, m.anchored = raw, m.preAnchor, m.preAnchored
+					m.base, m.baseAt, m.anchor, m.anchored = raw, m.preBaseAt, m.preAnchor, m.preAnchored
 				} else {
-					m.base, m.anchor, m.anchored = raw, m.preLastAt, true
+					m.base, m.baseAt, m.anchor, m.anchored = raw, at, m.preLastAt, true
 				}
-				return tracker.Forward, new(big.Int).Sub(rise, refund)
+				m.run = nil
+				return tracker.Forward, new(big.Int).Sub(rise, refund), false
 			}
 		}
 	}
+	var credit *big.Int
+	if pending {
+		credit = m.confirm()
+	}
+	bound := m.millijoules(window)
 	b, r := new(big.Int).SetUint64(m.base), new(big.Int).SetUint64(raw)
 	quarter := new(big.Int).Quo(m.max, big.NewInt(4))
 	wrapped := new(big.Int).Sub(m.max, b)
 	wrapped.Add(wrapped, r).Add(wrapped, big.NewInt(1))
 	var kind tracker.Kind
 	var delta *big.Int
+	move := true
 	switch rise := new(big.Int).Sub(r, b); {
 	case rise.Sign() >= 0 && within(rise, bound):
-		if rise.Sign() == 0 {
-			return tracker.Forward, rise
-		}
 		kind, delta = tracker.Forward, rise
+		if rise.Sign() == 0 {
+			move = false
+			break
+		}
 		if powWin.Sign() != 0 {
 			m.pd, m.pw = rise, powWin
 		}
@@ -792,12 +958,13 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 	case rise.Sign() > 0:
 		kind, delta = tracker.Glitch, new(big.Int)
 		if m.pd != nil {
-			delta.Mul(m.pd, since).Quo(delta, m.pw)
+			delta.Mul(m.pd, span(m.baseAt, at)).Quo(delta, m.pw)
 			if !within(delta, bound) {
 				delta.Set(bound)
 			}
 		}
-		m.glitched, m.preBase, m.preAnchor, m.preAnchored, m.preLastAt, m.glitchDelta = true, m.base, m.anchor, m.anchored, prevAt, new(big.Int).Set(delta)
+		m.glitched, m.preBase, m.preBaseAt, m.preAnchor, m.preAnchored, m.preLastAt = true, m.base, m.baseAt, m.anchor, m.anchored, prevAt
+		m.glitchDelta, m.gRise, m.gWin, m.gBound = new(big.Int).Set(delta), rise, window, bound
 	case b.Cmp(new(big.Int).Sub(m.max, quarter)) > 0 && r.Cmp(quarter) < 0 && within(wrapped, bound):
 		kind, delta = tracker.Wrap, wrapped
 		if powWin.Sign() != 0 {
@@ -807,10 +974,18 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 	case within(r, bound) && (bound == nil || new(big.Int).Mul(r, big.NewInt(2)).Cmp(b) <= 0):
 		kind, delta = tracker.Reset, r
 	default:
-		return tracker.Jitter, new(big.Int)
+		kind, delta, move = tracker.Jitter, new(big.Int), false
 	}
-	m.base, m.anchor, m.anchored = raw, m.runFrom, true
-	return kind, delta
+	if kind != tracker.Glitch && (move || kind == tracker.Jitter) {
+		m.run = nil
+	}
+	if move {
+		m.base, m.baseAt, m.anchor, m.anchored = raw, at, m.runFrom, true
+	}
+	if credit != nil {
+		delta = new(big.Int).Add(delta, m.pay(credit))
+	}
+	return kind, delta, credit != nil
 }
 
 // fuzzSeries decodes data into readings of 12 bytes each: an op byte, a
@@ -818,8 +993,9 @@ func (m *refBounded) advance(raw uint64, at int64) (tracker.Kind, *big.Int) {
 // follows the previous raw (a far jump, a small rise, a small drop, a low
 // value, a value near the top, ...), so that forward steps, jitter,
 // glitches, resets and wraps all occur; its high bits scale the time step,
-// make it huge, or send the time backwards.
-func fuzzSeries(max uint64, start int64, data []byte, visit func(raw uint64, at int64)) {
+// make it huge, send the time backwards, or make the read take the second
+// half of its step (a bracketed reading, [began, at]).
+func fuzzSeries(max uint64, start int64, data []byte, visit func(raw uint64, began, at int64)) {
 	prev, at := uint64(0), start
 	for ; len(data) >= 12; data = data[12:] {
 		op := data[0]
@@ -855,6 +1031,7 @@ func fuzzSeries(max uint64, start int64, data []byte, visit func(raw uint64, at 
 		default:
 			dt *= []int64{1, 1_000, 1_000_000, 100_000_000}[op>>3&3]
 		}
+		prevAt := at
 		switch n := at + dt; {
 		case dt > 0 && n < at:
 			at = math.MaxInt64
@@ -863,7 +1040,13 @@ func fuzzSeries(max uint64, start int64, data []byte, visit func(raw uint64, at 
 		default:
 			at = n
 		}
-		visit(raw, at)
+		began := at
+		if op>>5 == 5 && at > prevAt {
+			// A read that took the second half of the time since the
+			// previous one: bracketed, sampled somewhere in it.
+			began = at - int64((uint64(at)-uint64(prevAt))/2)
+		}
+		visit(raw, began, at)
 		prev = raw
 	}
 }
@@ -884,6 +1067,24 @@ func FuzzTracker(f *testing.F) {
 		f.Add(uint64(1<<32-1), watts, int64(math.MaxInt64-1e9), jitter)
 	}
 	f.Add(uint64(0), 0.0, int64(0), []byte{0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff})
+	// A staircase at 1.6 W read every 50 ms under a 1 W bound: four
+	// consistent glitches raise the bound. Then the same with bracketed
+	// reads (op 5<<5), and a corrupt reading inside the run.
+	learn := [][]byte{rec(0|ms, 0, 0)}
+	bracketed := [][]byte{rec(0|ms, 0, 0)}
+	corrupt := [][]byte{rec(0|ms, 0, 0)}
+	for i := range 12 {
+		learn = append(learn, rec(1|ms, 50, 0), rec(1|ms, 50, 160))
+		bracketed = append(bracketed, rec(1|ms|5<<5, 50, 0), rec(1|ms|5<<5, 50, 160))
+		if i == 3 {
+			corrupt = append(corrupt, rec(1|ms, 50, 0), rec(0|ms, 50, 9e12), rec(0|ms, 50, uint64(160*(i+1))))
+			continue
+		}
+		corrupt = append(corrupt, rec(1|ms, 50, 0), rec(1|ms, 50, 160))
+	}
+	f.Add(uint64(0), 1.0, int64(0), series(learn...))
+	f.Add(uint64(0), 1.0, int64(0), series(bracketed...))
+	f.Add(uint64(0), 1.0, int64(0), series(corrupt...))
 	f.Fuzz(func(t *testing.T, max uint64, watts float64, start int64, data []byte) {
 		limits := tracker.Limits{CounterMax: max, MaxWatts: watts}
 		a := tracker.NewAccumulator(limits)
@@ -892,15 +1093,17 @@ func FuzzTracker(f *testing.F) {
 		bounded := watts > 0 && !math.IsInf(watts, 1)
 		ref := &refBounded{max: bigMax}
 		if bounded {
-			ref.watts = new(big.Rat).SetFloat64(watts)
+			ref.watts, ref.watts0, ref.wattsF = new(big.Rat).SetFloat64(watts), watts, watts
 		}
 		want := new(big.Int)
 		var prev uint64
 		var firstAt, lastAt, prevAt int64
+		took := new(big.Int) // the time the accepted readings took
+		overlap := false     // a bracket began before the previous reading returned
 		seen := false
-		fuzzSeries(tr.Max(), start, data, func(raw uint64, at int64) {
+		fuzzSeries(tr.Max(), start, data, func(raw uint64, began, at int64) {
 			before := a.Total()
-			got, err := a.Advance(raw, at)
+			got, err := a.AdvanceRead(raw, began, at)
 			switch {
 			case raw > tr.Max():
 				if !errors.Is(err, tracker.ErrOutOfRange) {
@@ -918,7 +1121,7 @@ func FuzzTracker(f *testing.F) {
 			if a.Total() < before {
 				t.Fatalf("Total went backwards: %d < %d", a.Total(), before)
 			}
-			kind, delta := ref.advance(raw, at)
+			kind, delta, raised := ref.advanceRead(raw, began, at)
 			if !bounded {
 				// Without a bound, the rule is today's: check it against
 				// the plain reference as well.
@@ -927,12 +1130,15 @@ func FuzzTracker(f *testing.F) {
 					t.Fatalf("reference models disagree on %d after %d: %v %s, %v %s", raw, prev, k, d, kind, delta)
 				}
 			}
-			if got.Kind != kind || !delta.IsUint64() || got.Delta != delta.Uint64() {
-				t.Fatalf("Advance(%d, %d) = %+v, reference %v %s", raw, at, got, kind, delta)
+			if got.Kind != kind || !delta.IsUint64() || got.Delta != delta.Uint64() || got.Raised != raised {
+				t.Fatalf("AdvanceRead(%d, %d, %d) = %+v, reference %v %s raised=%v", raw, began, at, got, kind, delta, raised)
 			}
 			if !seen {
-				firstAt, lastAt = at, at
+				firstAt, lastAt = began, at
+			} else if began < lastAt {
+				overlap = true
 			}
+			took.Add(took, span(began, at))
 			prev, seen, prevAt, lastAt = raw, true, lastAt, at
 			want.Add(want, delta)
 			sat := want
@@ -943,11 +1149,19 @@ func FuzzTracker(f *testing.F) {
 				t.Fatalf("Total = %d, reference %s", a.Total(), sat)
 			}
 			if bounded {
-				// The documented ceiling: MaxWatts × ((tₙ − t₀) + (tₙ₋₁ − t₀) + MaxUpdatePeriod).
+				if ref.wattsF > watts*tracker.MaxBoundGrowth {
+					t.Fatalf("bound raised to %v W, above MaxBoundGrowth × %v W", ref.wattsF, watts)
+				}
+				if overlap {
+					return
+				}
+				// The documented ceiling, at the bound now in force W:
+				// W × ((tₙ − t₀) + (tₙ₋₁ − t₀) + D + MaxUpdatePeriod), t₀
+				// the First reading's start, D the time the readings took.
 				ns := new(big.Int).Add(span(firstAt, lastAt), span(firstAt, prevAt))
-				ns.Add(ns, big.NewInt(int64(tracker.MaxUpdatePeriod)))
+				ns.Add(ns, took).Add(ns, big.NewInt(int64(tracker.MaxUpdatePeriod)))
 				if ceiling := ref.millijoules(ns); want.Cmp(ceiling) > 0 {
-					t.Fatalf("charged %s mJ from %d to %d ns, over the ceiling %s", want, firstAt, lastAt, ceiling)
+					t.Fatalf("charged %s mJ from %d to %d ns at %v W, over the ceiling %s", want, firstAt, lastAt, ref.wattsF, ceiling)
 				}
 			}
 		})
@@ -971,7 +1185,8 @@ func ExampleTracker_bounded() {
 	// add more than about 100 J, so a drop of 1 mJ is jitter, not a reset,
 	// and the jump back after a spurious drop to 0 is a glitch, charged at
 	// the last known power: 100 mJ over the window (0, 300 ms] of the last
-	// forward step, for the 100 ms since the previous reading.
+	// forward step, for the 100 ms since the reading that set the baseline,
+	// the reset.
 	tr := tracker.New(tracker.Limits{MaxWatts: 1000})
 	for i, raw := range []uint64{5e9, 5e9 + 100, 5e9 + 99, 5e9 + 200, 0, 5e9 + 300} {
 		s, _ := tr.Advance(raw, int64(i)*int64(100*time.Millisecond))

@@ -1,0 +1,128 @@
+package tracker_test
+
+import (
+	"testing"
+
+	"github.com/otelenergy/otelenergy/tracker"
+)
+
+// staircase returns the reading at r ms of a counter that publishes, every
+// period ms, the energy drawn so far at watts(k) W during its k-th period.
+func staircase(period int64, watts func(k int64) uint64) func(r int64) uint64 {
+	return func(r int64) uint64 {
+		var e uint64
+		for k := range r / period {
+			e += watts(k) * uint64(period) // W × ms = mJ
+		}
+		return e
+	}
+}
+
+type learnRun struct {
+	steps  []tracker.Step
+	raised []int64 // ms of the readings with Raised
+	a      *tracker.Accumulator
+	tr     tracker.Raise
+	first  uint64
+	last   uint64
+}
+
+func runStaircase(t *testing.T, limits tracker.Limits, readEvery, until int64, value func(r int64) uint64) learnRun {
+	t.Helper()
+	lr := learnRun{a: tracker.NewAccumulator(limits)}
+	for r := int64(0); r <= until; r += readEvery {
+		raw := value(r)
+		if r == 0 {
+			lr.first = raw
+		}
+		lr.last = raw
+		s, err := lr.a.Advance(raw, r*ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Raised {
+			lr.raised = append(lr.raised, r)
+		}
+		lr.steps = append(lr.steps, s)
+	}
+	lr.tr = lr.a.LastRaise()
+	return lr
+}
+
+// TestTrackerLearnsABoundSetTooLow is the stale-limit probe: a bound of
+// 450 W (a 300 W limit × 1.5) on a board that draws 600 W, with a 100 ms
+// counter read every 17 ms. After four glitches the bound is raised once,
+// and every millijoule the counter counted is charged.
+func TestTrackerLearnsABoundSetTooLow(t *testing.T) {
+	lr := runStaircase(t, tracker.Limits{MaxWatts: 450}, 17, 10_000, staircase(100, func(int64) uint64 { return 600 }))
+	if len(lr.raised) != 1 || lr.tr.Count != 1 {
+		t.Fatalf("raised at %v ms (count %d), want once", lr.raised, lr.tr.Count)
+	}
+	if g := lr.a.Glitches(); g != 4 {
+		t.Errorf("%d glitches, want the 4 of the learning run", g)
+	}
+	if got, want := lr.a.Total(), lr.last-lr.first; got != want {
+		t.Errorf("charged %d mJ, the counter counted %d", got, want)
+	}
+	if lr.tr.From != 450 || lr.tr.ImpliedWatts <= 450 || lr.tr.ImpliedWatts > 600 || lr.tr.To != 1.5*lr.tr.ImpliedWatts {
+		t.Errorf("raise %+v: want from 450 W to 1.5 × an implied power in (450, 600] W", lr.tr)
+	}
+	t.Logf("raised at %d ms: %+v", lr.raised[0], lr.tr)
+}
+
+// TestTrackerLearnsAgainWhenTheBoardDrawsMore raises the bound twice: the
+// board goes from 600 W to 1100 W, above the first learned bound.
+func TestTrackerLearnsAgainWhenTheBoardDrawsMore(t *testing.T) {
+	watts := func(k int64) uint64 {
+		if k < 50 {
+			return 600
+		}
+		return 1100
+	}
+	lr := runStaircase(t, tracker.Limits{MaxWatts: 450}, 17, 12_000, staircase(100, watts))
+	if len(lr.raised) != 2 {
+		t.Fatalf("raised at %v ms, want twice", lr.raised)
+	}
+	if got, want := lr.a.Total(), lr.last-lr.first; got != want {
+		t.Errorf("charged %d mJ, the counter counted %d", got, want)
+	}
+	if lr.tr.To > 4*450 {
+		t.Errorf("bound raised to %v W, above MaxBoundGrowth × 450 W", lr.tr.To)
+	}
+}
+
+// TestTrackerDoesNotLearnInconsistentGlitches alternates steps whose
+// implied powers differ by more than twice: that is no steady board, and
+// the bound stays.
+func TestTrackerDoesNotLearnInconsistentGlitches(t *testing.T) {
+	watts := func(k int64) uint64 {
+		if k%2 == 0 {
+			return 1700
+		}
+		return 4000
+	}
+	lr := runStaircase(t, tracker.Limits{MaxWatts: 1000}, 50, 10_000, staircase(100, watts))
+	if len(lr.raised) != 0 || lr.a.Glitches() < 50 {
+		t.Fatalf("raised at %v ms with %d glitches, want no raise over many glitches", lr.raised, lr.a.Glitches())
+	}
+	if got, ceiling := lr.a.Total(), uint64(1000*(2*10_000+1000)); got > ceiling {
+		t.Fatalf("charged %d mJ, above the ceiling %d", got, ceiling)
+	}
+}
+
+// TestTrackerDoesNotLearnBeyondMaxBoundGrowth bounds a 600 W board at
+// 100 W: its steps imply more than MaxBoundGrowth × the bound, so the
+// bound stays, and each glitch is still charged at most the bound.
+func TestTrackerDoesNotLearnBeyondMaxBoundGrowth(t *testing.T) {
+	lr := runStaircase(t, tracker.Limits{MaxWatts: 100}, 17, 10_000, staircase(100, func(int64) uint64 { return 600 }))
+	if len(lr.raised) != 0 {
+		t.Fatalf("raised at %v ms to %v W, above MaxBoundGrowth × 100 W", lr.raised, lr.tr.To)
+	}
+	// Charged at most the bound over the time, and, with the power
+	// following the board up to the bound, about all of it.
+	got, ceiling := lr.a.Total(), uint64(100*(2*10_000+1000))
+	if got > ceiling || got < 100*10_000*9/10 {
+		t.Fatalf("charged %d mJ; want about the bound's 1_000_000 over 10 s, under the ceiling %d", got, ceiling)
+	}
+	t.Logf("charged %d mJ of %d counted at a 100 W bound", got, lr.last-lr.first)
+}
