@@ -9,12 +9,12 @@
 //
 // Board b runs one long-lived server (pid 2000+b) at 30 + 10·(b mod 4) %
 // SM, in a Kubernetes pod of its own, busy 40 s of every 60 s; even boards
-// also run a trainer (pid 3000+b, 40 %, a plain Docker container) from
-// 10 s on. Every 5 s a short job (pid 10000+k, 50 %, 2.5 s, no
+// also run a trainer (pid 3000+b, 25 %, a plain Docker container) from
+// 10 s on. Every 5 s a short job (pid 10000+k, 15 %, 2.5 s, no
 // container) starts on board k mod n. The last board of eight or more is
 // in MIG mode: its processes are listed per instance and it reports no
 // per-process utilization. Each board idles at 70 W and draws 3 W per
-// percent of SM utilization on top.
+// percent of SM utilization on top; no board's processes sum past 100 %.
 package sim
 
 import (
@@ -104,13 +104,13 @@ func (nd *Node) script(t time.Duration) []proc {
 		ps = append(ps, proc{board: b, pid: uint32(2000 + b), name: "vllm", util: uint32(30 + 10*(b%4)),
 			container: fmt.Sprintf("%064x", 0xc0de0000+b), pod: fmt.Sprintf("5151a7ed-0000-4000-8000-%012d", b), busyCycle: true})
 		if b%2 == 0 {
-			ps = append(ps, proc{board: b, pid: uint32(3000 + b), name: "trainer", util: 40,
+			ps = append(ps, proc{board: b, pid: uint32(3000 + b), name: "trainer", util: 25,
 				container: fmt.Sprintf("%064x", 0xd0c0000+b), from: 10 * time.Second})
 		}
 	}
 	if k := int(t / churnEvery); k >= 0 {
 		from := time.Duration(k) * churnEvery
-		ps = append(ps, proc{board: k % len(nd.gpus), pid: uint32(10000 + k), name: "job", util: 50, from: from, till: from + churnLife})
+		ps = append(ps, proc{board: k % len(nd.gpus), pid: uint32(10000 + k), name: "job", util: 15, from: from, till: from + churnLife})
 	}
 	return ps
 }

@@ -25,6 +25,12 @@ const DefaultStaticHorizon = 300.0 // seconds
 //  4. zero: until the board has been seen idle or its load has varied,
 //     nothing is called idle, and processes carry the static part.
 //
+// Only steady windows are learned from: a window whose utilization is
+// within steadyUtil of the window before it. Where the load changes, a
+// window's utilization samples (up to a second old, more when stale) and
+// its counter intervals can describe different moments, and a window that
+// reads idle can still hold the end of a busy spell.
+//
 // Every sum decays with exp(−Δt/Horizon). Static is not safe for
 // concurrent use.
 type Static struct {
@@ -37,12 +43,15 @@ type Static struct {
 
 	w, wu, wuu, wp, wup float64
 	iw, ip              float64
+	prevU               float64
+	primed              bool
 }
 
 const (
 	minIdleSeconds = 10
 	minFitSeconds  = 30
 	minUtilStdDev  = 0.05
+	steadyUtil     = 0.02
 )
 
 // Observe adds one window of length dtNs and energy energyMJ at board
@@ -61,6 +70,11 @@ func (s *Static) Observe(dtNs int64, energyMJ uint64, util float64) {
 	s.w, s.wu, s.wuu, s.wp, s.wup = s.w*d, s.wu*d, s.wuu*d, s.wp*d, s.wup*d
 	s.iw, s.ip = s.iw*d, s.ip*d
 	u := min(max(util, 0), 1)
+	steady := s.primed && math.Abs(u-s.prevU) <= steadyUtil
+	s.primed, s.prevU = true, u
+	if !steady {
+		return
+	}
 	p := float64(energyMJ) / 1000 / dt
 	s.w += dt
 	s.wu += dt * u

@@ -26,9 +26,10 @@ func TestStatic(t *testing.T) {
 	}{
 		{"fixed", 70, 100, func(int) float64 { return 1 }, 70, 0},
 		{"not enough data", 0, 5, func(int) float64 { return 0 }, 0, 0},
-		{"idle windows measured", 0, 60, func(i int) float64 { return float64(i%2) * 0.8 }, 90, 0.01},
+		{"idle windows measured", 0, 60, func(i int) float64 { return float64(i/5%2) * 0.8 }, 90, 0.01},
 		{"constant full load: unknown", 0, 600, func(int) float64 { return 1 }, 0, 0},
-		{"varying load, never idle: fitted", 0, 120, func(i int) float64 { return 0.2 + 0.6*float64(i%5)/4 }, 90, 0.01},
+		{"load changing every window: nothing steady", 0, 600, func(i int) float64 { return float64(i%2) * 0.8 }, 0, 0},
+		{"varying load, never idle: fitted", 0, 120, func(i int) float64 { return 0.2 + 0.6*float64(i/4%5)/4 }, 90, 0.01},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func env(kv map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+}
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(options) bool
+		wantErr string
+	}{
+		{name: "defaults", check: func(o options) bool {
+			return !o.simulate && o.procRoot == "/proc" && o.processInterval == time.Second && o.maxSeries == 4096 && o.adminListen == ":8081" && o.logFormat == "text"
+		}},
+		{name: "environment", env: map[string]string{"OTELENERGY_SIMULATE": "true", "OTELENERGY_MAX_SERIES": "12", "OTELENERGY_PROC_ROOT": "/host/proc"},
+			check: func(o options) bool { return o.simulate && o.maxSeries == 12 && o.procRoot == "/host/proc" }},
+		{name: "a flag wins over its variable", args: []string{"-max-series", "7"}, env: map[string]string{"OTELENERGY_MAX_SERIES": "12"},
+			check: func(o options) bool { return o.maxSeries == 7 }},
+		{name: "bad variable", env: map[string]string{"OTELENERGY_PROCESS_INTERVAL": "soon"}, wantErr: "OTELENERGY_PROCESS_INTERVAL"},
+		{name: "bad flag", args: []string{"-max-series", "many"}, wantErr: "-max-series"},
+		{name: "too short an interval", args: []string{"-process-interval", "1ms"}, wantErr: "-process-interval"},
+		{name: "no series", args: []string{"-max-series", "0"}, wantErr: "-max-series"},
+		{name: "log format", args: []string{"-log-format", "xml"}, wantErr: "-log-format"},
+		{name: "admin address", args: []string{"-admin-listen", "8081"}, wantErr: "-admin-listen"},
+		{name: "negative idle power", args: []string{"-idle-watts", "-3"}, wantErr: "-idle-watts"},
+		{name: "stray argument", args: []string{"now"}, wantErr: "now"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			o, err := parse(tt.args, env(tt.env), &stderr)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error()+stderr.String(), tt.wantErr) {
+					t.Fatalf("err = %v (stderr %q), want one naming %s", err, stderr.String(), tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.check(o) {
+				t.Fatalf("options %+v", o)
+			}
+		})
+	}
+}
+
+func TestRunExitStatus(t *testing.T) {
+	var stderr bytes.Buffer
+	if got := run(context.Background(), []string{"-max-series", "x"}, env(nil), &stderr); got != 2 {
+		t.Fatalf("invalid flag: status %d, want 2", got)
+	}
+	if lines := strings.Count(strings.TrimSpace(stderr.String()), "\n") + 1; !strings.Contains(stderr.String(), "-max-series") {
+		t.Fatalf("stderr %q (%d lines) does not name the flag", stderr.String(), lines)
+	}
+	stderr.Reset()
+	if got := run(context.Background(), []string{"-h"}, env(nil), &stderr); got != 0 {
+		t.Fatalf("-h: status %d, want 0", got)
+	}
+	for _, want := range []string{"-simulate", "-devices", "-proc-root", `(default "/proc")`, "-process-interval", "(default 1s)",
+		"-max-series", "(default 4096)", "-log-format", "-admin-listen", `(default ":8081")`, "OTELENERGY_SIMULATE"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("-h does not show %q", want)
+		}
+	}
+}
+
+// TestRunSimulate runs the agent for a moment in -simulate mode, and
+// checks that without -simulate on a machine without NVML it fails rather
+// than falling back to simulation.
+func TestRunSimulate(t *testing.T) {
+	t.Setenv("OTEL_METRICS_EXPORTER", "none")
+	var stderr bytes.Buffer
+	args := []string{"-simulate", "-simulate-devices", "2", "-duration", "1500ms", "-admin-listen", "127.0.0.1:0", "-log-format", "json"}
+	if got := run(context.Background(), args, env(nil), &stderr); got != 0 {
+		t.Fatalf("status %d, want 0; stderr:\n%s", got, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "simulated GPUs") {
+		t.Fatalf("no log line says the GPUs are simulated:\n%s", stderr.String())
+	}
+	stderr.Reset()
+	if got := run(context.Background(), []string{"-duration", "1s", "-admin-listen", ""}, env(nil), &stderr); got == 0 {
+		t.Skip("NVML is present on this machine")
+	}
+	if strings.Contains(stderr.String(), "simulated GPUs") || !strings.Contains(stderr.String(), "NVML") {
+		t.Fatalf("without NVML: %s", stderr.String())
+	}
+}
