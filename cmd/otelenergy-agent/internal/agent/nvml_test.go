@@ -61,11 +61,13 @@ type boardScript struct {
 	unsupported bool // GetProcessUtilization NOT_SUPPORTED (vGPU)
 	lostAt      int  // from this window on, every call answers GPU_IS_LOST; 0 never
 	stale       bool // every answer also carries a stale sample at 90 %
+	resetAt     int  // the counter restarts from 0 at this window's first step (a GPU reset); 0 never
 }
 
 func never(int) bool { return false }
 
-// script is the eight boards' ground truth.
+// script is the eight boards' ground truth. The tracker charges a reset's
+// first reading in full, so the truth ignores the reset.
 func script() []boardScript {
 	none := func(int) uint64 { return 0 }
 	return []boardScript{
@@ -87,8 +89,9 @@ func script() []boardScript {
 		{procs: []sproc{{pid: 140, start: 1, name: "a", to: windows}, {pid: 141, start: 1, name: "b", to: windows}, {pid: 142, start: 1, name: "c", to: windows}}, extra: func(int) uint64 { return 3000 }, notFound: never, unsupported: true},
 		// Lost from window 4 on.
 		{procs: []sproc{{pid: 150, start: 1, name: "p", util: 70, to: windows}, {pid: 151, start: 1, name: "q", util: 30, to: windows}}, extra: none, notFound: never, lostAt: 4},
-		// No process at all, 10 W of activity.
-		{extra: func(int) uint64 { return 1000 }, notFound: never},
+		// No process at all, 10 W of activity; a GPU reset in window 5
+		// restarts the counter from zero.
+		{extra: func(int) uint64 { return 1000 }, notFound: never, resetAt: 5},
 		// pid 170 is reused: one process in windows 0-2, another from 4.
 		{procs: []sproc{{pid: 170, start: 11, name: "first", util: 100, to: 3}, {pid: 170, start: 22, name: "second", util: 100, from: 4, to: windows}}, extra: none, notFound: never},
 	}
@@ -363,12 +366,15 @@ func TestMockNode(t *testing.T) {
 		wd.mu.Lock()
 		wd.w = w
 		wd.mu.Unlock()
-		for range stepsPerWindow {
+		for k := range stepsPerWindow {
 			clockMu.Lock()
 			now = now.Add(step)
 			clockMu.Unlock()
 			wd.mu.Lock()
 			for b := range wd.energy {
+				if wd.sc[b].resetAt == w && w > 0 && k == 0 {
+					wd.energy[b] = 0
+				}
 				if !wd.lost(b) {
 					wd.energy[b] += wd.stepEnergy(b)
 				}
@@ -466,6 +472,9 @@ func TestMockNode(t *testing.T) {
 	}
 
 	devs := mon.Devices()
+	if st := mon.Stats(); st.Devices[6].Resets != 1 || !st.Devices[5].Lost {
+		t.Errorf("board 6 resets %d (want 1), board 5 lost %v (want true)", st.Devices[6].Resets, st.Devices[5].Lost)
+	}
 	for b := range wd.sc {
 		tot := ag.Totals(b)
 		if tot.EnergyMJ != truthEnergy[b] || tot.IdleMJ != truthIdle[b] || tot.UnattributedMJ != truthUnattr[b] {
