@@ -76,14 +76,8 @@ func parse(args []string, lookupEnv func(string) (string, bool), stderr io.Write
 	var o options
 	fs := flag.NewFlagSet("otelenergy-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	env := map[string]string{}
-	name := func(flagName string) string {
-		return "OTELENERGY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-	}
-	def := func(flagName, usage string) string {
-		env[flagName] = name(flagName)
-		return usage + " (env " + name(flagName) + ")"
-	}
+	// def appends the flag's variable to its usage, so -h shows both.
+	def := func(flagName, usage string) string { return usage + " (env " + envName(flagName) + ")" }
 	fs.BoolVar(&o.simulate, "simulate", false, def("simulate", "meter simulated GPUs running scripted processes instead of NVML; never chosen silently"))
 	fs.IntVar(&o.simDevices, "simulate-devices", 8, def("simulate-devices", "number of simulated GPUs with -simulate"))
 	fs.StringVar(&o.devices, "devices", "", def("devices", "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs; empty meters every GPU NVML shows, narrowed by CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES"))
@@ -95,18 +89,19 @@ func parse(args []string, lookupEnv func(string) (string, bool), stderr io.Write
 	fs.StringVar(&o.logFormat, "log-format", "text", def("log-format", "log format: text or json"))
 	fs.StringVar(&o.adminListen, "admin-listen", ":8081", def("admin-listen", "address of /healthz and /readyz; empty disables"))
 	fs.DurationVar(&o.duration, "duration", 0, def("duration", "exit after this long; 0 runs until SIGTERM or SIGINT"))
+	// The variables first, so that a flag on the command line wins.
+	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if v, ok := lookupEnv(env[f.Name]); ok {
-			if err := f.Value.Set(v); err != nil {
-				// Reported below with the variable's name.
-				env[f.Name] = "!" + v
-			}
+		v, ok := lookupEnv(envName(f.Name))
+		if !ok || envErr != nil {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			envErr = fmt.Errorf("invalid value %q for %s: %v", v, envName(f.Name), err)
 		}
 	})
-	for f, e := range env {
-		if strings.HasPrefix(e, "!") {
-			return o, fmt.Errorf("invalid value %q for %s", e[1:], name(f))
-		}
+	if envErr != nil {
+		return o, envErr
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -136,6 +131,12 @@ func parse(args []string, lookupEnv func(string) (string, bool), stderr io.Write
 		}
 	}
 	return o, nil
+}
+
+// envName is the variable that sets a flag: -max-series is
+// OTELENERGY_MAX_SERIES.
+func envName(flagName string) string {
+	return "OTELENERGY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // run is the agent's life: it returns the exit status.

@@ -54,8 +54,14 @@ type Resolver interface {
 
 // Config is what [New] needs.
 type Config struct {
-	Rings    Rings
-	Lister   Lister
+	// Rings gives the boards and their counter steps: the library's
+	// Monitor. Required.
+	Rings Rings
+	// Lister lists each board's processes: an
+	// [nvmlsource.ProcessReader], or the simulator. Required.
+	Lister Lister
+	// Resolver identifies processes: [procfs.FS] over the host's /proc,
+	// or the simulator. Required.
 	Resolver Resolver
 	// MaxSeries caps the per-process series, live and exited ones not yet
 	// exported, over all boards; zero or less selects DefaultMaxSeries.
