@@ -250,7 +250,9 @@ func (a *Agent) passBoard(i int, b *board) {
 				s.mj += b.out[k]
 			}
 		}
-		if mode == split.Measured {
+		// A board without per-process utilization still says it is idle
+		// when it lists no process.
+		if mode == split.Measured || (mode == split.Unmeasured && len(b.slots) == 0) {
 			var e uint64
 			for _, iv := range ivs {
 				e += iv.EnergyMJ
