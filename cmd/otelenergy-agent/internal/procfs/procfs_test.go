@@ -71,3 +71,23 @@ func TestStartTimeSelf(t *testing.T) {
 		t.Fatalf("StartTime = %d, %v; want %d", got, err, want)
 	}
 }
+
+// FuzzParseStartTime builds a stat line around any comm (spaces,
+// parentheses and all) and start time, and checks that the parser finds
+// the start time.
+func FuzzParseStartTime(f *testing.F) {
+	f.Add("python3", uint64(5000))
+	f.Add("a) (b", uint64(0))
+	f.Add(") 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 (", uint64(1<<63))
+	f.Fuzz(func(t *testing.T, comm string, start uint64) {
+		if strings.ContainsAny(comm, "\n\x00") || len(comm) > 64 {
+			t.Skip()
+		}
+		line := "4242 (" + comm + ") S 1 4242 4242 0 -1 4194560 1000 0 0 0 25 10 0 0 20 0 8 0 " +
+			strconv.FormatUint(start, 10) + " 123456789 4000 18446744073709551615 1 1 0\n"
+		got, ok := procfs.ParseStartTime([]byte(line))
+		if !ok || got != start {
+			t.Fatalf("ParseStartTime(%q) = %d, %v; want %d", line, got, ok, start)
+		}
+	})
+}
