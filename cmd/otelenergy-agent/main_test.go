@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +102,40 @@ func TestRunSimulate(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "simulated GPUs") || !strings.Contains(stderr.String(), "NVML") {
 		t.Fatalf("without NVML: %s", stderr.String())
+	}
+}
+
+// TestDockerfileBuild runs the Dockerfile's build command, as the image's
+// build stage runs it (in the module's directory, outside the workspace),
+// so that the image's build is checked without a docker daemon.
+func TestDockerfileBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the agent")
+	}
+	df, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The RUN line that builds, with its continuations joined.
+	text := strings.ReplaceAll(string(df), "\\\n", " ")
+	var cmd string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "RUN ") && strings.Contains(line, "go build") {
+			cmd = line[strings.Index(line, "GOWORK=off"):]
+		}
+	}
+	const out = "/out/otelenergy-agent"
+	if cmd == "" || !strings.Contains(cmd, out) || !strings.Contains(cmd, "CGO_ENABLED=1") || !strings.Contains(cmd, "-trimpath") {
+		t.Fatalf("no cgo, -trimpath go build to %s in the Dockerfile: %q", out, cmd)
+	}
+	bin := filepath.Join(t.TempDir(), "otelenergy-agent")
+	c := exec.Command("sh", "-c", strings.Replace(cmd, out, bin, 1))
+	c.Env = os.Environ()
+	if b, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, b)
+	}
+	b, err := exec.Command(bin, "-h").CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "-simulate") {
+		t.Fatalf("the built agent's -h: %v\n%s", err, b)
 	}
 }
