@@ -253,6 +253,9 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	nd.start()
 	if err := mon.Start(); err != nil {
+		_ = ag.Shutdown()
+		_ = mon.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
 		return err
 	}
 	for _, d := range mon.Devices() {
@@ -266,6 +269,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	if o.adminListen != "" {
 		ln, err := net.Listen("tcp", o.adminListen)
 		if err != nil {
+			_ = ag.Shutdown()
 			_ = mon.Shutdown(context.Background())
 			_ = mp.Shutdown(context.Background())
 			return fmt.Errorf("-admin-listen: %w", err)
