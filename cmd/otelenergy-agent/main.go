@@ -122,6 +122,8 @@ func parse(args []string, lookupEnv func(string) (string, bool), stderr io.Write
 		return o, fmt.Errorf("invalid value %q for -log-format: text or json", o.logFormat)
 	case o.simDevices < 1 || o.simDevices > 64:
 		return o, fmt.Errorf("invalid value %d for -simulate-devices: 1 to 64", o.simDevices)
+	case o.simulate && o.devices != "":
+		return o, fmt.Errorf("invalid value %q for -devices: it chooses NVML GPUs; with -simulate, -simulate-devices sets their number", o.devices)
 	case o.duration < 0:
 		return o, fmt.Errorf("invalid value %v for -duration", o.duration)
 	}

@@ -42,6 +42,7 @@ func TestParse(t *testing.T) {
 		{name: "admin address", args: []string{"-admin-listen", "8081"}, wantErr: "-admin-listen"},
 		{name: "negative idle power", args: []string{"-idle-watts", "-3"}, wantErr: "-idle-watts"},
 		{name: "stray argument", args: []string{"now"}, wantErr: "now"},
+		{name: "NVML devices with -simulate", args: []string{"-simulate", "-devices", "0"}, wantErr: "-devices"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
