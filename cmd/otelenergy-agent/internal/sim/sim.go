@@ -231,6 +231,20 @@ func (nd *Node) Read(i int, b *nvmlsource.BoardProcesses) error {
 	return nil
 }
 
+// ActiveMJ returns the energy that running process pid has drawn above
+// the board's idle power so far, the ground truth of its share: its
+// simulated tokens times their energy. ok is false for a process not
+// running.
+func (nd *Node) ActiveMJ(pid uint32) (mj float64, ok bool) {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	j, ok := nd.jobs[pid]
+	if !ok {
+		return 0, false
+	}
+	return float64(j.OutputTokens()) * joulesPerTok * 1000, true
+}
+
 // StartTime returns a scripted process's start time: its pid, since no
 // scripted pid is reused.
 func (nd *Node) StartTime(pid uint32) (uint64, error) {
