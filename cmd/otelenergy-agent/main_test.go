@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/goleak"
+
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/sim"
+	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -138,5 +145,41 @@ func TestDockerfileBuild(t *testing.T) {
 	b, err := exec.Command(bin, "-h").CombinedOutput()
 	if err != nil || !strings.Contains(string(b), "-simulate") {
 		t.Fatalf("the built agent's -h: %v\n%s", err, b)
+	}
+}
+
+func TestAdminEndpoints(t *testing.T) {
+	nd, err := sim.New(2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider()
+	defer mp.Shutdown(context.Background())
+	mon, err := otelenergy.NewMonitor(nd, otelenergy.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mon.Shutdown(context.Background())
+	ag, err := agent.New(agent.Config{Rings: mon, Lister: nd, Resolver: nd, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Shutdown()
+	h := adminHandler(ag)
+	get := func(path string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code
+	}
+	if c := get("/healthz"); c != http.StatusOK {
+		t.Errorf("/healthz = %d", c)
+	}
+	if c := get("/readyz"); c != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before a pass = %d, want 503", c)
+	}
+	mon.Sample()
+	ag.Pass()
+	if c := get("/readyz"); c != http.StatusOK {
+		t.Errorf("/readyz after a pass = %d, want 200", c)
 	}
 }
