@@ -76,10 +76,15 @@ func (r *ProcessReader) Read(i int, b *BoardProcesses) error {
 	)
 	if err := r.call(i, "GetMigMode", func() nvml.Return {
 		mode, _, ret = h.GetMigMode()
-		if ret == nvml.ERROR_NOT_SUPPORTED {
-			mode, ret = nvml.DEVICE_MIG_DISABLE, nvml.SUCCESS
+		if ret == nvml.ERROR_GPU_IS_LOST {
+			return ret
 		}
-		return ret
+		if ret != nvml.SUCCESS {
+			// Boards without MIG answer NOT_SUPPORTED; like the share
+			// listing, any answer but MIG enabled lists the board whole.
+			mode = nvml.DEVICE_MIG_DISABLE
+		}
+		return nvml.SUCCESS
 	}); err != nil {
 		return err
 	}
