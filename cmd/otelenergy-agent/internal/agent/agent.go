@@ -1,0 +1,486 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/ring"
+)
+
+// ScopeName is the instrumentation scope of the agent's instruments.
+const ScopeName = "github.com/otelenergy/otelenergy/cmd/otelenergy-agent"
+
+// DefaultMaxSeries is the default cap on per-process series.
+const DefaultMaxSeries = 4096
+
+// Attribute keys the agent sets besides semconv's.
+const (
+	SharedKey   = attribute.Key("otelenergy.energy.shared")
+	InstanceKey = attribute.Key("otelenergy.gpu.instance")
+	ExitedKey   = attribute.Key("otelenergy.process.exited")
+	OverflowKey = attribute.Key("otel.metric.overflow")
+)
+
+// Rings is what the agent reads of the library's Monitor: the metered
+// boards and each one's counter steps. *otelenergy.Monitor implements it.
+type Rings interface {
+	Devices() []otelenergy.Device
+	Ring(i int) (ring.View, error)
+}
+
+// Lister lists board i's processes into b; see
+// [nvmlsource.ProcessReader.Read], which implements it, for the contract.
+type Lister interface {
+	Read(i int, b *nvmlsource.BoardProcesses) error
+}
+
+// Resolver identifies processes: [procfs.FS] implements it.
+type Resolver interface {
+	StartTime(pid uint32) (uint64, error)
+	Info(pid uint32) (procfs.Info, error)
+}
+
+// Config is what [New] needs.
+type Config struct {
+	// Rings gives the boards and their counter steps: the library's
+	// Monitor. Required.
+	Rings Rings
+	// Lister lists each board's processes: an
+	// [nvmlsource.ProcessReader], or the simulator. Required.
+	Lister Lister
+	// Resolver identifies processes: [procfs.FS] over the host's /proc,
+	// or the simulator. Required.
+	Resolver Resolver
+	// MaxSeries caps the per-process series, live and exited ones not yet
+	// exported, over all boards; zero or less selects DefaultMaxSeries.
+	MaxSeries int
+	// IdleWatts, when positive, fixes every board's static power instead
+	// of learning it.
+	IdleWatts float64
+	// MeterProvider registers the instruments; nil selects the global one.
+	MeterProvider metric.MeterProvider
+}
+
+// Agent splits each board's energy among its processes. Create one with
+// [New]. All methods are safe for concurrent use.
+type Agent struct {
+	cfg    Config
+	boards []*board
+
+	mu     sync.Mutex
+	gen    uint64
+	series int // per-process series held, over all boards
+	passes atomic.Uint64
+
+	overflowed atomic.Uint64
+	inst       instruments
+}
+
+// series is one process's total on one board, or one of a board's
+// aggregate series.
+type series struct {
+	pid    uint32
+	start  uint64
+	mj     uint64
+	opt    metric.ObserveOption
+	seen   uint64 // the pass that last saw it listed or sampled
+	exited bool
+}
+
+type board struct {
+	dev     otelenergy.Device
+	hwOpt   metric.ObserveOption
+	idOpt   metric.ObserveOption
+	shared  bool // the latest listing had no per-process utilization
+	primed  bool
+	lastE   uint64
+	lastT   int64
+	static  split.Static
+	listing nvmlsource.BoardProcesses
+
+	procs    map[uint32]*series // the current process of each pid
+	exiting  []*series          // no longer listed, observed once more
+	overflow series             // the processes beyond the cap
+	exited   series             // the totals of ended series
+
+	idleMJ, unattributedMJ uint64
+	listErrors             atomic.Uint64
+	failing, lost          bool
+
+	pts     []ring.Point
+	ivs     []split.Interval
+	slots   []*series // nil: unattributed
+	weights []uint64
+	out     []uint64
+}
+
+// New returns an Agent over cfg's boards and registers its instruments.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Rings == nil || cfg.Lister == nil || cfg.Resolver == nil {
+		return nil, errors.New("agent: Rings, Lister and Resolver are required")
+	}
+	if cfg.MaxSeries <= 0 {
+		cfg.MaxSeries = DefaultMaxSeries
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = otel.GetMeterProvider()
+	}
+	a := &Agent{cfg: cfg}
+	for _, d := range cfg.Rings.Devices() {
+		id := semconv.HwID(d.ID)
+		b := &board{
+			dev: d,
+			hwOpt: metric.WithAttributeSet(attribute.NewSet(id, semconv.HwTypeKey.String(d.HWType()),
+				semconv.HwName(d.Name), semconv.HwVendor(d.Vendor))),
+			idOpt:  metric.WithAttributeSet(attribute.NewSet(id)),
+			static: split.Static{Fixed: cfg.IdleWatts},
+			procs:  make(map[uint32]*series),
+		}
+		b.overflow.opt = metric.WithAttributeSet(attribute.NewSet(id, OverflowKey.Bool(true)))
+		b.exited.opt = metric.WithAttributeSet(attribute.NewSet(id, ExitedKey.Bool(true)))
+		a.boards = append(a.boards, b)
+	}
+	if len(a.boards) == 0 {
+		return nil, errors.New("agent: no boards")
+	}
+	if err := a.inst.register(a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Shutdown unregisters the instruments.
+func (a *Agent) Shutdown() error { return a.inst.unregister() }
+
+// Passes returns the number of passes completed.
+func (a *Agent) Passes() uint64 { return a.passes.Load() }
+
+// Ready reports whether a pass has completed and some board is not lost.
+func (a *Agent) Ready() bool {
+	if a.passes.Load() == 0 {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, b := range a.boards {
+		if !b.lost {
+			return true
+		}
+	}
+	return false
+}
+
+// Pass splits every board's counter intervals since the previous pass.
+func (a *Agent) Pass() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gen++
+	for i, b := range a.boards {
+		a.passBoard(i, b)
+	}
+	a.passes.Add(1)
+}
+
+func (a *Agent) passBoard(i int, b *board) {
+	ivs := a.intervals(i, b)
+	mode := split.Unknown
+	if !b.lost {
+		err := a.cfg.Lister.Read(i, &b.listing)
+		switch {
+		case err == nil:
+			b.failing = false
+			mode = split.Measured
+			b.shared = b.listing.Utilization == nvmlsource.UtilUnsupported
+			if b.shared {
+				mode = split.Unmeasured
+			}
+		case errors.Is(err, otelenergy.ErrDeviceLost), errors.Is(err, otelenergy.ErrUnavailable):
+			b.lost = true
+			b.listErrors.Add(1)
+			otel.Handle(fmt.Errorf("agent: GPU %s: %w", b.dev.ID, err))
+		default:
+			b.listErrors.Add(1)
+			if !b.failing {
+				otel.Handle(fmt.Errorf("agent: GPU %s: %w", b.dev.ID, err))
+			}
+			b.failing = true
+		}
+	}
+	b.slots, b.weights = b.slots[:0], b.weights[:0]
+	var smSum uint64
+	var maxSamples int
+	if mode != split.Unknown {
+		for k := range b.listing.Processes {
+			p := &b.listing.Processes[k]
+			if mode == split.Unmeasured && !p.Listed {
+				continue
+			}
+			s := a.lookup(b, p)
+			b.slots = append(b.slots, s)
+			b.weights = append(b.weights, p.SmUtil)
+			smSum += p.SmUtil
+			maxSamples = max(maxSamples, p.Samples)
+		}
+	}
+	if len(ivs) > 0 {
+		if cap(b.out) < len(b.weights) {
+			b.out = make([]uint64, len(b.weights), 2*len(b.weights))
+		}
+		b.out = b.out[:len(b.weights)]
+		clear(b.out)
+		r := split.Window(ivs, b.static.Watts(), mode, b.weights, b.out)
+		b.idleMJ += r.IdleMJ
+		b.unattributedMJ += r.UnattributedMJ
+		for k, s := range b.slots {
+			if s == nil {
+				b.unattributedMJ += b.out[k]
+			} else {
+				s.mj += b.out[k]
+			}
+		}
+		// A board without per-process utilization still says it is idle
+		// when it lists no process.
+		if mode == split.Measured || (mode == split.Unmeasured && len(b.slots) == 0) {
+			var e uint64
+			for _, iv := range ivs {
+				e += iv.EnergyMJ
+			}
+			util := 0.0
+			if maxSamples > 0 {
+				util = float64(smSum) / (100 * float64(maxSamples))
+			}
+			b.static.Observe(ivs[len(ivs)-1].T1-ivs[0].T0, e, util)
+		}
+	}
+	if mode == split.Unknown && !b.lost {
+		return // unknown who runs: the series stay as they are
+	}
+	for pid, s := range b.procs {
+		if s.seen != a.gen {
+			delete(b.procs, pid)
+			if s != &b.overflow {
+				s.exited = true
+				b.exiting = append(b.exiting, s)
+			}
+		}
+	}
+}
+
+// intervals returns board i's counter intervals since the previous pass,
+// oldest first, and advances the board past them.
+func (a *Agent) intervals(i int, b *board) []split.Interval {
+	b.ivs = b.ivs[:0]
+	v, err := a.cfg.Rings.Ring(i)
+	if err != nil {
+		return nil
+	}
+	b.pts = b.pts[:0]
+	for k := 0; k < v.Len(); k++ {
+		p, ok := v.Back(k)
+		if !ok || (b.primed && p.EnergyMJ <= b.lastE) {
+			break
+		}
+		b.pts = append(b.pts, p)
+	}
+	if len(b.pts) == 0 {
+		return nil
+	}
+	if !b.primed {
+		// The series starts at the oldest step still held, at zero: the
+		// tracker's total counts from the Monitor's first reading.
+		oldest := b.pts[len(b.pts)-1]
+		b.primed, b.lastT, b.lastE = true, oldest.T, 0
+	}
+	for k := len(b.pts) - 1; k >= 0; k-- {
+		p := b.pts[k]
+		if p.EnergyMJ <= b.lastE {
+			continue
+		}
+		b.ivs = append(b.ivs, split.Interval{T0: b.lastT, T1: max(p.T, b.lastT), EnergyMJ: p.EnergyMJ - b.lastE})
+		b.lastT, b.lastE = max(p.T, b.lastT), p.EnergyMJ
+	}
+	return b.ivs
+}
+
+// lookup returns the series of listed or sampled process p on board b,
+// creating it when the pid is new on the board; nil means unattributed
+// (a process that cannot be identified).
+func (a *Agent) lookup(b *board, p *nvmlsource.ProcessUsage) *series {
+	if s, ok := b.procs[p.Pid]; ok {
+		if p.Listed {
+			s.seen = a.gen
+		}
+		return s
+	}
+	if !p.Listed {
+		// Sampled but no longer listed: a process gone since its sample.
+		// Its series, if it had one, was retired in an earlier pass.
+		for _, s := range b.exiting {
+			if s.pid == p.Pid {
+				return s
+			}
+		}
+		return nil
+	}
+	start, err := a.cfg.Resolver.StartTime(p.Pid)
+	if err != nil {
+		return nil
+	}
+	for k, s := range b.exiting {
+		if s.pid == p.Pid && s.start == start {
+			// Listed again before its last export: the same process.
+			s.exited, s.seen = false, a.gen
+			b.exiting = append(b.exiting[:k], b.exiting[k+1:]...)
+			b.procs[p.Pid] = s
+			return s
+		}
+	}
+	if a.series >= a.cfg.MaxSeries {
+		a.overflowed.Add(1)
+		b.overflow.seen = a.gen
+		b.procs[p.Pid] = &b.overflow
+		return &b.overflow
+	}
+	info, err := a.cfg.Resolver.Info(p.Pid)
+	if err != nil || info.StartTime != start {
+		return nil
+	}
+	attrs := []attribute.KeyValue{
+		semconv.HwID(b.dev.ID),
+		semconv.ProcessPID(int(p.Pid)),
+		semconv.ProcessExecutableName(info.Name),
+	}
+	if info.ContainerID != "" {
+		attrs = append(attrs, semconv.ContainerID(info.ContainerID))
+	}
+	if info.PodUID != "" {
+		attrs = append(attrs, semconv.K8SPodUID(info.PodUID))
+	}
+	if b.shared {
+		attrs = append(attrs, SharedKey.Bool(true))
+	}
+	if p.Instance != "" {
+		attrs = append(attrs, InstanceKey.String(p.Instance))
+	}
+	s := &series{pid: p.Pid, start: start, seen: a.gen, opt: metric.WithAttributeSet(attribute.NewSet(attrs...))}
+	a.series++
+	b.procs[p.Pid] = s
+	return s
+}
+
+// Totals are one board's cumulative figures, in millijoules.
+type Totals struct {
+	// EnergyMJ is the board's energy up to the newest split step.
+	EnergyMJ uint64
+	// IdleMJ and UnattributedMJ are the board's idle and unattributed
+	// energy.
+	IdleMJ, UnattributedMJ uint64
+	// ExitedMJ and OverflowMJ are the exited and overflow series.
+	ExitedMJ, OverflowMJ uint64
+	// Processes maps each process series (live or exiting) to its total.
+	Processes map[Process]uint64
+}
+
+// Process identifies a process series.
+type Process struct {
+	Pid       uint32
+	StartTime uint64
+}
+
+// Totals returns board i's figures as of the latest pass; for tests and
+// diagnostics, it allocates.
+func (a *Agent) Totals(i int) Totals {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.boards[i]
+	t := Totals{EnergyMJ: b.lastE, IdleMJ: b.idleMJ, UnattributedMJ: b.unattributedMJ,
+		ExitedMJ: b.exited.mj, OverflowMJ: b.overflow.mj, Processes: map[Process]uint64{}}
+	for _, s := range b.procs {
+		if s != &b.overflow {
+			t.Processes[Process{s.pid, s.start}] += s.mj
+		}
+	}
+	for _, s := range b.exiting {
+		t.Processes[Process{s.pid, s.start}] += s.mj
+	}
+	return t
+}
+
+// observe exports every board's figures, then ends the series of the
+// processes that exited since the previous export.
+func (a *Agent) observe(_ context.Context, o metric.Observer) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	in := &a.inst
+	j := func(mj uint64) float64 { return float64(mj) / 1000 }
+	for _, b := range a.boards {
+		o.ObserveFloat64(in.energy, j(b.lastE), b.hwOpt)
+		o.ObserveFloat64(in.idle, j(b.idleMJ), b.idOpt)
+		o.ObserveFloat64(in.unattributed, j(b.unattributedMJ), b.idOpt)
+		o.ObserveFloat64(in.process, j(b.exited.mj), b.exited.opt)
+		o.ObserveFloat64(in.process, j(b.overflow.mj), b.overflow.opt)
+		o.ObserveInt64(in.listErrors, int64(b.listErrors.Load()), b.idOpt)
+		for _, s := range b.procs {
+			if s != &b.overflow {
+				o.ObserveFloat64(in.process, j(s.mj), s.opt)
+			}
+		}
+		for k, s := range b.exiting {
+			o.ObserveFloat64(in.process, j(s.mj), s.opt)
+			b.exited.mj += s.mj
+			a.series--
+			b.exiting[k] = nil
+		}
+		b.exiting = b.exiting[:0]
+	}
+	o.ObserveInt64(in.overflow, int64(a.overflowed.Load()))
+	return nil
+}
+
+type instruments struct {
+	reg                                 metric.Registration
+	energy, process, idle, unattributed metric.Float64ObservableCounter
+	overflow, listErrors                metric.Int64ObservableCounter
+}
+
+func (in *instruments) register(a *Agent) error {
+	m := a.cfg.MeterProvider.Meter(ScopeName)
+	var errs [6]error
+	in.energy, errs[0] = m.Float64ObservableCounter("hw.energy", metric.WithUnit("J"),
+		metric.WithDescription("Energy consumed by the device, from its cumulative energy counter, up to the newest counter step the agent has split."))
+	in.process, errs[1] = m.Float64ObservableCounter("otelenergy.process.energy", metric.WithUnit("J"),
+		metric.WithDescription("Each compute process's share of the board's energy above its static part, by SM utilization; even shares of a board without per-process utilization carry otelenergy.energy.shared."))
+	in.idle, errs[2] = m.Float64ObservableCounter("otelenergy.energy.idle", metric.WithUnit("J"),
+		metric.WithDescription("The board's static part: its learned static power over each counter interval, capped at the interval's energy."))
+	in.unattributed, errs[3] = m.Float64ObservableCounter("otelenergy.energy.unattributed", metric.WithUnit("J"),
+		metric.WithDescription("Energy above the static part that no process could be given: no process listed, no utilization sample, or a failed listing."))
+	in.overflow, errs[4] = m.Int64ObservableCounter("otelenergy.agent.series.overflow", metric.WithUnit("{process}"),
+		metric.WithDescription("Processes whose energy went to the overflow series because the series cap was reached."))
+	in.listErrors, errs[5] = m.Int64ObservableCounter("otelenergy.process.listing.errors", metric.WithUnit("{error}"),
+		metric.WithDescription("Failed listings of a board's processes."))
+	if err := errors.Join(errs[:]...); err != nil {
+		return err
+	}
+	var err error
+	in.reg, err = m.RegisterCallback(a.observe, in.energy, in.process, in.idle, in.unattributed, in.overflow, in.listErrors)
+	return err
+}
+
+func (in *instruments) unregister() error {
+	if in.reg == nil {
+		return nil
+	}
+	return in.reg.Unregister()
+}

@@ -1,0 +1,54 @@
+// Package agent is the node agent's engine: once per process interval it
+// reads each board's new counter intervals from the library's Monitor,
+// lists the board's compute processes and their SM utilization, divides
+// the window's energy with package split, and keeps the per-process,
+// idle and unattributed totals that its instruments export.
+//
+// # What it exports
+//
+//   - hw.energy (Counter, J): the board's energy as the library's tracker
+//     totals it, as of the newest counter step the agent has split, so
+//     that at every export, per board,
+//     Σ otelenergy.process.energy + otelenergy.energy.idle +
+//     otelenergy.energy.unattributed = hw.energy, exactly in integer
+//     millijoules (each is exported as mJ/1000). It trails the live
+//     counter by at most one process interval.
+//   - otelenergy.process.energy (Counter, J): each compute process's
+//     share, with hw.id, process.pid, process.executable.name and, when
+//     the process's cgroup names them, container.id and k8s.pod.uid. On a
+//     board without per-process utilization (MIG, vGPU) the shares are
+//     even splits and carry otelenergy.energy.shared=true, and each MIG
+//     process names its instance (otelenergy.gpu.instance, the MIG device
+//     UUID). Two series per board hold what no live series does:
+//     otelenergy.process.exited=true, the totals of processes whose own
+//     series has ended, and otel.metric.overflow=true, the processes
+//     beyond the series cap.
+//   - otelenergy.energy.idle and otelenergy.energy.unattributed (Counter,
+//     J, per hw.id).
+//   - otelenergy.agent.series.overflow (Counter, {process}) and
+//     otelenergy.process.listing.errors (Counter, {error}, per hw.id).
+//
+// # Process identity and churn
+//
+// A process is a (board, pid, start time) triple: the start time, field
+// 22 of /proc/<pid>/stat, is read when a pid first appears on a board, so
+// a pid reused by a new process gets a new series. A pid listed without a
+// break from one window to the next is taken to be the same process. A
+// process no longer listed keeps its total until the next export, which
+// observes it one last time; then its series ends and its total moves to
+// the board's exited series, so sums over the board stay exact.
+//
+// # Failures
+//
+// A failed listing leaves the board's series as they are and makes the
+// window's active energy unattributed; the first failure of a run is
+// reported through otel.Handle and every one is counted. A lost board is
+// never listed again; its processes' series end at the next export. No
+// device error stops the agent.
+//
+// # Concurrency
+//
+// [Agent.Pass] and the instruments' callback serialize on one mutex; the
+// callback never calls NVML. A pass over boards without MIG allocates
+// nothing in steady state (no new process).
+package agent

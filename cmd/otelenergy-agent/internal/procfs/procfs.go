@@ -1,0 +1,200 @@
+// Package procfs reads what the agent needs to know of a process from
+// /proc: its start time, which tells a reused pid from the process that
+// held it before, its executable name, and the container and Kubernetes
+// pod its cgroup places it in.
+//
+// NVML reports pids in the host's PID namespace, so the agent must run in
+// it (hostPID: true in Kubernetes, --pid=host in Docker) for these files to
+// be the right processes'. Reading another user's /proc/<pid>/stat, comm
+// and cgroup needs no privilege on a default kernel; hidepid mounts of
+// /proc need CAP_SYS_PTRACE.
+package procfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ErrGone reports a process that no longer exists (its /proc directory is
+// gone) or whose files could not be parsed as a live process's.
+var ErrGone = errors.New("procfs: process gone")
+
+// Info is what the agent learns of a process once, when it first sees it.
+type Info struct {
+	// StartTime is the process's start time in clock ticks since boot,
+	// field 22 of /proc/<pid>/stat. With the pid it identifies the
+	// process: a reused pid has a later start time.
+	StartTime uint64
+	// Name is /proc/<pid>/comm: the executable's name, at most 15 bytes.
+	Name string
+	// ContainerID is the container's 64-hex id from the process's cgroup
+	// path (Docker, containerd, CRI-O, Podman), or "".
+	ContainerID string
+	// PodUID is the Kubernetes pod's UID from a kubepods cgroup path, or
+	// "".
+	PodUID string
+}
+
+// FS reads a /proc tree. The zero value reads /proc.
+type FS struct {
+	// Root is the directory /proc is mounted at; "" means /proc.
+	Root string
+}
+
+func (f FS) path(pid uint32, file string) string {
+	root := f.Root
+	if root == "" {
+		root = "/proc"
+	}
+	return filepath.Join(root, strconv.FormatUint(uint64(pid), 10), file)
+}
+
+// StartTime returns pid's start time in clock ticks since boot. It fails
+// with an error wrapping [ErrGone] when the process does not exist.
+func (f FS) StartTime(pid uint32) (uint64, error) {
+	b, err := os.ReadFile(f.path(pid, "stat"))
+	if err != nil {
+		return 0, fmt.Errorf("%w: pid %d: %w", ErrGone, pid, err)
+	}
+	st, ok := ParseStartTime(b)
+	if !ok {
+		return 0, fmt.Errorf("%w: pid %d: malformed stat", ErrGone, pid)
+	}
+	return st, nil
+}
+
+// Info reads pid's start time, name and cgroup. Only the start time is
+// required: a missing comm or cgroup leaves its fields empty.
+func (f FS) Info(pid uint32) (Info, error) {
+	st, err := f.StartTime(pid)
+	if err != nil {
+		return Info{}, err
+	}
+	in := Info{StartTime: st}
+	if b, err := os.ReadFile(f.path(pid, "comm")); err == nil {
+		in.Name = string(bytes.TrimRight(b, "\n"))
+	}
+	if b, err := os.ReadFile(f.path(pid, "cgroup")); err == nil {
+		in.ContainerID, in.PodUID = ParseCgroup(string(b))
+	}
+	return in, nil
+}
+
+// ParseStartTime returns field 22 of a /proc/<pid>/stat line. The second
+// field, the command in parentheses, may itself hold spaces and
+// parentheses, so fields are counted from the last ')'.
+func ParseStartTime(stat []byte) (uint64, bool) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	rest := stat[i+1:]
+	// Fields 3.. follow; field 22 is the 20th of them.
+	for n := 0; n < 19; n++ {
+		rest = bytes.TrimLeft(rest, " ")
+		j := bytes.IndexByte(rest, ' ')
+		if j < 0 {
+			return 0, false
+		}
+		rest = rest[j:]
+	}
+	rest = bytes.TrimLeft(rest, " ")
+	if j := bytes.IndexAny(rest, " \n"); j >= 0 {
+		rest = rest[:j]
+	}
+	v, err := strconv.ParseUint(string(rest), 10, 64)
+	return v, err == nil
+}
+
+// containerPrefixes are the runtimes' prefixes of a container's cgroup
+// directory under systemd (docker-<id>.scope, cri-containerd-<id>.scope,
+// crio-<id>.scope, libpod-<id>.scope).
+var containerPrefixes = []string{"docker-", "cri-containerd-", "crio-", "libpod-", "containerd-"}
+
+// ParseCgroup returns the container id and the pod UID that a
+// /proc/<pid>/cgroup file names, from cgroup v2's single "0::" line or from
+// any v1 hierarchy's path, with the cgroupfs layout (/kubepods/burstable/
+// pod<uid>/<id>, /docker/<id>) or the systemd one
+// (kubepods-burstable-pod<uid_with_underscores>.slice/
+// cri-containerd-<id>.scope, docker-<id>.scope). Either may be "".
+func ParseCgroup(file string) (containerID, podUID string) {
+	for line := range strings.Lines(file) {
+		line = strings.TrimRight(line, "\n")
+		// hierarchy-ID:controllers:path; the path may contain ':'.
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		c, p := parseCgroupPath(parts[2])
+		if containerID == "" {
+			containerID = c
+		}
+		if podUID == "" {
+			podUID = p
+		}
+		if containerID != "" && podUID != "" {
+			break
+		}
+	}
+	return containerID, podUID
+}
+
+func parseCgroupPath(path string) (containerID, podUID string) {
+	for el := range strings.SplitSeq(path, "/") {
+		name := strings.TrimSuffix(el, ".scope")
+		name = strings.TrimSuffix(name, ".slice")
+		for _, pre := range containerPrefixes {
+			if rest, ok := strings.CutPrefix(name, pre); ok && isContainerID(rest) {
+				containerID = rest
+			}
+		}
+		if isContainerID(name) {
+			containerID = name
+		}
+		if i := strings.LastIndex(name, "pod"); i >= 0 && strings.Contains(path, "kubepods") {
+			if uid := strings.ReplaceAll(name[i+3:], "_", "-"); isUID(uid) {
+				podUID = uid
+			}
+		}
+	}
+	return containerID, podUID
+}
+
+func isContainerID(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isUID reports whether s is an RFC 4122 UUID in its 8-4-4-4-12 form.
+func isUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}

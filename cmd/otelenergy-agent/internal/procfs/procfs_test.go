@@ -1,0 +1,93 @@
+package procfs_test
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
+)
+
+const (
+	cid  = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	uid1 = "6f1d5a34-2b1e-4c3a-9b8e-1a2b3c4d5e6f"
+	uid2 = "0a1b2c3d-1111-2222-3333-444455556666"
+)
+
+func TestInfo(t *testing.T) {
+	fs := procfs.FS{Root: "testdata/proc"}
+	tests := []struct {
+		name string
+		pid  uint32
+		want procfs.Info
+	}{
+		{"cgroup v2, systemd, containerd in a burstable pod", 101, procfs.Info{5000, "python3", cid, uid1}},
+		{"cgroup v1, cgroupfs, best-effort pod; a comm with spaces and parentheses", 102, procfs.Info{6000, "vllm", cid, uid2}},
+		{"cgroup v2, Docker under systemd", 103, procfs.Info{7000, "trainer", cid, ""}},
+		{"cgroup v2, CRI-O in a guaranteed pod", 104, procfs.Info{8000, "crio-app", cid, uid1}},
+		{"a user session: no container", 105, procfs.Info{9000, "jupyter", "", ""}},
+		{"cgroup v1, Docker cgroupfs", 106, procfs.Info{9100, "dockerv1", cid, ""}},
+		{"no comm and no cgroup", 107, procfs.Info{StartTime: 9200}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := fs.Info(tt.pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("Info = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestGone(t *testing.T) {
+	fs := procfs.FS{Root: "testdata/proc"}
+	if _, err := fs.Info(999); !errors.Is(err, procfs.ErrGone) {
+		t.Fatalf("Info(999) = %v, want ErrGone", err)
+	}
+	if _, ok := procfs.ParseStartTime([]byte("12 (x) S 1 2")); ok {
+		t.Fatal("a truncated stat parsed")
+	}
+}
+
+// TestStartTimeSelf checks the parser against this process's real stat,
+// split the plain way: its comm has no spaces.
+func TestStartTimeSelf(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip("no /proc:", err)
+	}
+	f := strings.Fields(string(b))
+	want, err := strconv.ParseUint(f[21], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := procfs.FS{}.StartTime(uint32(os.Getpid()))
+	if err != nil || got != want {
+		t.Fatalf("StartTime = %d, %v; want %d", got, err, want)
+	}
+}
+
+// FuzzParseStartTime builds a stat line around any comm (spaces,
+// parentheses and all) and start time, and checks that the parser finds
+// the start time.
+func FuzzParseStartTime(f *testing.F) {
+	f.Add("python3", uint64(5000))
+	f.Add("a) (b", uint64(0))
+	f.Add(") 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 (", uint64(1<<63))
+	f.Fuzz(func(t *testing.T, comm string, start uint64) {
+		if strings.ContainsAny(comm, "\n\x00") || len(comm) > 64 {
+			t.Skip()
+		}
+		line := "4242 (" + comm + ") S 1 4242 4242 0 -1 4194560 1000 0 0 0 25 10 0 0 20 0 8 0 " +
+			strconv.FormatUint(start, 10) + " 123456789 4000 18446744073709551615 1 1 0\n"
+		got, ok := procfs.ParseStartTime([]byte(line))
+		if !ok || got != start {
+			t.Fatalf("ParseStartTime(%q) = %d, %v; want %d", line, got, ok, start)
+		}
+	})
+}

@@ -1,0 +1,44 @@
+// Package split divides a GPU board's metered energy among the compute
+// processes that used it, window by window, and conserves it exactly. It is
+// pure and deterministic: it knows nothing of NVML, /proc or OpenTelemetry.
+//
+// # Windows and intervals
+//
+// The agent lists each board's processes and reads their SM utilization
+// once per window (its process interval, one second by default). A window
+// holds the board's counter intervals that ended in it: the spans between
+// consecutive steps of the board's energy counter, as the library's
+// sampler records them in its ring. Per-process utilization is sampled by
+// the driver every 1/6 s to 1 s and a sample can be seconds stale, so a
+// window's utilization applies to all of its intervals: finer alignment
+// would be false precision.
+//
+// # The split
+//
+// For each interval of energy E and length Δt, the static part
+// min(E, Ps·Δt) is idle energy (Ps from [Static]); the rest is active.
+// The window's active energy then goes, by [Mode]:
+//
+//   - [Measured]: to the listed processes in proportion to their weights,
+//     each process's SM utilization summed over the window's samples.
+//     When no process is listed, or no weight is positive (NVML answered
+//     NOT_FOUND: no process used the SMs), it is unattributed.
+//   - [Unmeasured]: the board gives no per-process utilization (MIG,
+//     vGPU, GetProcessUtilization NOT_SUPPORTED). The active energy is
+//     split evenly among the listed processes, and the result says so
+//     (Shared), so that the exported figures are marked as an even share
+//     of a shared board rather than a measurement. With no process listed
+//     it is unattributed.
+//   - [Unknown]: the listing failed. The active energy is unattributed.
+//
+// # Guarantees
+//
+//   - Conservation: Σ process + idle + unattributed = Σ E over the
+//     window's intervals, exactly, in integer millijoules. Each share is
+//     the difference of two cumulative floors, floor(A·c_i/W) −
+//     floor(A·c_{i−1}/W), computed in 128-bit integer arithmetic, so the
+//     shares telescope to A and no float rounding can lose or invent a
+//     millijoule.
+//   - Determinism: the same inputs give the same shares, in any process.
+//   - [Window] allocates nothing.
+package split

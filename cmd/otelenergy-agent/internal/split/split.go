@@ -1,0 +1,145 @@
+package split
+
+import (
+	"math"
+	"math/bits"
+)
+
+// Interval is one counter interval of a board: the span between two
+// consecutive steps of its energy counter, and the energy between them.
+type Interval struct {
+	// T0 and T1 bound the interval, in nanoseconds on any monotonic
+	// scale. T1 < T0 counts as an interval of length zero.
+	T0, T1 int64
+	// EnergyMJ is the energy metered over the interval.
+	EnergyMJ uint64
+}
+
+// Mode says what a board's utilization data can tell about a window.
+type Mode uint8
+
+const (
+	// Measured: per-process SM utilization is available. Weights are
+	// each listed process's SM utilization summed over the window's
+	// samples; all zero when NVML reported no sample (NOT_FOUND).
+	Measured Mode = iota
+	// Unmeasured: the processes are listed but the board gives no
+	// per-process utilization (MIG, vGPU, NOT_SUPPORTED).
+	Unmeasured
+	// Unknown: the listing failed; nothing is known of who used the
+	// board.
+	Unknown
+)
+
+// Result is how a window's energy was divided, besides the per-process
+// shares that [Window] adds to its out slice.
+type Result struct {
+	// IdleMJ is the static part of the window's intervals.
+	IdleMJ uint64
+	// UnattributedMJ is active energy that no listed process could be
+	// given: no process, no utilization, or a failed listing.
+	UnattributedMJ uint64
+	// ActiveMJ is the energy above the static part, attributed or not.
+	ActiveMJ uint64
+	// Shared is true when the processes' shares are even splits of an
+	// [Unmeasured] board.
+	Shared bool
+}
+
+// StaticMJ returns the static part of one interval at staticW watts:
+// min(E, floor(staticW·Δt)). A static power that is negative, NaN or
+// infinite counts as zero.
+func StaticMJ(iv Interval, staticW float64) uint64 {
+	if !(staticW > 0) || math.IsInf(staticW, 0) || iv.T1 <= iv.T0 {
+		return 0
+	}
+	// W × ns / 1e6 = mJ.
+	s := staticW * float64(iv.T1-iv.T0) / 1e6
+	if s >= float64(iv.EnergyMJ) {
+		return iv.EnergyMJ
+	}
+	return uint64(s) // floor: s is non-negative and below EnergyMJ
+}
+
+// Window divides the energy of one window's intervals at static power
+// staticW. weights[i] is listed process i's weight (see [Mode]); its
+// share is added to out[i]. out must be at least as long as weights;
+// Window panics otherwise, as a slice index out of range. The package doc
+// states the rule and its guarantees.
+func Window(ivs []Interval, staticW float64, mode Mode, weights, out []uint64) Result {
+	_ = out[:len(weights)]
+	var r Result
+	for _, iv := range ivs {
+		s := StaticMJ(iv, staticW)
+		r.IdleMJ += s
+		r.ActiveMJ += iv.EnergyMJ - s
+	}
+	switch {
+	case r.ActiveMJ == 0 || len(weights) == 0 || mode == Unknown:
+		r.UnattributedMJ = r.ActiveMJ
+	case mode == Unmeasured:
+		r.Shared = true
+		even(r.ActiveMJ, out[:len(weights)])
+	default:
+		if !Give(r.ActiveMJ, weights, out) {
+			r.UnattributedMJ = r.ActiveMJ
+		}
+	}
+	return r
+}
+
+// Give adds to out[i] process i's share of e in proportion to weights[i],
+// by cumulative floors, so that the shares sum to e exactly. It reports
+// false, and gives nothing, when the weights sum to zero. Weights whose
+// sum overflows uint64 are scaled down first, which keeps the shares
+// proportional to within one part in 2^32.
+func Give(e uint64, weights, out []uint64) bool {
+	total, shift := sum(weights)
+	if total == 0 {
+		return false
+	}
+	var cum, given uint64
+	for i, w := range weights {
+		cum += w >> shift
+		hi, lo := bits.Mul64(e, cum)
+		// cum ≤ total, so e·cum/total ≤ e < 2^64 and hi < total.
+		s, _ := bits.Div64(hi, lo, total)
+		out[i] += s - given
+		given = s
+	}
+	return true
+}
+
+// even adds an equal share of e to each element of out, the remainder
+// going one millijoule each to the first ones.
+func even(e uint64, out []uint64) {
+	n := uint64(len(out))
+	q, rem := e/n, e%n
+	for i := range out {
+		out[i] += q
+		if uint64(i) < rem {
+			out[i]++
+		}
+	}
+}
+
+// sum returns the sum of weights, each shifted right by shift, with the
+// smallest shift that keeps the sum within uint64.
+func sum(weights []uint64) (total uint64, shift uint) {
+	for shift = 0; shift < 64; shift++ {
+		var t uint64
+		overflow := false
+		for _, w := range weights {
+			var c uint64
+			t, c = bits.Add64(t, w>>shift, 0)
+			if c != 0 {
+				overflow = true
+				break
+			}
+		}
+		if !overflow {
+			return t, shift
+		}
+	}
+	return 0, 64
+}

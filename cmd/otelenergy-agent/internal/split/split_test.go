@@ -1,0 +1,168 @@
+package split_test
+
+import (
+	"math"
+	"math/big"
+	"testing"
+
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+)
+
+const ms = int64(1e6) // ns
+
+func total(xs []uint64) uint64 {
+	var t uint64
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+func TestStaticMJ(t *testing.T) {
+	tests := []struct {
+		name   string
+		iv     split.Interval
+		watts  float64
+		wantMJ uint64
+	}{
+		{"100 W over 100 ms of 25 J", split.Interval{0, 100 * ms, 25000}, 100, 10000},
+		{"capped at the interval's energy", split.Interval{0, 100 * ms, 4000}, 100, 4000},
+		{"floor of a fraction", split.Interval{0, 33 * ms, 99999}, 70.5, 2326}, // 70.5 × 0.033 = 2.3265 J
+		{"zero length", split.Interval{5, 5, 700}, 100, 0},
+		{"backwards", split.Interval{10, 5, 700}, 100, 0},
+		{"negative power", split.Interval{0, ms, 700}, -1, 0},
+		{"NaN power", split.Interval{0, ms, 700}, math.NaN(), 0},
+		{"infinite power", split.Interval{0, ms, 700}, math.Inf(1), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := split.StaticMJ(tt.iv, tt.watts); got != tt.wantMJ {
+				t.Fatalf("StaticMJ = %d, want %d", got, tt.wantMJ)
+			}
+		})
+	}
+}
+
+func TestWindow(t *testing.T) {
+	// Two 100 ms intervals of 30 J and 50 J at 100 W static: 10 J + 10 J
+	// idle, 60 J active.
+	ivs := []split.Interval{{0, 100 * ms, 30000}, {100 * ms, 200 * ms, 50000}}
+	tests := []struct {
+		name     string
+		mode     split.Mode
+		weights  []uint64
+		wantOut  []uint64
+		wantUnat uint64
+		shared   bool
+	}{
+		{"measured 3:1", split.Measured, []uint64{75, 25}, []uint64{45000, 15000}, 0, false},
+		{"measured thirds telescope", split.Measured, []uint64{1, 1, 1}, []uint64{20000, 20000, 20000}, 0, false},
+		{"measured, one idle process", split.Measured, []uint64{0, 40}, []uint64{0, 60000}, 0, false},
+		{"NOT_FOUND: no samples", split.Measured, []uint64{0, 0}, []uint64{0, 0}, 60000, false},
+		{"no process", split.Measured, nil, nil, 60000, false},
+		{"MIG: even and shared", split.Unmeasured, []uint64{0, 0, 0, 0, 0, 0, 0}, []uint64{8572, 8572, 8572, 8571, 8571, 8571, 8571}, 0, true},
+		{"MIG with no process", split.Unmeasured, nil, nil, 60000, false},
+		{"failed listing", split.Unknown, []uint64{50, 50}, []uint64{0, 0}, 60000, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := make([]uint64, len(tt.weights))
+			r := split.Window(ivs, 100, tt.mode, tt.weights, out)
+			if r.IdleMJ != 20000 || r.ActiveMJ != 60000 {
+				t.Fatalf("idle %d active %d, want 20000 and 60000", r.IdleMJ, r.ActiveMJ)
+			}
+			for i := range out {
+				if out[i] != tt.wantOut[i] {
+					t.Fatalf("out = %v, want %v", out, tt.wantOut)
+				}
+			}
+			if r.UnattributedMJ != tt.wantUnat || r.Shared != tt.shared {
+				t.Fatalf("unattributed %d shared %v, want %d %v", r.UnattributedMJ, r.Shared, tt.wantUnat, tt.shared)
+			}
+			if got := total(out) + r.IdleMJ + r.UnattributedMJ; got != 80000 {
+				t.Fatalf("conservation: %d, want 80000", got)
+			}
+		})
+	}
+}
+
+func TestWindowAccumulates(t *testing.T) {
+	out := []uint64{7, 9}
+	split.Window([]split.Interval{{0, ms, 1000}}, 0, split.Measured, []uint64{1, 3}, out)
+	if out[0] != 7+250 || out[1] != 9+750 {
+		t.Fatalf("out = %v, want [257 759]", out)
+	}
+}
+
+// reference is Give computed with exact rationals.
+func reference(e uint64, weights []uint64) []uint64 {
+	var tot big.Int
+	for _, w := range weights {
+		tot.Add(&tot, new(big.Int).SetUint64(w))
+	}
+	out := make([]uint64, len(weights))
+	if tot.Sign() == 0 {
+		return out
+	}
+	var cum, prev big.Int
+	E := new(big.Int).SetUint64(e)
+	for i, w := range weights {
+		cum.Add(&cum, new(big.Int).SetUint64(w))
+		s := new(big.Int).Mul(E, &cum)
+		s.Quo(s, &tot)
+		out[i] = new(big.Int).Sub(s, &prev).Uint64()
+		prev.Set(s)
+	}
+	return out
+}
+
+func TestGiveLarge(t *testing.T) {
+	e := uint64(math.MaxUint64 - 3)
+	w := []uint64{math.MaxUint64 - 1, math.MaxUint64 / 2, 5}
+	out := make([]uint64, 3)
+	if !split.Give(e, w, out) {
+		t.Fatal("Give refused positive weights")
+	}
+	if total(out) != e {
+		t.Fatalf("shares sum to %d, want %d", total(out), e)
+	}
+	// The weights overflow uint64 together, so they are scaled by one bit;
+	// the shares stay within one part in 2^32 of the exact ones.
+	for i, want := range reference(e, []uint64{w[0] >> 1, w[1] >> 1, w[2] >> 1}) {
+		if out[i] != want {
+			t.Fatalf("share %d = %d, want %d", i, out[i], want)
+		}
+	}
+}
+
+func FuzzWindow(f *testing.F) {
+	f.Add(uint64(30000), uint64(50000), int64(100), 100.0, uint8(0), uint64(75), uint64(25), uint64(0))
+	f.Add(uint64(1), uint64(0), int64(0), 0.0, uint8(1), uint64(0), uint64(0), uint64(0))
+	f.Add(uint64(math.MaxUint32), uint64(7), int64(1000), 1e9, uint8(2), uint64(math.MaxUint64), uint64(math.MaxUint64), uint64(3))
+	f.Fuzz(func(t *testing.T, e0, e1 uint64, dtMs int64, watts float64, mode uint8, w0, w1, w2 uint64) {
+		e0, e1 = e0>>2, e1>>2 // their sum must fit
+		ivs := []split.Interval{{0, dtMs * ms, e0}, {dtMs * ms, 2 * dtMs * ms, e1}}
+		weights := []uint64{w0, w1, w2}
+		out := make([]uint64, 3)
+		r := split.Window(ivs, watts, split.Mode(mode%3), weights, out)
+		if got := total(out) + r.IdleMJ + r.UnattributedMJ; got != e0+e1 {
+			t.Fatalf("conservation: %d, want %d (%+v %v)", got, e0+e1, r, out)
+		}
+		if r.IdleMJ+r.ActiveMJ != e0+e1 {
+			t.Fatalf("idle %d + active %d != %d", r.IdleMJ, r.ActiveMJ, e0+e1)
+		}
+		if split.Mode(mode%3) == split.Measured && r.UnattributedMJ == 0 && r.ActiveMJ > 0 {
+			var tot big.Int
+			for _, w := range weights {
+				tot.Add(&tot, new(big.Int).SetUint64(w))
+			}
+			if tot.IsUint64() {
+				for i, want := range reference(r.ActiveMJ, weights) {
+					if out[i] != want {
+						t.Fatalf("share %d = %d, exact %d", i, out[i], want)
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,56 @@
+package nvmlsource
+
+// ProcessUsage is one compute process on a board as one
+// [ProcessReader.Read] saw it.
+type ProcessUsage struct {
+	// Pid is the process id in the host's PID namespace, as NVML reports
+	// it.
+	Pid uint32
+	// Listed is true for a process that GetComputeRunningProcesses (or
+	// its MPS or MIG variant) listed. False marks a pid known only from a
+	// utilization sample: a process that used the board in the interval
+	// and has since released it or exited.
+	Listed bool
+	// Instance is the UUID of the MIG device the process runs in, or ""
+	// on a board without MIG.
+	Instance string
+	// SmUtil is the sum of the process's SM utilization samples (in
+	// percent) newer than the reader's previous read of the board.
+	SmUtil uint64
+	// Samples is the number of those samples.
+	Samples int
+}
+
+// Utilization says what a board can tell about its processes' use of it.
+type Utilization uint8
+
+const (
+	// UtilMeasured: GetProcessUtilization answered. SmUtil holds the
+	// new samples, none when NVML had no sample newer than the previous
+	// read (ERROR_NOT_FOUND).
+	UtilMeasured Utilization = iota
+	// UtilUnsupported: the board gives no per-process utilization (MIG
+	// mode, vGPU, or ERROR_NOT_SUPPORTED). The processes are listed; SmUtil
+	// is zero.
+	UtilUnsupported
+)
+
+// BoardProcesses is one board's listing. Its slices are reused by the
+// next [ProcessReader.Read] into the same value.
+type BoardProcesses struct {
+	// Processes are the listed processes, each pid once (MPS clients
+	// included), then the unlisted pids that had samples.
+	Processes []ProcessUsage
+	// Utilization says whether SmUtil was measured.
+	Utilization Utilization
+	// MIG is true when MIG mode is enabled on the board: its processes
+	// are those of its MIG devices, and its energy is the board's.
+	MIG bool
+}
+
+// Reset empties b, keeping its storage.
+func (b *BoardProcesses) Reset() {
+	b.Processes = b.Processes[:0]
+	b.Utilization = UtilMeasured
+	b.MIG = false
+}
