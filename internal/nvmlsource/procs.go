@@ -214,25 +214,27 @@ func (b *BoardProcesses) find(pid uint32) *ProcessUsage {
 	return nil
 }
 
-// call runs f, one NVML call on board i, under Source.mu, and turns its
+// call runs f, one NVML call on board i, under Source.mu's read side (so
+// energy reads never wait for it), and turns its
 // return code into this package's errors. GPU_IS_LOST marks the board lost
 // for every later call, ReadEnergy's included.
 func (r *ProcessReader) call(i int, op string, f func() nvml.Return) error {
 	s := r.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if s.closed {
 		return fmt.Errorf("%w: NVML source closed", source.ErrUnavailable)
 	}
-	if err := s.lost[i]; err != nil {
-		return err
+	if err := s.lost[i].Load(); err != nil {
+		return *err
 	}
 	switch ret := f(); ret {
 	case nvml.SUCCESS:
 		return nil
 	case nvml.ERROR_GPU_IS_LOST:
-		s.lost[i] = fmt.Errorf("%w: GPU %d %s: %w", source.ErrDeviceLost, i, s.devices[i].ID, &returnError{op: op, ret: ret})
-		return s.lost[i]
+		err := fmt.Errorf("%w: GPU %d %s: %w", source.ErrDeviceLost, i, s.devices[i].ID, &returnError{op: op, ret: ret})
+		s.lost[i].CompareAndSwap(nil, &err)
+		return *s.lost[i].Load()
 	default:
 		return fmt.Errorf("%w: listing processes on GPU %d %s: %w", source.ErrRead, i, s.devices[i].ID, &returnError{op: op, ret: ret})
 	}

@@ -214,6 +214,7 @@ func mockNode(t *testing.T, wd *world) *server.Server {
 			return wd.energy[b], nvml.SUCCESS
 		}
 		dev.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 700_000, nvml.SUCCESS }
+		dev.GetPowerManagementLimitConstraintsFunc = func() (uint32, uint32, nvml.Return) { return 200_000, 700_000, nvml.SUCCESS }
 		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 			if wd.sc[b].mig {
 				return nil, nvml.ERROR_NO_PERMISSION // the parent lists nothing to an unprivileged caller
