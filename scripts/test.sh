@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
-pkgs=(./... ./example/...)
+pkgs=(./... ./example/... ./cmd/otelenergy-proxy/...)
 
 step "go vet"
 go vet "${pkgs[@]}"
