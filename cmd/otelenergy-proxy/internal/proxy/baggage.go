@@ -5,7 +5,12 @@ import (
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
-// baggageOptions returns the Monitor options for -baggage-keys.
+// baggageOptions returns the Monitor options for -baggage-keys: those
+// baggage members become attributes of the span and of
+// otelenergy.request.energy, -baggage-values distinct values per key.
 func baggageOptions(cfg flags.Config) []otelenergy.Option {
-	return nil
+	if len(cfg.BaggageKeys) == 0 {
+		return nil
+	}
+	return []otelenergy.Option{otelenergy.WithBaggageAttributes(cfg.BaggageValues, cfg.BaggageKeys...)}
 }
