@@ -51,6 +51,7 @@ type Config struct {
 	Trailers        bool          // -trailers
 	IncludeUsage    bool          // -include-usage
 	MaxRequestBytes int64         // -max-request-bytes
+	CopyTo          string        // -copy-to: copy the binary there and exit
 	// Command is the backend to run as a child (wrapper mode): the
 	// arguments after "--". Empty in front of a running backend.
 	Command []string
@@ -169,6 +170,8 @@ var specs = []spec{
 			c.MaxRequestBytes = n
 			return nil
 		}},
+	{name: "copy-to", usage: "copy this binary to the given path and exit: an init container puts it into a backend's image this way (the image has no shell)",
+		check: func(c *Config, v string) error { c.CopyTo = v; return nil }},
 }
 
 // Names returns every flag's name, in -h order.

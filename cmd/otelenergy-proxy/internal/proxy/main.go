@@ -47,6 +47,13 @@ func Main(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "otelenergy-proxy: %v\n", err)
 		return exitUsage
 	}
+	if cfg.CopyTo != "" {
+		if err := copySelf(cfg.CopyTo); err != nil {
+			fmt.Fprintf(env.Stderr, "otelenergy-proxy: -copy-to: %v\n", err)
+			return exitFailure
+		}
+		return exitOK
+	}
 	log := newLogger(cfg, env.Stderr)
 	code, err := run(cfg, log, env)
 	if err != nil {
@@ -56,4 +63,26 @@ func Main(args []string, env Env) int {
 		}
 	}
 	return code
+}
+
+// copySelf copies the running executable to path, executable by all.
+func copySelf(path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -259,4 +260,21 @@ func TestDrainOnSIGTERM(t *testing.T) {
 		t.Fatalf("exit status %d", code)
 	}
 	r.code <- 0
+}
+
+func TestCopyTo(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "otelenergy-proxy")
+	var out bytes.Buffer
+	if code := Main([]string{"-copy-to", dst}, Env{Stdout: &out, Stderr: &out}); code != 0 {
+		t.Fatalf("status %d: %s", code, out.String())
+	}
+	self, _ := os.Executable()
+	a, _ := os.ReadFile(self)
+	b, err := os.ReadFile(dst)
+	if err != nil || !bytes.Equal(a, b) {
+		t.Fatalf("the copy differs from the executable (%v)", err)
+	}
+	if fi, _ := os.Stat(dst); fi.Mode().Perm()&0o111 != 0o111 {
+		t.Fatalf("mode %v, want executable by all", fi.Mode())
+	}
 }
