@@ -89,7 +89,7 @@ var specs = []spec{
 			c.Backend = u
 			return nil
 		}},
-	{name: "backend-health", def: "/v1/models", usage: "path on the backend that answers 2xx once it serves; readiness polls it",
+	{name: "backend-health", def: "/v1/models", usage: "path on the backend that readiness polls: any answer below 500 means the backend serves (a loading server answers 503 or nothing)",
 		check: func(c *Config, v string) error {
 			if !strings.HasPrefix(v, "/") {
 				return errors.New("want a path beginning with /")

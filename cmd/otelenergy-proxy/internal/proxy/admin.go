@@ -109,7 +109,11 @@ func (b *backendCheck) probe(ctx context.Context) error {
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
+	// A server that is up answers; one still loading its model answers
+	// 503 (llama.cpp server) or not at all. A 404 is an answer: the
+	// server runs, it only lacks the path (the demo app has no
+	// /v1/models).
+	if resp.StatusCode >= 500 {
 		return &statusError{resp.StatusCode}
 	}
 	return nil
