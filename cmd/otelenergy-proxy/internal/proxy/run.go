@@ -24,7 +24,7 @@ import (
 
 // readHeaderTimeout bounds how long a client may take to send a request's
 // headers, so that idle or slow connections cannot pin goroutines.
-const readHeaderTimeout = 10 * time.Second
+var readHeaderTimeout = 10 * time.Second // a variable for the tests
 
 // idleTimeout closes keep-alive connections idle for this long.
 const idleTimeout = 2 * time.Minute
