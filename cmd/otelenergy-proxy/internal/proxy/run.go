@@ -145,6 +145,11 @@ func run(cfg flags.Config, lg *slog.Logger, env Env) (int, error) {
 		attrs = append(attrs, slog.Any("attributed_pids", pids))
 	}
 	lg.Info("otelenergy-proxy serving", attrs...)
+	if ch != nil && !p.cfg.Simulate {
+		wctx, stopWatch := context.WithCancel(context.Background())
+		defer stopWatch()
+		go watchTree(wctx, lg, ch.Pid(), pids, treeWatchEvery)
+	}
 	if env.Started != nil {
 		env.Started(apiLn.Addr(), adminLn.Addr())
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -112,5 +113,32 @@ func TestProcessTree(t *testing.T) {
 	tree := processTree(cmd.Process.Pid)
 	if tree[0] != cmd.Process.Pid || !slices.Contains(tree, grandchild) || slices.Contains(tree, os.Getpid()) {
 		t.Fatalf("tree of %d is %v; want it and its child %d, not this process", cmd.Process.Pid, tree, grandchild)
+	}
+}
+
+// TestWatchTreeWarnsOnce starts a shell that starts a sleep after the tree
+// was taken: the watcher warns once about the sleep, not about the shell.
+func TestWatchTreeWarnsOnce(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 0.3; sleep 30 & echo $!; wait")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(100 * time.Millisecond) // the first sleep is running: it is in the tree taken now
+	attributed := processTree(cmd.Process.Pid)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { watchTree(ctx, slog.New(slog.NewTextHandler(&logs, nil)), cmd.Process.Pid, attributed, 50*time.Millisecond); close(done) }()
+	buf := make([]byte, 32)
+	n, _ := out.Read(buf)
+	late, _ := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	defer syscall.Kill(late, syscall.SIGKILL)
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	<-done
+	if got := strings.Count(logs.String(), "not attributed"); got != 1 || !strings.Contains(logs.String(), "pid="+strconv.Itoa(late)) {
+		t.Fatalf("%d warnings, want one naming pid %d:\n%s", got, late, logs.String())
 	}
 }
