@@ -130,7 +130,10 @@ func TestWatchTreeWarnsOnce(t *testing.T) {
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { watchTree(ctx, slog.New(slog.NewTextHandler(&logs, nil)), cmd.Process.Pid, attributed, 50*time.Millisecond); close(done) }()
+	go func() {
+		watchTree(ctx, slog.New(slog.NewTextHandler(&logs, nil)), cmd.Process.Pid, attributed, 50*time.Millisecond)
+		close(done)
+	}()
 	buf := make([]byte, 32)
 	n, _ := out.Read(buf)
 	late, _ := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
