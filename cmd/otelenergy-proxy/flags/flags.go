@@ -57,6 +57,10 @@ type Config struct {
 	Command []string
 }
 
+// maxBaggageKeys is otelenergy.MaxBaggageKeys; this package depends on
+// the standard library only.
+const maxBaggageKeys = 8
+
 // ErrHelp is returned by Parse for -h or -help; the usage was written.
 var ErrHelp = flag.ErrHelp
 
@@ -122,6 +126,9 @@ var specs = []spec{
 	{name: "baggage-keys", usage: "comma-separated W3C baggage keys (such as tenant) copied onto the span and the otelenergy.request.energy histogram",
 		check: func(c *Config, v string) error {
 			c.BaggageKeys = list(v)
+			if len(c.BaggageKeys) > maxBaggageKeys {
+				return fmt.Errorf("%d keys, at most %d", len(c.BaggageKeys), maxBaggageKeys)
+			}
 			for _, k := range c.BaggageKeys {
 				if strings.ContainsAny(k, " =;\"") {
 					return fmt.Errorf("%q is not a baggage key", k)

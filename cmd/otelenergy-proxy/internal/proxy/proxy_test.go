@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"fmt"
 	"context"
 	"encoding/json"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-proxy/flags"
+	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
 func TestHelpListsEveryFlag(t *testing.T) {
@@ -54,6 +56,7 @@ func TestInvalidValueExits2(t *testing.T) {
 		{args: []string{"-listen", "8080"}, want: "-listen"},
 		{args: []string{"-no-such-flag"}, want: "no-such-flag"},
 		{args: []string{"vllm"}, want: "after --"},
+		{args: []string{"-baggage-keys", "a,b,c,d,e,f,g,h,i"}, want: "-baggage-keys"},
 		{env: map[string]string{"OTELENERGY_DRAIN_TIMEOUT": "soon"}, want: "OTELENERGY_DRAIN_TIMEOUT"},
 	} {
 		var out, errOut bytes.Buffer
@@ -62,6 +65,21 @@ func TestInvalidValueExits2(t *testing.T) {
 		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
 			t.Errorf("%v %v: status %d, stderr %q; want 2 and one line naming %s", c.args, c.env, code, msg, c.want)
 		}
+	}
+}
+
+// TestBaggageKeyLimitMatchesLibrary keeps the flag table's bound equal
+// to the library's.
+func TestBaggageKeyLimitMatchesLibrary(t *testing.T) {
+	keys := make([]string, otelenergy.MaxBaggageKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+	}
+	if _, err := flags.Parse([]string{"-baggage-keys", strings.Join(keys, ",")}, func(string) string { return "" }, nil); err != nil {
+		t.Fatalf("%d keys rejected: %v", len(keys), err)
+	}
+	if _, err := flags.Parse([]string{"-baggage-keys", strings.Join(append(keys, "one-more"), ",")}, func(string) string { return "" }, nil); err == nil {
+		t.Fatalf("%d keys accepted", len(keys)+1)
 	}
 }
 
