@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -102,5 +103,34 @@ func TestReadHeaderTimeout(t *testing.T) {
 	io.Copy(io.Discard, c) // returns when the server closes the connection
 	if d := time.Since(began); d > 3*time.Second {
 		t.Fatalf("the connection stayed open %v with its headers unfinished", d)
+	}
+}
+
+// TestDrainTimeoutCuts checks that a stream still running when
+// -drain-timeout passes is cut, and that the proxy then exits 0.
+func TestDrainTimeoutCuts(t *testing.T) {
+	b := httptest.NewServer(&backend{tokens: 1000, pace: 10 * time.Millisecond})
+	t.Cleanup(b.Close)
+	r := start(t, []string{"-simulate", "-backend", b.URL, "-horizon", "1s", "-drain-timeout", "300ms"}, nil)
+	resp, err := http.Post(r.api+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	r.sig <- syscall.SIGTERM
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil {
+		t.Fatal("a 10 s stream completed within a 300 ms drain")
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Fatalf("the stream was cut after %v", d)
+	}
+	if code := <-r.code; code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	r.code <- 0
+	if !strings.Contains(r.stderr.String(), "drain timed out") {
+		t.Fatalf("the log does not say the drain timed out:\n%s", r.stderr)
 	}
 }
