@@ -105,7 +105,7 @@ var specs = []spec{
 		check: func(c *Config, v string) error { return positive(&c.BackendTimeout, v) }},
 	{name: "devices", usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs (default: those CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name); with -simulate, one simulated GPU per entry",
 		check: func(c *Config, v string) error { c.Devices = list(v); return nil }},
-	{name: "backend-pid", usage: "comma-separated host pids of the backend's processes, whose share of a shared GPU is attributed (default: in wrapper mode the child's process tree, else the GPU's energy is not split among processes)",
+	{name: "backend-pid", usage: "comma-separated host pids of the backend's processes, whose share of a GPU other processes use is attributed (default: in wrapper mode the child's process tree; else the tree of the process listening on -backend's port, when one of this host is found)",
 		check: func(c *Config, v string) error {
 			c.BackendPIDs = nil
 			for _, s := range list(v) {

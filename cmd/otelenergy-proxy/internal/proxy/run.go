@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -84,8 +85,11 @@ func run(cfg flags.Config, lg *slog.Logger, env Env) (int, error) {
 		}
 	}
 	pids := cfg.BackendPIDs
-	if ch != nil {
+	switch {
+	case ch != nil:
 		pids = append(pids, processTree(ch.Pid())...)
+	case len(pids) == 0 && !cfg.Simulate:
+		pids = p.findBackend()
 	}
 	src, err := p.openSource(pids)
 	if err != nil {
@@ -215,6 +219,27 @@ func (p *proxy) finish(api *http.Server, ch *child, mon *otelenergy.Monitor, tel
 	}
 	p.log.Info("otelenergy-proxy stopped", slog.Int("status", code))
 	return code
+}
+
+// findBackend returns the process tree of the process on this host that
+// listens on the backend's port, or nil, with a warning, when there is
+// none to be found: the source then attributes this process's own work,
+// so on a GPU whose processes can be told apart the backend's work would
+// count as other processes'.
+func (p *proxy) findBackend() []int {
+	port, _ := strconv.Atoi(p.cfg.Backend.Port())
+	if port == 0 {
+		port = map[string]int{"http": 80, "https": 443}[p.cfg.Backend.Scheme]
+	}
+	if pid := listenerPID(port); pid > 0 {
+		tree := processTree(pid)
+		p.log.Info("attributing the process tree listening on the backend's port", slog.Int("port", port), slog.Any("pids", tree))
+		return tree
+	}
+	p.log.Warn("no process of this host's PID namespace listens on the backend's port: pass -backend-pid with the backend's host pids, "+
+		"or on a GPU that NVML shows other processes on, the backend's work counts as otelenergy.energy.other_processes",
+		slog.Int("port", port))
+	return nil
 }
 
 // openSource opens NVML, or the simulated GPU under -simulate. There is
