@@ -59,6 +59,8 @@ type config struct {
 	idleSet       bool
 	genaiOp       string
 	genaiProvider string
+	baggageKeys   []string
+	baggageMax    int
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -85,6 +87,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if (c.genaiOp == "") != (c.genaiProvider == "") {
 		errs = append(errs, fmt.Errorf("%w: GenAI metrics need both an operation and a provider, got %q and %q", ErrInvalidConfig, c.genaiOp, c.genaiProvider))
+	}
+	if err := validateBaggage(&c); err != nil {
+		errs = append(errs, err)
 	}
 	if c.weightsSet {
 		if err := c.weights.validate(); err != nil {

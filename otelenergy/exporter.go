@@ -268,7 +268,11 @@ func (m *Monitor) finalize(lr *ledger.Request) {
 	if st.span.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, st.span)
 	}
-	m.inst.requestEnergy.Record(ctx, float64(st.EnergyMJ())/1000, st.run.recordOpt)
+	opt := st.run.recordOpt
+	if st.attrs != nil {
+		opt = st.attrs.recordOpt
+	}
+	m.inst.requestEnergy.Record(ctx, float64(st.EnergyMJ())/1000, opt)
 	end, ended := st.Ended()
 	if g := m.inst.genai; g != nil && ended && st.Output() > 0 && st.Flags()&(ledger.FlagFlushed|ledger.FlagExpired) == 0 {
 		g.Duration.Inst().Record(ctx, time.Duration(end-st.Start()).Seconds(), st.run.genaiOpt)

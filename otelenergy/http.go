@@ -81,6 +81,9 @@ func (m *Monitor) finish(r *Request) {
 		}
 	}
 	span.SetAttributes(kv[:n]...)
+	if a := r.st.attrs; a != nil {
+		span.SetAttributes(a.span...)
+	}
 	if res.HasEnergy && res.Approximate && m.pending.enabled.Load() {
 		m.pending.put(span.SpanContext().SpanID(), r.st, m.now())
 	}

@@ -73,6 +73,7 @@ type Monitor struct {
 
 	ledger  *ledger.Ledger
 	pending pendingSpans
+	bag     *baggageAttrs // with WithBaggageAttributes
 	inst    *instruments
 	sharer  source.Sharer
 
@@ -126,7 +127,7 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 	if len(devices) == 0 {
 		return nil, fmt.Errorf("%w: source %q has no devices", ErrNoDevices, src.Kind())
 	}
-	m := &Monitor{cfg: cfg, src: src, epoch: cfg.now()}
+	m := &Monitor{cfg: cfg, src: src, epoch: cfg.now(), bag: newBaggageAttrs(cfg)}
 	m.sharer, _ = src.(source.Sharer)
 	m.lastSample.Store(-1)
 	rings := make([]*ring.Ring, len(devices))

@@ -31,6 +31,7 @@ type requestState struct {
 	run     *runInfo
 	span    trace.SpanContext // immutable: read by the sampler at any time
 	tracked bool              // handed to the ledger
+	attrs   *requestAttrs     // immutable; nil without baggage attributes
 }
 
 type requestKey struct{}
@@ -93,6 +94,9 @@ func (m *Monitor) StartRequest(ctx context.Context) *Request {
 		return &Request{Context: ctx, st: &requestState{}}
 	}
 	st := &requestState{m: m, run: m.run.Load(), span: trace.SpanContextFromContext(ctx)}
+	if m.bag != nil {
+		st.attrs = m.bag.lookup(ctx, st.run)
+	}
 	st.Init(m.now(), st)
 	// The ledger tracks requests only while something samples, so that a
 	// Monitor nobody samples never accumulates them.

@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
-pkgs=(./... ./example/... ./cmd/otelenergy-agent/...)
+pkgs=(./... ./example/... ./cmd/otelenergy-proxy/... ./cmd/otelenergy-agent/...)
 
 step "go vet"
 go vet "${pkgs[@]}"

@@ -23,6 +23,8 @@ type config struct {
 	provider      genaiconv.ProviderNameAttr
 	transport     http.RoundTripper
 	maxBody       int
+	trailers      bool
+	errorHandler  func(http.ResponseWriter, *http.Request, error)
 	now           func() time.Time
 }
 
@@ -31,6 +33,7 @@ func newConfig(opts []Option) config {
 		includeUsage: true,
 		provider:     genaiconv.ProviderNameOpenAI,
 		maxBody:      DefaultMaxBodyBytes,
+		errorHandler: WriteError,
 		now:          time.Now,
 	}
 	for _, o := range opts {
@@ -38,6 +41,9 @@ func newConfig(opts []Option) config {
 	}
 	if c.meterProvider == nil {
 		c.meterProvider = otel.GetMeterProvider()
+	}
+	if c.errorHandler == nil {
+		c.errorHandler = WriteError
 	}
 	if c.maxBody <= 0 {
 		c.maxBody = DefaultMaxBodyBytes
@@ -97,4 +103,26 @@ func WithTransport(rt http.RoundTripper) Option {
 // [DefaultMaxBodyBytes] (8 MiB).
 func WithMaxBodyBytes(n int) Option {
 	return optionFunc(func(c *config) { c.maxBody = n })
+}
+
+// WithErrorHandler sets the function [New]'s reverse proxy calls when the
+// backend cannot be reached or its response cannot be read, as
+// httputil.ReverseProxy.ErrorHandler. The default, also used for nil, is
+// [WriteError]: a 502 or 504 with an OpenAI-style JSON body.
+// [NewMiddleware] ignores it.
+func WithErrorHandler(h func(http.ResponseWriter, *http.Request, error)) Option {
+	return optionFunc(func(c *config) { c.errorHandler = h })
+}
+
+// WithEnergyTrailers sets whether each completion's response ends with
+// the HTTP trailers [TrailerEnergy] (the request's energy in whole
+// millijoules as [otelenergy.Request.End] estimates it when the response
+// ends; absent when no energy could be attributed) and [TrailerApproximate]
+// ("true" or "false", as [otelenergy.Result.Approximate]). The body is not
+// touched. The trailers are announced in the Trailer header, and the
+// backend's Content-Length is dropped so that HTTP/1.1 responses are
+// chunked, which trailers need; HTTP/2 carries them as a final HEADERS
+// frame. The default is false.
+func WithEnergyTrailers(on bool) Option {
+	return optionFunc(func(c *config) { c.trailers = on })
 }

@@ -19,7 +19,9 @@ import (
 //
 // Requests go to target's scheme and host, with target's path prefixed to
 // theirs and X-Forwarded-* headers set, as httputil.ProxyRequest.SetURL and
-// SetXForwarded do. New panics if target is nil.
+// SetXForwarded do. A backend that cannot be reached gets the error
+// handler's answer ([WithErrorHandler], by default [WriteError]: a 502 or
+// 504 with an OpenAI-style JSON body). New panics if target is nil.
 func New(target *url.URL, mon *otelenergy.Monitor, opts ...Option) http.Handler {
 	if target == nil {
 		panic("openaiproxy: New with a nil target")
@@ -30,7 +32,8 @@ func New(target *url.URL, mon *otelenergy.Monitor, opts ...Option) http.Handler 
 			pr.SetURL(target)
 			pr.SetXForwarded()
 		},
-		Transport: c.transport,
+		Transport:    c.transport,
+		ErrorHandler: c.errorHandler,
 	}
 	return newHandler(rp, mon, c)
 }

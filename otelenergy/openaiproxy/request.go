@@ -125,13 +125,20 @@ func addIncludeUsage(body []byte) []byte {
 	return append(out, body[i+1:]...)
 }
 
+// initialBodyBuffer bounds the buffer a request body is first read into,
+// whatever its declared Content-Length: most completion requests fit.
+const initialBodyBuffer = 32 << 10
+
 // readBody reads up to limit bytes of r's body. When the body is longer it
 // returns ok false and leaves r.Body able to replay every byte.
 func readBody(r *http.Request, limit int) (body []byte, ok bool, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, true, nil
 	}
-	buf := make([]byte, 0, min(max(r.ContentLength, 512), int64(limit)+1))
+	// A declared length is a claim, not bytes: the buffer starts at most
+	// initialBodyBuffer and grows as bytes arrive, so that connections
+	// declaring large bodies and sending little hold little.
+	buf := make([]byte, 0, min(max(r.ContentLength, 512), initialBodyBuffer, int64(limit)+1))
 	b := bytes.NewBuffer(buf)
 	_, err = io.CopyN(b, r.Body, int64(limit)+1)
 	if err == io.EOF {

@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
 // Response modes.
@@ -85,6 +87,12 @@ func (ex *exchange) giveUp(reason string) {
 func (ex *exchange) begin(status int) {
 	ex.status = status
 	hdr := ex.rw.w.Header()
+	if ex.h.cfg.trailers {
+		// Trailers need a chunked HTTP/1.1 body: a stated length would
+		// end the response before them.
+		hdr.Del("Content-Length")
+		hdr.Add("Trailer", trailerNames)
+	}
 	if status < 200 || status >= 300 {
 		return
 	}
@@ -100,6 +108,12 @@ func (ex *exchange) begin(status int) {
 	if ce := hdr.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		ex.mode = modeNone
 		ex.unparsed(ReasonContentEncoding)
+		return
+	}
+	if ex.mode == modeSSE && ex.strip {
+		// Removing the usage chunk shortens the body, so the backend's
+		// length would cut the client's stream short.
+		hdr.Del("Content-Length")
 	}
 }
 
@@ -425,6 +439,36 @@ func (ex *exchange) finish(returned bool) {
 		}
 	}
 	ex.record(failure)
+	if ex.h.cfg.trailers && returned && ex.rw.wroteHeader {
+		ex.setTrailers()
+	}
+}
+
+// Trailers the proxy ends each completion with, under [WithEnergyTrailers].
+const (
+	// TrailerEnergy carries the request's energy in whole millijoules.
+	TrailerEnergy = "Energy-Millijoules"
+	// TrailerApproximate says whether that figure is approximate.
+	TrailerApproximate = "Energy-Approximate"
+)
+
+const trailerNames = TrailerEnergy + ", " + TrailerApproximate
+
+// setTrailers sets the trailers from the request's figure as known now,
+// once the response's body has passed.
+func (ex *exchange) setTrailers() {
+	req := otelenergy.RequestFromContext(ex.ctx)
+	if req == nil {
+		return
+	}
+	res := req.End()
+	hdr := ex.rw.w.Header()
+	if res.HasEnergy {
+		hdr.Set(TrailerEnergy, strconv.FormatUint(res.EnergyMJ, 10))
+		hdr.Set(TrailerApproximate, strconv.FormatBool(res.Approximate))
+	} else {
+		hdr.Set(TrailerApproximate, "true")
+	}
 }
 
 // interrupted names why a response ended early and counts it.

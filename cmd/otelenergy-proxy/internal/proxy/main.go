@@ -1,0 +1,88 @@
+// Package proxy is otelenergy-proxy: everything but the process's own
+// signals and streams, so that tests run it in-process.
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-proxy/flags"
+)
+
+// Env is what the proxy takes from its process.
+type Env struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	// Signals delivers SIGTERM and SIGINT: the first drains and exits,
+	// a second cuts the drain short.
+	Signals <-chan os.Signal
+	// Started, when set, is called once the API and admin addresses
+	// listen, with their addresses (tests listen on port 0).
+	Started func(api, admin net.Addr)
+}
+
+// Exit statuses besides a wrapped child's own.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// Main runs the proxy with args (without the program name) and returns
+// the process's exit status: 2 for an invalid flag, 1 when the proxy
+// cannot start, the child's status in wrapper mode, else 0.
+func Main(args []string, env Env) int {
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	cfg, err := flags.Parse(args, env.Getenv, env.Stdout)
+	switch {
+	case errors.Is(err, flags.ErrHelp):
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "otelenergy-proxy: %v\n", err)
+		return exitUsage
+	}
+	if cfg.CopyTo != "" {
+		if err := copySelf(cfg.CopyTo); err != nil {
+			fmt.Fprintf(env.Stderr, "otelenergy-proxy: -copy-to: %v\n", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+	log := newLogger(cfg, env.Stderr)
+	code, err := run(cfg, log, env)
+	if err != nil {
+		log.Error("otelenergy-proxy failed", slog.Any("error", err))
+		if code == exitOK {
+			code = exitFailure
+		}
+	}
+	return code
+}
+
+// copySelf copies the running executable to path, executable by all.
+func copySelf(path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(self)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/otelenergy/otelenergy/otelenergy"
+)
+
+// requestLog logs one line per request once its response has passed,
+// with the figure known then (see otelenergy.Request.End). It sits inside
+// the energy middleware.
+func requestLog(lg *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start))}
+		if req := otelenergy.RequestFromContext(r.Context()); req != nil {
+			res := req.End()
+			attrs = append(attrs, slog.Uint64("output_tokens", res.OutputTokens), slog.Uint64("input_tokens", res.InputTokens))
+			if res.HasEnergy {
+				attrs = append(attrs, slog.Uint64("energy_mj", res.EnergyMJ), slog.Bool("approximate", res.Approximate))
+			}
+		}
+		if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+			attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+		}
+		lg.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+	})
+}
+
+// statusWriter records the status; Unwrap keeps Flush and the other
+// http.ResponseController methods working.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote && code >= 200 {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

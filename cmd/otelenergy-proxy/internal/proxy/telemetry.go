@@ -1,0 +1,105 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/contrib/propagators/autoprop"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/otelenergy/otelenergy/otelenergy"
+)
+
+// serviceName is service.name unless OTEL_SERVICE_NAME or
+// OTEL_RESOURCE_ATTRIBUTES say otherwise.
+const serviceName = "otelenergy-proxy"
+
+// sourceKey is the resource attribute naming the energy source, as
+// otelenergy.Monitor.Resource sets it: nvml or simulated.
+const sourceKey = attribute.Key("otelenergy.source")
+
+// telemetry holds the proxy's providers. Exporters come from contrib's
+// autoexport, so the standard variables choose them; with no exporter
+// variable and no OTLP endpoint set, nothing is exported.
+type telemetry struct {
+	res    *resource.Resource
+	mp     *sdkmetric.MeterProvider
+	tp     *sdktrace.TracerProvider
+	prop   propagation.TextMapPropagator
+	traces sdktrace.SpanExporter // nil when traces are not exported
+}
+
+func newTelemetry(ctx context.Context, sourceKind string) (*telemetry, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", serviceName), sourceKey.String(sourceKind)),
+		resource.WithTelemetrySDK(), resource.WithHost(), resource.WithFromEnv())
+	if err != nil && res == nil {
+		return nil, err
+	}
+	t := &telemetry{res: res, prop: autoprop.NewTextMapPropagator()}
+	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
+	if wanted("METRICS") {
+		rd, err := autoexport.NewMetricReader(ctx)
+		if err != nil {
+			return nil, err
+		}
+		mopts = append(mopts, sdkmetric.WithReader(rd))
+	}
+	t.mp = sdkmetric.NewMeterProvider(mopts...)
+	if wanted("TRACES") {
+		if t.traces, err = autoexport.NewSpanExporter(ctx); err != nil {
+			t.mp.Shutdown(ctx)
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// startTraces builds the TracerProvider, whose exporter needs the Monitor
+// to replace each span's estimate with its final figure.
+func (t *telemetry) startTraces(mon *otelenergy.Monitor) {
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(t.res)}
+	if t.traces != nil {
+		opts = append(opts, sdktrace.WithBatcher(otelenergy.NewSpanExporter(t.traces, mon)))
+	}
+	t.tp = sdktrace.NewTracerProvider(opts...)
+}
+
+func (t *telemetry) flushTraces(ctx context.Context) error {
+	if t.tp == nil {
+		return nil
+	}
+	return t.tp.Shutdown(ctx)
+}
+
+func (t *telemetry) shutdown(ctx context.Context) error {
+	var errs []error
+	if t.tp != nil {
+		errs = append(errs, t.tp.Shutdown(ctx))
+	} else if t.traces != nil {
+		errs = append(errs, t.traces.Shutdown(ctx))
+	}
+	return errors.Join(append(errs, t.mp.Shutdown(ctx))...)
+}
+
+// wanted reports whether the environment asks for an exporter of kind
+// (TRACES or METRICS): by naming one other than none in OTEL_<kind>_EXPORTER,
+// or by setting an OTLP endpoint, in which case autoexport's default
+// (otlp) applies.
+func wanted(kind string) bool {
+	if v := os.Getenv("OTEL_" + kind + "_EXPORTER"); v != "" {
+		return v != "none"
+	}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_" + kind + "_ENDPOINT"} {
+		if os.Getenv(k) != "" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestWrapper runs the test binary as the wrapped backend: the proxy
+// waits for it before serving, passes its environment through, forwards
+// SIGTERM once drained, and exits with the child's status.
+func TestWrapper(t *testing.T) {
+	for _, c := range []struct {
+		sig  syscall.Signal
+		want int
+	}{{syscall.SIGTERM, 3}, {syscall.SIGINT, 4}} {
+		t.Run(c.sig.String(), func(t *testing.T) {
+			addr := freeAddr(t)
+			t.Setenv(childAddrEnv, addr)
+			t.Setenv(childDelayEnv, "700ms")
+			t.Setenv("CUDA_VISIBLE_DEVICES", "GPU-0c1a")
+			began := time.Now()
+			r := start(t, []string{"-simulate", "-horizon", "1s", "-backend", "http://" + addr, "--", os.Args[0], "-test.run=^$"}, nil)
+			if d := time.Since(began); d < 700*time.Millisecond {
+				t.Fatalf("the proxy served after %v, before the backend listened", d)
+			}
+			waitReady(t, r.admin)
+			resp, body := post(t, context.Background(), http.DefaultClient, r.api, true)
+			if resp.StatusCode != 200 || resp.Trailer.Get("Energy-Approximate") == "" {
+				t.Fatalf("status %d, trailers %v, body %s", resp.StatusCode, resp.Trailer, body)
+			}
+			env, err := http.Get(r.api + "/env")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(env.Body)
+			env.Body.Close()
+			if string(got) != "GPU-0c1a" {
+				t.Fatalf("the child's CUDA_VISIBLE_DEVICES is %q, want the proxy's", got)
+			}
+			if !strings.Contains(r.stderr.String(), "child_pid=") || !strings.Contains(r.stderr.String(), "attributed_pids=") {
+				t.Fatalf("the log does not name the child and the attributed pids:\n%s", r.stderr)
+			}
+			r.sig <- c.sig
+			select {
+			case code := <-r.code:
+				r.code <- code
+				if code != c.want {
+					t.Fatalf("exit status %d, want the child's %d:\n%s", code, c.want, r.stderr)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the proxy did not exit")
+			}
+		})
+	}
+}
+
+// TestWrapperChildExits checks that a backend that exits before it
+// answers makes the proxy exit with its status.
+func TestWrapperChildExits(t *testing.T) {
+	addr := freeAddr(t)
+	t.Setenv(childAddrEnv, addr)
+	t.Setenv(childExitEnv, "5")
+	var errOut syncBuffer
+	code := Main([]string{"-simulate", "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-backend", "http://" + addr, "--", os.Args[0]},
+		Env{Stdout: &errOut, Stderr: &errOut, Getenv: func(string) string { return "" }, Signals: make(chan os.Signal)})
+	if code != 5 || !strings.Contains(errOut.String(), "exited before it answered") {
+		t.Fatalf("status %d, log:\n%s\nwant the child's 5", code, errOut.String())
+	}
+}
+
+// TestProcessTree checks the tree against a shell and the sleep it
+// started.
+func TestProcessTree(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & echo $!; wait")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	buf := make([]byte, 32)
+	n, _ := out.Read(buf)
+	grandchild, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(grandchild, syscall.SIGKILL)
+	tree := processTree(cmd.Process.Pid)
+	if tree[0] != cmd.Process.Pid || !slices.Contains(tree, grandchild) || slices.Contains(tree, os.Getpid()) {
+		t.Fatalf("tree of %d is %v; want it and its child %d, not this process", cmd.Process.Pid, tree, grandchild)
+	}
+}
+
+// TestWatchTreeWarnsOnce starts a shell that starts a sleep after the tree
+// was taken: the watcher warns once about the sleep, not about the shell.
+func TestWatchTreeWarnsOnce(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 0.3; sleep 30 & echo $!; wait")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(100 * time.Millisecond) // the first sleep is running: it is in the tree taken now
+	attributed := processTree(cmd.Process.Pid)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		watchTree(ctx, slog.New(slog.NewTextHandler(&logs, nil)), cmd.Process.Pid, attributed, 50*time.Millisecond)
+		close(done)
+	}()
+	buf := make([]byte, 32)
+	n, _ := out.Read(buf)
+	late, _ := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	defer syscall.Kill(late, syscall.SIGKILL)
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	<-done
+	if got := strings.Count(logs.String(), "not attributed"); got != 1 || !strings.Contains(logs.String(), "pid="+strconv.Itoa(late)) {
+		t.Fatalf("%d warnings, want one naming pid %d:\n%s", got, late, logs.String())
+	}
+}

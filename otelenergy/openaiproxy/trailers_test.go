@@ -1,0 +1,141 @@
+package openaiproxy_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
+)
+
+// trailerRig serves the energy middleware around the proxy, with energy
+// trailers on, over HTTP/1.1 and unencrypted HTTP/2, and captures each
+// request's Result as the middleware's End reports it.
+type trailerRig struct {
+	srv     *httptest.Server
+	results chan otelenergy.Result
+}
+
+func newTrailerRig(t *testing.T, backend http.Handler) *trailerRig {
+	t.Helper()
+	b := httptest.NewServer(backend)
+	t.Cleanup(b.Close)
+	u, _ := url.Parse(b.URL)
+	mon := newMonitor(t)
+	if err := mon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider()), openaiproxy.WithEnergyTrailers(true))
+	tr := &trailerRig{results: make(chan otelenergy.Result, 4)}
+	capture := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.ServeHTTP(w, r)
+		tr.results <- otelenergy.RequestFromContext(r.Context()).End()
+	})
+	tr.srv = httptest.NewUnstartedServer(otelenergy.NewMiddleware(mon)(capture))
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	tr.srv.Config.Protocols = &protos
+	tr.srv.Start()
+	t.Cleanup(tr.srv.Close)
+	return tr
+}
+
+func clientFor(h2c bool) *http.Client {
+	tr := &http.Transport{DisableCompression: true}
+	if h2c {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = &p
+	}
+	return &http.Client{Transport: tr}
+}
+
+// TestEnergyTrailers reads the trailers of streamed and whole completions
+// over HTTP/1.1 and h2c, and of a completion whose backend is down, and
+// compares them with what the request's End reported when the response
+// ended: the same figure, the body untouched.
+func TestEnergyTrailers(t *testing.T) {
+	for _, h2c := range []bool{false, true} {
+		for _, stream := range []bool{true, false} {
+			name := map[bool]string{false: "http1", true: "h2c"}[h2c] + map[bool]string{false: "/whole", true: "/stream"}[stream]
+			t.Run(name, func(t *testing.T) {
+				s := &script{tokens: 20, prompt: 9, json: !stream, pace: 5 * time.Millisecond}
+				tr := newTrailerRig(t, s)
+				c := clientFor(h2c)
+				defer c.CloseIdleConnections()
+				resp, err := c.Post(tr.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatRequest(stream, "")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := map[bool]int{false: 1, true: 2}[h2c]; resp.ProtoMajor != want {
+					t.Fatalf("protocol %s, want HTTP/%d", resp.Proto, want)
+				}
+				want := chatJSON(9, 20)
+				if stream {
+					want = strings.Join(s.events(false), "")
+				}
+				if string(body) != want {
+					t.Fatalf("body\n%q\nwant\n%q", body, want)
+				}
+				res := <-tr.results
+				if !res.HasEnergy {
+					t.Fatal("the request got no energy")
+				}
+				if got := resp.Trailer.Get(openaiproxy.TrailerEnergy); got != strconv.FormatUint(res.EnergyMJ, 10) {
+					t.Fatalf("%s trailer %q, want End's %d mJ (trailers %v)", openaiproxy.TrailerEnergy, got, res.EnergyMJ, resp.Trailer)
+				}
+				if got := resp.Trailer.Get(openaiproxy.TrailerApproximate); got != strconv.FormatBool(res.Approximate) {
+					t.Fatalf("%s trailer %q, want %t", openaiproxy.TrailerApproximate, got, res.Approximate)
+				}
+			})
+		}
+	}
+}
+
+// TestBackendDownOpenAIError checks that a backend refusing connections
+// gives a 502 with an OpenAI-style error body, and trailers still.
+func TestBackendDownOpenAIError(t *testing.T) {
+	b := httptest.NewServer(http.NotFoundHandler())
+	u, _ := url.Parse(b.URL)
+	b.Close() // nothing listens there now
+	mon := newMonitor(t)
+	mon.Start()
+	p := openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider()), openaiproxy.WithEnergyTrailers(true))
+	srv := httptest.NewServer(otelenergy.NewMiddleware(mon)(p))
+	t.Cleanup(srv.Close)
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatRequest(false, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e struct {
+		Error struct {
+			Message, Type, Code string
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusBadGateway || e.Error.Type != "upstream_error" || !strings.Contains(e.Error.Message, "refused") {
+		t.Fatalf("status %d, error %+v; want 502 upstream_error naming the refused connection", resp.StatusCode, e.Error)
+	}
+	if resp.Trailer.Get(openaiproxy.TrailerApproximate) == "" {
+		t.Fatalf("no %s trailer on the error response: %v", openaiproxy.TrailerApproximate, resp.Trailer)
+	}
+}
