@@ -90,6 +90,10 @@
 //     A Fraction of 0 would give every request a confident zero, yet the
 //     usual cause is an attributed pid that is wrong or absent (a gateway
 //     attributed to itself), not a board that does no work for it.
+//   - Attributed processes listed but measured no SM work while others
+//     did: Shared true, Split false. A measured 0 is no proof either: MPS
+//     reports utilization against the server's pid, and a child process
+//     may do the attributed processes' work.
 //   - MIG mode enabled and the listing fails or comes back empty: Shared
 //     true, Split false. NVML lists the processes of a MIG board's parent
 //     handle only to a privileged caller, so neither proves the board

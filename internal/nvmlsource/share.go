@@ -305,6 +305,14 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 		// No process used the SMs: the idle board is split evenly among
 		// the processes that hold it.
 		return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(mine) / float64(n)}, true, nil
+	case ours == 0:
+		// The attributed processes are listed but measured no SM work
+		// while others did. That is no proof that none of the energy is
+		// theirs: an MPS server's utilization is reported against the
+		// server, and a child process they did not name may do their
+		// work. A share of 0 would report their requests a confident
+		// zero, so the board is charged whole and flagged instead.
+		return notSplit(n), true, nil
 	}
 	return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(ours) / float64(total)}, true, nil
 }

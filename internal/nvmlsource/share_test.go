@@ -131,6 +131,31 @@ func TestShare(t *testing.T) {
 			want: source.Share{Processes: 1, Shared: true},
 		},
 		{
+			// Listed but idle while another process works: a measured
+			// zero is no proof that none of the board's energy is ours
+			// (a child doing our work, an MPS server holding it), so the
+			// board is charged unsplit and flagged, never a confident 0.
+			name: "attributed process listed, idle while another works",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, me, other)
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(me, 10, 0), sample(other, 10, 70)})
+			},
+			want: source.Share{Processes: 2, Shared: true},
+		},
+		{
+			// MPS: the server and this client are listed, and the
+			// utilization is reported against the server's pid.
+			name: "MPS server listed with this process, utilization on the server",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, other)
+				d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+					return []nvml.ProcessInfo{{Pid: me}}, nvml.SUCCESS
+				}
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(other, 10, 90)})
+			},
+			want: source.Share{Processes: 2, Shared: true},
+		},
+		{
 			name: "WithProcesses pid absent from a board with two others",
 			setup: func(_ *testing.T, d *server.Device) {
 				procs(d, me, other+1)
