@@ -155,3 +155,39 @@ func TestBoundFarTooLowIsReportedOnce(t *testing.T) {
 	}
 	t.Log(got[0])
 }
+
+// TestBoundFirmIsNeverRaised runs the stale-limit probe against a firm
+// bound, one the board's own limits fix (as NVML's
+// GetPowerManagementLimitConstraints does): glitches against it are a
+// misreading, so the bound stays, each glitch is charged at most the
+// bound, and the device is reported once as misreading.
+func TestBoundFirmIsNeverRaised(t *testing.T) {
+	errs := collectErrors(t)
+	clock := newFakeClock()
+	gpu := powerStep{clock: clock, start: clock.Now(), period: 100 * time.Millisecond, change: time.Second, before: 300, after: 600}
+	src, err := NewFuncSource([]Device{{ID: "GPU-0", Name: "firm", MaxWatts: 450, MaxWattsFirm: true}}, func(int) (uint64, error) { return gpu.read(), nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMonitor(src, WithClock(clock.Now), WithMeterProvider(mpNoop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(t.Context())
+	m.Sample()
+	const run = 10 * time.Second
+	for clock.Now().Sub(gpu.start) < run {
+		clock.Advance(DefaultInterval)
+		m.Sample()
+	}
+	metered := m.Totals().EnergyMJ[0]
+	// The tracker's ceiling at the firm bound: 450 W × (2 × 10 s + 1 s).
+	if ceiling := uint64(450 * (2*run + time.Second) / time.Millisecond); metered > ceiling {
+		t.Errorf("metered %d mJ, above the firm bound's ceiling %d", metered, ceiling)
+	}
+	got := errs.matching(tracker.ErrBoundExceeded)
+	if len(got) != 1 || strings.Contains(got[0].Error(), "the bound is now") {
+		t.Fatalf("otel.Handle got %v, want one report that raised nothing", got)
+	}
+	t.Logf("%d glitches, %d mJ metered of %d counted; %v", m.Stats().Devices[0].Glitches, metered, gpu.read(), got[0])
+}

@@ -138,7 +138,7 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 		rings[i] = r
 		m.devs = append(m.devs, &device{
 			Device: d,
-			acc:    tracker.NewAccumulator(tracker.Limits{CounterMax: d.CounterMax, MaxWatts: d.PowerBound()}),
+			acc:    tracker.NewAccumulator(tracker.Limits{CounterMax: d.CounterMax, MaxWatts: d.PowerBound(), MaxWattsFirm: d.MaxWattsFirm && d.MaxWatts > 0}),
 			ring:   r,
 		})
 	}

@@ -141,6 +141,11 @@
 // The enforced limit is used where it is higher than that maximum or where
 // the constraints do not answer; where neither answers (both NOT_SUPPORTED
 // on some boards), MaxWatts is 0 and the sampler's default bound applies.
+// A bound from the constraints' maximum is firm ([source.Device.MaxWattsFirm]):
+// the sampler never raises it, because no setting lets the board draw
+// above it, so readings above it are a misreading. A bound from the
+// enforced limit, or the default, may be learned up (see the tracker
+// package).
 //
 // # MIG
 //
