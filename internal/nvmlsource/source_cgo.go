@@ -38,6 +38,10 @@ type config struct {
 	// hostPIDs reports whether this process's pids are in the namespace
 	// NVML reports pids in; a test seam.
 	hostPIDs func() bool
+	// now times a run of failed listings; a test seam.
+	now func() time.Time
+	// procRoot is where the process tree is read, "/proc"; a test seam.
+	procRoot string
 }
 
 // newConfig applies opts and fills in the defaults.
@@ -46,6 +50,8 @@ func newConfig(opts []Option) config {
 		lookupEnv:     os.LookupEnv,
 		shareInterval: defaultShareInterval,
 		hostPIDs:      inHostPIDNamespace,
+		now:           time.Now,
+		procRoot:      "/proc",
 	}
 	for _, o := range opts {
 		o.apply(&c)

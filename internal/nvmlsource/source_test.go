@@ -5,6 +5,7 @@ package nvmlsource_test
 import (
 	"errors"
 	"math"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -74,6 +75,9 @@ func testOpts(lib nvml.Interface, opts ...nvmlsource.Option) []nvmlsource.Option
 		nvmlsource.WithEnv(nil),
 		nvmlsource.WithShareInterval(0),
 		nvmlsource.WithHostPIDs(true),
+		// No process tree: the fake boards' pids are no one's on this
+		// machine, and their ancestry must not depend on what runs here.
+		nvmlsource.WithProcRoot(filepath.Join("testdata", "no-proc")),
 	}, opts...)
 }
 
