@@ -191,3 +191,54 @@ func TestBoundFirmIsNeverRaised(t *testing.T) {
 	}
 	t.Logf("%d glitches, %d mJ metered of %d counted; %v", m.Stats().Devices[0].Glitches, metered, gpu.read(), got[0])
 }
+
+// TestBoundReportCountsOnlyRecentConfirmedGlitches checks that the "bound
+// too low" report is about a bound, not about a counter that misreads now
+// and then: single spikes that come back at once, and permanent jumps
+// spread over minutes, are glitches that no bound explains, and are not
+// reported however many there are.
+func TestBoundReportCountsOnlyRecentConfirmedGlitches(t *testing.T) {
+	tests := []struct {
+		name string
+		// offset is what the counter shows above a steady 300 W at the
+		// n-th sample.
+		offset func(n int) uint64
+	}{
+		{name: "single spikes that recover", offset: func(n int) uint64 {
+			if n%10 == 5 {
+				return 1_000_000
+			}
+			return 0
+		}},
+		{name: "confirmed jumps, one every 5 s", offset: func(n int) uint64 {
+			return uint64(n/300) * 1_000_000 // 300 samples of 17 ms
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := collectErrors(t)
+			clock := newFakeClock()
+			gpu := powerStep{clock: clock, start: clock.Now(), period: 100 * time.Millisecond, before: 300, after: 300}
+			n := 0
+			src, err := NewFuncSource([]Device{{ID: "GPU-0", Name: "spiky", MaxWatts: 450}}, func(int) (uint64, error) { return gpu.read() + tt.offset(n), nil }, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := NewMonitor(src, WithClock(clock.Now), WithMeterProvider(mpNoop()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Shutdown(t.Context())
+			for n = 0; n < 6000; n++ { // 102 s
+				m.Sample()
+				clock.Advance(DefaultInterval)
+			}
+			if g := m.Stats().Devices[0].Glitches; g <= glitchReport {
+				t.Fatalf("%d glitches, want more than %d for the case to mean anything", g, glitchReport)
+			}
+			if got := errs.matching(tracker.ErrBoundExceeded); len(got) != 0 {
+				t.Errorf("otel.Handle got %v, want no bound report", got)
+			}
+		})
+	}
+}

@@ -134,3 +134,28 @@ func TestTrackerFirstWindowReachesBackToItsBegan(t *testing.T) {
 		t.Errorf("second step %+v, want a Forward of 1807000", steps[1])
 	}
 }
+
+// TestTrackerStepConfirmed checks Step.Confirmed: set on the reading after
+// a Glitch that does not come back, never on a recovery.
+func TestTrackerStepConfirmed(t *testing.T) {
+	a := tracker.NewAccumulator(tracker.Limits{MaxWatts: 450})
+	steps := advanceAll(t, a, [][3]int64{
+		{1_000_000, 0, 0},
+		{1_005_100, 17 * ms, 17 * ms},
+		{1_010_200, 34 * ms, 34 * ms},
+		{2_000_000, 51 * ms, 51 * ms},   // a spike
+		{1_015_300, 68 * ms, 68 * ms},   // back: recovered
+		{2_000_000, 85 * ms, 85 * ms},   // a jump
+		{2_005_100, 102 * ms, 102 * ms}, // stays: confirmed
+		{2_010_200, 119 * ms, 119 * ms},
+	})
+	want := []bool{false, false, false, false, false, false, true, false}
+	for i, s := range steps {
+		if s.Confirmed != want[i] {
+			t.Errorf("step %d %+v: Confirmed = %v, want %v", i, s, s.Confirmed, want[i])
+		}
+	}
+	if steps[3].Kind != tracker.Glitch || steps[5].Kind != tracker.Glitch {
+		t.Fatalf("steps %+v: want glitches at 3 and 5", steps)
+	}
+}

@@ -113,6 +113,11 @@ type Step struct {
 	// power bound (see [Tracker.LastRaise]); Delta then includes what the
 	// run's glitches were not charged.
 	Raised bool
+	// Confirmed is set on the reading after a Glitch that is not its
+	// recovery (see [Tracker.Advance]): the glitch was no single bad
+	// reading. Confirmed glitches close together are what a bound too low
+	// shows; a spike that recovers is not.
+	Confirmed bool
 }
 
 // Limits are the physical limits of one counter, fixed for a [Tracker]'s
@@ -374,7 +379,7 @@ func (t *Tracker) AdvanceRead(raw uint64, began, at int64) (Step, error) {
 	if credit != 0 {
 		s.Delta = addSat(s.Delta, t.pay(credit))
 	}
-	s.Raised = raised
+	s.Raised, s.Confirmed = raised, pending
 	return s, nil
 }
 
