@@ -88,6 +88,15 @@ func TestShare(t *testing.T) {
 		orphan     = other + 21 // not in the tree: exited
 	)
 	tree := map[uint32]uint32{other: 1, child: other, grandchild: child, stranger: 1}
+	// deep[k] is other's descendant k+1 generations down.
+	var deep [9]uint32
+	for k := range deep {
+		deep[k] = other + 100 + uint32(k)
+		tree[deep[k]] = other
+		if k > 0 {
+			tree[deep[k]] = deep[k-1]
+		}
+	}
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, d *server.Device)
@@ -213,6 +222,17 @@ func TestShare(t *testing.T) {
 			},
 			opts: []nvmlsource.Option{nvmlsource.WithProcesses(other), nvmlsource.WithHostPIDs(true), nvmlsource.WithProcRoot(procTree(t, tree))},
 			want: source.Share{Processes: 3, Split: true, Fraction: 1},
+		},
+		{
+			// The walk stops after 8 parents, so that a listing reads few
+			// files whatever the tree.
+			name: "descendants 8 generations down are attributed, 9 are not",
+			setup: func(t *testing.T, d *server.Device) {
+				procs(d, deep[7], deep[8])
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(deep[7], 10, 25), sample(deep[8], 10, 75)})
+			},
+			opts: []nvmlsource.Option{nvmlsource.WithProcesses(other), nvmlsource.WithHostPIDs(true), nvmlsource.WithProcRoot(procTree(t, tree))},
+			want: source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.25},
 		},
 		{
 			// In a PID namespace of its own, /proc holds this container's
