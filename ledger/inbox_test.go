@@ -83,3 +83,85 @@ func TestInboxBoundConcurrentSafe(t *testing.T) {
 		t.Fatalf("Active = %d, want the limit %d", l.Active(), max)
 	}
 }
+
+// TestInboxRefusalsLeaveNoTrace adds far beyond MaxActive while the
+// sampler is away, then drains everything: the refusals must not have
+// used up room, so once the ledger is empty again it takes MaxActive new
+// requests, and refuses only beyond that.
+func TestInboxRefusalsLeaveNoTrace(t *testing.T) {
+	const max = 8
+	l := ledger.New(ledger.Config{Rings: []*ring.Ring{newRing(t)}, MaxActive: max})
+	for range 5 * max {
+		l.Add(ledger.NewRequest(0, nil))
+	}
+	if got := l.Dropped(); got != 4*max {
+		t.Fatalf("Dropped = %d while the sampler was away, want %d", got, 4*max)
+	}
+	l.Flush(nil) // drains the inbox and ends every request
+	if got := l.Active(); got != 0 {
+		t.Fatalf("Active = %d after Flush, want 0", got)
+	}
+	for round := range 3 {
+		var refused int
+		for range 2 * max {
+			r := ledger.NewRequest(int64(10+round), nil)
+			l.Add(r)
+			if r.Flags()&ledger.FlagDropped != 0 {
+				refused++
+			}
+		}
+		if refused != max {
+			t.Fatalf("round %d: %d of %d refused with the ledger empty, want %d", round, refused, 2*max, max)
+		}
+		l.Observe(int64(10+round), 0, 0)
+		if got := l.Active(); got != max {
+			t.Fatalf("round %d: Active = %d, want %d", round, got, max)
+		}
+		l.Flush(nil)
+	}
+}
+
+// BenchmarkInboxAdd measures Add alone, with room to spare, while one
+// goroutine drains the inbox as the sampler does: serial on one
+// goroutine, parallel on every P, where requests on different stacks must
+// not share a cache line.
+func BenchmarkInboxAdd(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		name := "serial"
+		if parallel {
+			name = "parallel"
+		}
+		b.Run(name, func(b *testing.B) {
+			l := ledger.New(ledger.Config{Rings: []*ring.Ring{newRing(b)}, MaxActive: 1 << 20})
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						l.Flush(nil)
+					}
+				}
+			})
+			b.ReportAllocs()
+			if parallel {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						l.Add(ledger.NewRequest(0, nil))
+					}
+				})
+			} else {
+				for b.Loop() {
+					l.Add(ledger.NewRequest(0, nil))
+				}
+			}
+			close(stop)
+			wg.Wait()
+			if d := l.Dropped(); d != 0 {
+				b.Fatalf("%d requests refused with room to spare", d)
+			}
+		})
+	}
+}

@@ -55,15 +55,15 @@ type Config struct {
 type Ledger struct {
 	cfg Config
 
-	inbox [inboxShards]struct {
-		head atomic.Pointer[Request]
-		_    [56]byte
-	}
-	// queued counts the requests in the inbox: Add counts one before it
-	// pushes it and drain uncounts one after it pops it, so it is never
-	// below the inbox's length.
-	queued atomic.Int64
-	_      [56]byte
+	// inbox is where Add leaves requests for the sampler: one cache line
+	// per shard, so that a request touches only its own shard's line.
+	inbox [inboxShards]shard
+	// roomGen counts the publications of the stacks' room; fullGen is
+	// the publication at which an Add found every stack full, so that
+	// later refusals under it try no other stack. Read-mostly: each is
+	// written about once a sampler pass.
+	roomGen, fullGen atomic.Uint64
+	_                [48]byte
 
 	// Sampler-owned.
 	active    []*Request
@@ -161,8 +161,30 @@ func New(cfg Config) *Ledger {
 		}
 		d.m = d.cands[0]
 	}
+	l.setActive(0)
 	return l
 }
+
+// shard is one stack of the inbox, with its own bound, padded to a cache
+// line of its own.
+type shard struct {
+	head atomic.Pointer[Request]
+	// queued counts the requests on this stack: Add counts one before it
+	// pushes it, and uncounts it at once if it is refused; drain uncounts
+	// one after it pops it. So it is never below the stack's length.
+	queued atomic.Int64
+	// room is this shard's part of the room the sampler last published:
+	// MaxActive less the active requests, spread over the shards.
+	room atomic.Int64
+	_    [40]byte
+}
+
+// A shard fills exactly one 64-byte cache line: these fail to compile
+// otherwise.
+var (
+	_ [64 - unsafe.Sizeof(shard{})]struct{}
+	_ [unsafe.Sizeof(shard{}) - 64]struct{}
+)
 
 // Add hands r to the ledger. It is lock-free: r is pushed on one of a few
 // stacks that the sampler drains at its next Observe. The requests waiting
@@ -170,20 +192,66 @@ func New(cfg Config) *Ledger {
 // sampler that hangs holds at most that many: a request beyond it is
 // refused at once, gets nothing and is counted ([Ledger.Dropped]), as one
 // the sampler finds no room for.
+//
+// Each stack has its own part of that room, which the sampler publishes
+// whenever the active requests change, so a request touches only its own
+// stack's cache line while that stack has room. A full stack sends it on
+// to the next ones, so no request is refused while any stack has room.
 func (l *Ledger) Add(r *Request) {
-	if l.queued.Add(1)+l.activeN.Load() > int64(l.cfg.MaxActive) {
-		l.queued.Add(-1)
+	first := int(uintptr(unsafe.Pointer(r))>>6) % inboxShards
+	if l.inbox[first].push(r) {
+		return
+	}
+	// Under overload every stack is full until the sampler publishes more
+	// room: one Add found that out, and the others refuse at once.
+	g := l.roomGen.Load()
+	if l.fullGen.Load() == g {
 		l.drop(r)
 		return
 	}
-	s := &l.inbox[(uintptr(unsafe.Pointer(r))>>6)%inboxShards].head
-	for {
-		h := s.Load()
-		r.next = h
-		if s.CompareAndSwap(h, r) {
+	for k := 1; k < inboxShards; k++ {
+		if l.inbox[(first+k)%inboxShards].push(r) {
 			return
 		}
 	}
+	l.fullGen.Store(g)
+	l.drop(r)
+}
+
+// push pushes r on s if s has room, and reports whether it did.
+func (s *shard) push(r *Request) bool {
+	if s.queued.Add(1) > s.room.Load() {
+		s.queued.Add(-1)
+		return false
+	}
+	for {
+		h := s.head.Load()
+		r.next = h
+		if s.head.CompareAndSwap(h, r) {
+			return true
+		}
+	}
+}
+
+// setActive publishes n, the number of active requests, and spreads the
+// room left under MaxActive over the inbox's stacks. It is called after
+// every drain, which frees room too, and starts a new generation of room.
+func (l *Ledger) setActive(n int) {
+	l.activeN.Store(int64(n))
+	free := max(l.cfg.MaxActive-n, 0)
+	for i := range l.inbox {
+		room := free / inboxShards
+		if i < free%inboxShards {
+			room++
+		}
+		// Stored only when it changes: a store takes the line from the
+		// cores whose requests use it, and a change in n moves the room
+		// of one or two stacks only.
+		if s := &l.inbox[i]; s.room.Load() != int64(room) {
+			s.room.Store(int64(room))
+		}
+	}
+	l.roomGen.Add(1)
 }
 
 // SetShare sets the fraction of device i's energy that belongs to the
@@ -227,7 +295,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 			u.st.pts = append(u.st.pts, point{t: max(rep, last.t), out: uOut, in: uIn})
 		}
 	}
-	l.activeN.Store(int64(len(l.active)))
+	l.setActive(len(l.active))
 }
 
 // drain empties every inbox stack, handing each request to f.
@@ -236,7 +304,7 @@ func (l *Ledger) drain(f func(*Request)) {
 		for r := l.inbox[i].head.Swap(nil); r != nil; {
 			next := r.next
 			r.next = nil
-			l.queued.Add(-1)
+			l.inbox[i].queued.Add(-1)
 			f(r)
 			r = next
 		}
@@ -491,7 +559,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	clear(l.active[kept:])
 	l.active = l.active[:kept]
 	l.prune(&l.unowned, through)
-	l.activeN.Store(int64(kept))
+	l.setActive(kept)
 	for i := range nFeat {
 		var sum float64
 		for d := range l.devs {
@@ -528,7 +596,7 @@ func (l *Ledger) Flush(final func(*Request)) {
 	}
 	clear(l.active)
 	l.active = l.active[:0]
-	l.activeN.Store(0)
+	l.setActive(0)
 }
 
 // release returns r's timeline to the free list.

@@ -7,7 +7,7 @@ import (
 	"github.com/otelenergy/otelenergy/ring"
 )
 
-func newRing(t *testing.T) *ring.Ring {
+func newRing(t testing.TB) *ring.Ring {
 	t.Helper()
 	r, err := ring.New(ring.DefaultCapacity)
 	if err != nil {

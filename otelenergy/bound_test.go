@@ -155,3 +155,90 @@ func TestBoundFarTooLowIsReportedOnce(t *testing.T) {
 	}
 	t.Log(got[0])
 }
+
+// TestBoundFirmIsNeverRaised runs the stale-limit probe against a firm
+// bound, one the board's own limits fix (as NVML's
+// GetPowerManagementLimitConstraints does): glitches against it are a
+// misreading, so the bound stays, each glitch is charged at most the
+// bound, and the device is reported once as misreading.
+func TestBoundFirmIsNeverRaised(t *testing.T) {
+	errs := collectErrors(t)
+	clock := newFakeClock()
+	gpu := powerStep{clock: clock, start: clock.Now(), period: 100 * time.Millisecond, change: time.Second, before: 300, after: 600}
+	src, err := NewFuncSource([]Device{{ID: "GPU-0", Name: "firm", MaxWatts: 450, MaxWattsFirm: true}}, func(int) (uint64, error) { return gpu.read(), nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMonitor(src, WithClock(clock.Now), WithMeterProvider(mpNoop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(t.Context())
+	m.Sample()
+	const run = 10 * time.Second
+	for clock.Now().Sub(gpu.start) < run {
+		clock.Advance(DefaultInterval)
+		m.Sample()
+	}
+	metered := m.Totals().EnergyMJ[0]
+	// The tracker's ceiling at the firm bound: 450 W × (2 × 10 s + 1 s).
+	if ceiling := uint64(450 * (2*run + time.Second) / time.Millisecond); metered > ceiling {
+		t.Errorf("metered %d mJ, above the firm bound's ceiling %d", metered, ceiling)
+	}
+	got := errs.matching(tracker.ErrBoundExceeded)
+	if len(got) != 1 || strings.Contains(got[0].Error(), "the bound is now") {
+		t.Fatalf("otel.Handle got %v, want one report that raised nothing", got)
+	}
+	t.Logf("%d glitches, %d mJ metered of %d counted; %v", m.Stats().Devices[0].Glitches, metered, gpu.read(), got[0])
+}
+
+// TestBoundReportCountsOnlyRecentConfirmedGlitches checks that the "bound
+// too low" report is about a bound, not about a counter that misreads now
+// and then: single spikes that come back at once, and permanent jumps
+// spread over minutes, are glitches that no bound explains, and are not
+// reported however many there are.
+func TestBoundReportCountsOnlyRecentConfirmedGlitches(t *testing.T) {
+	tests := []struct {
+		name string
+		// offset is what the counter shows above a steady 300 W at the
+		// n-th sample.
+		offset func(n int) uint64
+	}{
+		{name: "single spikes that recover", offset: func(n int) uint64 {
+			if n%10 == 5 {
+				return 1_000_000
+			}
+			return 0
+		}},
+		{name: "confirmed jumps, one every 5 s", offset: func(n int) uint64 {
+			return uint64(n/300) * 1_000_000 // 300 samples of 17 ms
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := collectErrors(t)
+			clock := newFakeClock()
+			gpu := powerStep{clock: clock, start: clock.Now(), period: 100 * time.Millisecond, before: 300, after: 300}
+			n := 0
+			src, err := NewFuncSource([]Device{{ID: "GPU-0", Name: "spiky", MaxWatts: 450}}, func(int) (uint64, error) { return gpu.read() + tt.offset(n), nil }, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := NewMonitor(src, WithClock(clock.Now), WithMeterProvider(mpNoop()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Shutdown(t.Context())
+			for n = 0; n < 6000; n++ { // 102 s
+				m.Sample()
+				clock.Advance(DefaultInterval)
+			}
+			if g := m.Stats().Devices[0].Glitches; g <= glitchReport {
+				t.Fatalf("%d glitches, want more than %d for the case to mean anything", g, glitchReport)
+			}
+			if got := errs.matching(tracker.ErrBoundExceeded); len(got) != 0 {
+				t.Errorf("otel.Handle got %v, want no bound report", got)
+			}
+		})
+	}
+}

@@ -94,10 +94,14 @@ type device struct {
 	primed  bool   // sampler-only: the ring has its first point
 	failed  bool   // sampler-only: the previous read failed
 	bounded bool   // sampler-only: a wrong power bound was reported
-	errors  atomic.Uint64
-	lost    atomic.Bool
-	period  atomic.Int64 // learned counter update period, ns; 0 unknown
-	share   atomic.Pointer[source.Share]
+	// confirmed holds the times of the device's latest confirmed
+	// glitches, a ring of glitchReport; sampler-only.
+	confirmed  [glitchReport]int64
+	confirmedN int
+	errors     atomic.Uint64
+	lost       atomic.Bool
+	period     atomic.Int64 // learned counter update period, ns; 0 unknown
+	share      atomic.Pointer[source.Share]
 }
 
 // runInfo is a run plus everything the request path needs from it, built
@@ -139,7 +143,7 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 		rings[i] = r
 		m.devs = append(m.devs, &device{
 			Device: d,
-			acc:    tracker.NewAccumulator(tracker.Limits{CounterMax: d.CounterMax, MaxWatts: d.PowerBound()}),
+			acc:    tracker.NewAccumulator(tracker.Limits{CounterMax: d.CounterMax, MaxWatts: d.PowerBound(), MaxWattsFirm: d.MaxWattsFirm && d.MaxWatts > 0}),
 			ring:   r,
 		})
 	}
@@ -377,8 +381,8 @@ func (m *Monitor) read(i int, d *device, began int64) (bool, int64) {
 		return false, t
 	}
 	d.failed = false
-	if (step.Raised || step.Kind == tracker.Glitch) && !d.bounded {
-		m.checkBound(d, step)
+	if (step.Raised || step.Confirmed) && !d.bounded {
+		m.checkBound(d, step, t)
 	}
 	if m.sharer != nil {
 		s := m.sharer.Share(i)
@@ -411,25 +415,38 @@ func (m *Monitor) read(i int, d *device, began int64) (bool, int64) {
 	return true, t
 }
 
-// glitchReport is how many glitches on one device, without a raise of its
-// bound, are reported as a bound that may be wrong.
-const glitchReport = 16
+// glitchReport is how many confirmed glitches on one device within
+// glitchWindow, without a raise of its bound, are reported as a bound that
+// may be wrong. A spike that comes back at once is no confirmed glitch,
+// and glitches spread over minutes are a counter that misreads now and
+// then, which no bound explains.
+const (
+	glitchReport = 16
+	glitchWindow = int64(time.Minute)
+)
 
-// checkBound reports, once per device, a power bound that its readings
-// show is too low: when a run of glitches raised it, or after
-// glitchReport glitches that did not.
-func (m *Monitor) checkBound(d *device, step tracker.Step) {
-	switch {
-	case step.Raised:
+// checkBound reports, once per device, a power bound that its readings,
+// the step read at t, show is too low: when a run of glitches raised it,
+// or after glitchReport confirmed glitches within glitchWindow that did
+// not.
+func (m *Monitor) checkBound(d *device, step tracker.Step, t int64) {
+	if step.Raised {
 		r := d.acc.LastRaise()
 		otel.Handle(fmt.Errorf("otelenergy: %s (%s): %w: its counter rose at up to %.0f W, above the bound of %.0f W; the bound is now %.0f W",
 			d.ID, d.Name, tracker.ErrBoundExceeded, r.ImpliedWatts, r.From, r.To))
-	case d.acc.Glitches() >= glitchReport:
-		otel.Handle(fmt.Errorf("otelenergy: %s (%s): %w: %d readings rose faster than %.0f W allows; the bound is too low or the counter misreads, and each is charged at most the bound",
-			d.ID, d.Name, tracker.ErrBoundExceeded, d.acc.Glitches(), d.PowerBound()))
-	default:
+		d.bounded = true
 		return
 	}
+	// confirmed is a ring: the slot written next holds the oldest time.
+	k := d.confirmedN % glitchReport
+	oldest := d.confirmed[k]
+	d.confirmed[k] = t
+	d.confirmedN++
+	if d.confirmedN < glitchReport || t-oldest > glitchWindow {
+		return
+	}
+	otel.Handle(fmt.Errorf("otelenergy: %s (%s): %w: %d readings within a minute rose faster than %.0f W allows and stayed; the bound is too low or the counter misreads, and each is charged at most the bound",
+		d.ID, d.Name, tracker.ErrBoundExceeded, glitchReport, d.PowerBound()))
 	d.bounded = true
 }
 

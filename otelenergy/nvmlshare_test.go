@@ -44,6 +44,21 @@ func TestNVMLAttributedProcessAbsent(t *testing.T) {
 		{name: "backend pid named", pid: backend},
 		{name: "attributed pid not on the board", pid: backend + 1, wantShared: true},
 		{
+			// Listed, but idle while another process does all the SM
+			// work: a measured share of 0 is not a proven one.
+			name: "attributed pid listed, idle while another works",
+			pid:  backend,
+			setup: func(t *testing.T, d *server.Device) {
+				d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+					return []nvml.ProcessInfo{{Pid: backend}, {Pid: backend + 1}}, nvml.SUCCESS
+				}
+				d.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+					return []nvml.ProcessUtilizationSample{{Pid: backend, TimeStamp: 1}, {Pid: backend + 1, TimeStamp: 1, SmUtil: 80}}, nvml.SUCCESS
+				}
+			},
+			wantShared: true,
+		},
+		{
 			// An unprivileged tenant of a MIG slice: the parent handle
 			// refuses to list, which proves nothing about other tenants.
 			name: "MIG board, listing refused",

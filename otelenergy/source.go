@@ -99,7 +99,9 @@ type funcSource struct {
 // Each Device says what it is (Type, exported as hw.type; "gpu" when
 // empty) and may bound its power (MaxWatts; 2000 W when zero): a reading
 // that implies more energy than that bound allows since the previous one
-// is a glitch and is not charged.
+// is a glitch and is not charged. Repeated consistent glitches raise a
+// bound that is too low, at most 4×, unless MaxWattsFirm says the device
+// cannot pass it.
 func NewFuncSource(devices []Device, read func(i int) (uint64, error), closeFn func() error) (Source, error) {
 	if len(devices) == 0 {
 		return nil, fmt.Errorf("%w: NewFuncSource needs at least one device", ErrNoDevices)

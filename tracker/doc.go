@@ -95,20 +95,27 @@
 // A bound below what the device really draws (a power limit read once and
 // raised since) makes every step a Glitch. A Glitch is confirmed by the
 // next reading when that reading is not its recovery. Four confirmed
-// glitches in a row (readings that leave the counter where it was, Forward
-// with a zero delta, do not break the run; any other step does) whose
-// implied powers, rise over window, agree within a factor of 2 show a
-// steady board above the bound. The bound is then raised to 1.5 × the
+// glitches within 16 consecutive steps that moved the baseline, with no
+// recovery, Jitter or Reset among them, whose implied powers, rise over
+// window, agree within a factor of 2 show a board above the bound. A
+// plausible Forward or Wrap between them does not end the run, so a load
+// that swings across the bound (high for 50 ms, low for 150 ms) is learned
+// as a steady one is; an older glitch falls out of the run once 16 steps
+// have moved the baseline since it. The bound is then raised to 1.5 × the
 // run's highest implied power, but never above [MaxBoundGrowth] ×
 // MaxWatts, and the reading that confirmed the fourth is charged, on top
 // of its own delta, what the run's glitches were not: for each,
 // min(rise, new bound over its window) less what it was charged. That
 // step has [Step.Raised] set and [Tracker.LastRaise] describes it. So a
-// board above a stale bound loses nothing once four of its steps are seen,
-// while one corrupt reading, which comes back, is no confirmed glitch, ends
-// the run, and still costs nothing. A run that is inconsistent, or implies
-// more than MaxBoundGrowth × MaxWatts, raises nothing and its glitches stay
-// charged as above.
+// board above a stale bound loses nothing from the first glitch of the run
+// on (its steps within the new bound are charged whole, and the run's
+// glitches up to the new bound over their windows); only glitches before
+// the run keep their lower charge. One corrupt reading, which comes back,
+// is no confirmed glitch, ends the run, and still costs nothing. A run
+// that is inconsistent, or implies more than MaxBoundGrowth × MaxWatts,
+// raises nothing and its glitches stay charged as above. A bound with
+// [Limits.MaxWattsFirm] set is never raised: the device cannot pass it, so
+// glitches against it show a counter misreading.
 //
 // # Guarantees
 //

@@ -126,3 +126,131 @@ func TestTrackerDoesNotLearnBeyondMaxBoundGrowth(t *testing.T) {
 	}
 	t.Logf("charged %d mJ of %d counted at a 100 W bound", got, lr.last-lr.first)
 }
+
+// TestTrackerLearnsABoundSetTooLowUnderABurstyLoad is the stale-limit probe
+// for a load that varies: a 450 W bound on a 20 ms counter read every
+// 17 ms, with the board alternating between a power above the bound and
+// one below it. The readings of the low phase are plausible Forward steps
+// between the glitches of the high phase; they must not keep the bound
+// from being learned, and once it is, every millijoule the counter counted
+// is charged.
+func TestTrackerLearnsABoundSetTooLowUnderABurstyLoad(t *testing.T) {
+	tests := []struct {
+		name    string
+		hi, lo  uint64 // W
+		on, off int64  // ms
+	}{
+		{name: "900 W and 300 W, 60 ms each", hi: 900, lo: 300, on: 60, off: 60},
+		{name: "900 W and 300 W, 200 ms each", hi: 900, lo: 300, on: 200, off: 200},
+		{name: "1000 W for 50 ms, 200 W for 150 ms", hi: 1000, lo: 200, on: 50, off: 150},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const period = 20
+			watts := func(k int64) uint64 {
+				if (k*period)%(tt.on+tt.off) < tt.on {
+					return tt.hi
+				}
+				return tt.lo
+			}
+			lr := runStaircase(t, tracker.Limits{MaxWatts: 450}, 17, 60_000, staircase(period, watts))
+			counted := lr.last - lr.first
+			t.Logf("charged %.2f%% of %d mJ, %d glitches, raised at %v ms: %+v",
+				100*float64(lr.a.Total())/float64(counted), counted, lr.a.Glitches(), lr.raised, lr.tr)
+			if len(lr.raised) == 0 {
+				t.Fatalf("bound never raised over %d glitches", lr.a.Glitches())
+			}
+			if lr.tr.To > tracker.MaxBoundGrowth*450 || lr.tr.To <= 450 {
+				t.Errorf("bound raised to %v W; want above 450 W, at most %d W", lr.tr.To, tracker.MaxBoundGrowth*450)
+			}
+			if got := lr.a.Total(); got != counted {
+				t.Errorf("charged %d mJ, the counter counted %d", got, counted)
+			}
+			if g := lr.a.Glitches(); g > 16 {
+				t.Errorf("%d glitches; the bound should be learned within a few cycles", g)
+			}
+		})
+	}
+}
+
+// runScript feeds a 300 W counter read every 17 ms (5,100 mJ a step),
+// bound at 450 W, one reading per byte of script: 'F' reads it as it is,
+// 'G' first adds 30,000 mJ that stay (a rise the bound cannot believe, an
+// implied 1,000 W or so over the two steps its window spans, confirmed by
+// the next reading), 'J' reads 1,000 mJ below
+// the previous reading (a jitter), and 'R' restarts the counter at 0 (a
+// reset). It returns the accumulator.
+func runScript(t *testing.T, script string) *tracker.Accumulator {
+	t.Helper()
+	a := tracker.NewAccumulator(tracker.Limits{MaxWatts: 450})
+	var counter, prev uint64 = 1_000_000, 0
+	if _, err := a.Advance(counter, 0); err != nil {
+		t.Fatal(err)
+	}
+	prev = counter
+	for i, c := range []byte("FF" + script) { // two steps anchor the window
+		counter += 5_100
+		raw := counter
+		switch c {
+		case 'G':
+			counter += 30_000
+			raw = counter
+		case 'J':
+			raw = prev - 1_000
+		case 'R':
+			counter = 5_100
+			raw = counter
+		}
+		if _, err := a.Advance(raw, int64(i+1)*17*ms); err != nil {
+			t.Fatal(err)
+		}
+		prev = raw
+	}
+	return a
+}
+
+// TestTrackerLearningRunEnds checks what ends a run of confirmed glitches
+// and what does not: a plausible Forward between them does not; a Jitter,
+// a Reset, or glitches spread over more than 16 steps that moved the
+// baseline do.
+func TestTrackerLearningRunEnds(t *testing.T) {
+	spread := ""
+	for range 4 {
+		spread += "GFFFFFFFFFFFFFFFFF" // 18 moves apart
+	}
+	tests := []struct {
+		name   string
+		script string
+		raise  bool
+	}{
+		{name: "four glitches in a row", script: "GGGGF", raise: true},
+		{name: "forwards between glitches", script: "GFGFFGFFFGF", raise: true},
+		{name: "a jitter ends the run", script: "GFGFJFGFGF", raise: false},
+		{name: "a reset ends the run", script: "GFGFRFGFGF", raise: false},
+		{name: "glitches too far apart", script: spread, raise: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := runScript(t, tt.script)
+			if g := a.Glitches(); g < 4 {
+				t.Fatalf("%d glitches, want at least 4", g)
+			}
+			if raised := a.LastRaise().Count != 0; raised != tt.raise {
+				t.Errorf("raised = %v (%+v), want %v", raised, a.LastRaise(), tt.raise)
+			}
+		})
+	}
+}
+
+// TestTrackerNeverRaisesAFirmBound runs the stale-limit probe against a
+// bound the device's own limits fix: the glitches are a misreading, so the
+// bound stays and each glitch is charged at most the bound.
+func TestTrackerNeverRaisesAFirmBound(t *testing.T) {
+	lr := runStaircase(t, tracker.Limits{MaxWatts: 450, MaxWattsFirm: true}, 17, 10_000, staircase(100, func(int64) uint64 { return 600 }))
+	if len(lr.raised) != 0 || lr.tr.Count != 0 || lr.a.Glitches() < 16 {
+		t.Fatalf("raised at %v ms (%+v) over %d glitches, want no raise over many", lr.raised, lr.tr, lr.a.Glitches())
+	}
+	if got, ceiling := lr.a.Total(), uint64(450*(2*10_000+1000)); got > ceiling {
+		t.Errorf("charged %d mJ, above the firm bound's ceiling %d", got, ceiling)
+	}
+}

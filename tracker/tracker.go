@@ -36,7 +36,8 @@ const MaxBoundGrowth = 4
 // The rule that learns a bound set too low (see "Learning the bound" in
 // the package doc).
 const (
-	learnRun    = 4   // confirmed glitches in a row
+	learnRun    = 4   // confirmed glitches
+	learnWindow = 16  // among this many consecutive steps that moved the baseline
 	learnSpread = 2   // the run's implied powers agree within this factor
 	learnMargin = 1.5 // the new bound over the run's highest implied power
 )
@@ -44,9 +45,14 @@ const (
 // nsPerMJPerW is how many ns at 1 W make 1 mJ.
 const nsPerMJPerW = 1_000_000
 
-// runGlitch is one confirmed glitch of a run: its rise, its window in ns
-// and what it charged.
-type runGlitch struct{ rise, window, charged uint64 }
+// runGlitch is one confirmed glitch of a run: its rise, its window in ns,
+// what it charged, its implied power in W, and the count of steps that
+// moved the baseline before it.
+type runGlitch struct {
+	rise, window, charged uint64
+	watts                 float64
+	move                  uint64
+}
 
 // ErrBoundExceeded reports readings that rise faster than the power bound
 // allows, again and again: the bound is below what the device draws. The
@@ -107,6 +113,11 @@ type Step struct {
 	// power bound (see [Tracker.LastRaise]); Delta then includes what the
 	// run's glitches were not charged.
 	Raised bool
+	// Confirmed is set on the reading after a Glitch that is not its
+	// recovery (see [Tracker.Advance]): the glitch was no single bad
+	// reading. Confirmed glitches close together are what a bound too low
+	// shows; a spike that recovers is not.
+	Confirmed bool
 }
 
 // Limits are the physical limits of one counter, fixed for a [Tracker]'s
@@ -124,6 +135,12 @@ type Limits struct {
 	// [Wrap] or a [Reset], never a [Jitter] or a [Glitch]. NaN, infinite and
 	// negative values are treated as 0.
 	MaxWatts float64
+	// MaxWattsFirm reports MaxWatts as a ceiling the device cannot pass
+	// (one read from the hardware's own limits), not an estimate: a run of
+	// glitches then shows a counter misreading, and never raises the bound
+	// (see "Learning the bound" in the package doc). It means nothing
+	// without a power bound.
+	MaxWattsFirm bool
 }
 
 // Tracker turns successive raw readings of one counter into [Step]s.
@@ -138,6 +155,9 @@ type Tracker struct {
 	wm            uint64
 	we            int
 	watts, watts0 float64
+	// growth is how far learning may raise the bound over watts0:
+	// MaxBoundGrowth, or 1 for a firm bound.
+	growth float64
 
 	seen   bool
 	base   uint64 // the baseline: the high-water mark deltas are measured from
@@ -169,14 +189,17 @@ type Tracker struct {
 	preAnchored bool
 	preLastAt   int64 // when the reading before the glitch began
 	glitchDelta uint64
-	// The pending glitch's rise, window and bound, for its confirmation.
-	gRise, gWindow, gBound uint64
+	// The pending glitch's rise, window and bound, and the count of steps
+	// that moved the baseline before it, for its confirmation.
+	gRise, gWindow, gBound, gMove uint64
 
-	// The run of confirmed glitches in a row, and their implied powers'
-	// range in W.
-	run            [learnRun]runGlitch
-	runN           int
-	runMin, runMax float64
+	// moves counts the steps that moved the baseline.
+	moves uint64
+	// The run of confirmed glitches: the last runN, oldest first, all
+	// within learnWindow moves of the newest, with no recovery, Jitter or
+	// Reset among them.
+	run  [learnRun]runGlitch
+	runN int
 	// The bound's raises: how many, and the last one's from and implied
 	// powers.
 	raises                    uint64
@@ -192,6 +215,10 @@ func New(l Limits) Tracker {
 	if w := l.MaxWatts; w > 0 && !math.IsInf(w, 1) {
 		t.setWatts(w)
 		t.watts0 = w
+		t.growth = MaxBoundGrowth
+		if l.MaxWattsFirm {
+			t.growth = 1
+		}
 	}
 	return t
 }
@@ -234,7 +261,7 @@ func (t *Tracker) Max() uint64 {
 // the rise could not take back is a debt that later Forward and Wrap steps
 // pay before they charge anything (Reset and Glitch steps do not pay it).
 // So one bad reading costs nothing and loses nothing. Four consistent
-// glitches in a row raise the bound, as described under "Learning the
+// glitches close together raise the bound, as described under "Learning the
 // bound" in the package doc.
 func (t *Tracker) Advance(raw uint64, at int64) (Step, error) {
 	return t.AdvanceRead(raw, at, at)
@@ -320,7 +347,7 @@ func (t *Tracker) AdvanceRead(raw uint64, began, at int64) (Step, error) {
 		if t.powWindow != 0 {
 			s.Delta = min(mulDivSat(t.powDelta, uint64(at)-uint64(t.baseAt), t.powWindow), bound)
 		}
-		t.glitched, t.glitchDelta, t.gRise, t.gWindow, t.gBound = true, s.Delta, raw-b, window, bound
+		t.glitched, t.glitchDelta, t.gRise, t.gWindow, t.gBound, t.gMove = true, s.Delta, raw-b, window, bound, t.moves
 		t.preBase, t.preBaseAt, t.preAnchor, t.preAnchored, t.preLastAt = b, t.baseAt, t.anchor, t.anchored, prevBegan
 	case b > max-max/4 && raw < max/4 && (max-b)+raw < bound:
 		// (max-b) and raw are each below a quarter of the range, so the sum
@@ -338,24 +365,30 @@ func (t *Tracker) AdvanceRead(raw uint64, began, at int64) (Step, error) {
 		s = Step{Kind: Jitter}
 		move = false
 	}
-	if s.Kind != Glitch && (move || s.Kind == Jitter) {
-		t.runN = 0 // a plausible step, or a step back, ends a run of glitches
+	if s.Kind == Jitter || s.Kind == Reset {
+		// A step back ends a run of glitches: the counter is not simply
+		// rising faster than the bound. A plausible Forward or Wrap does
+		// not, so that a load that varies across the bound is learned
+		// too; its glitches must still fall within learnWindow moves.
+		t.runN = 0
 	}
 	if move {
+		t.moves++
 		t.base, t.baseAt, t.anchor, t.anchored = raw, at, t.runFrom, true
 	}
 	if credit != 0 {
 		s.Delta = addSat(s.Delta, t.pay(credit))
 	}
-	s.Raised = raised
+	s.Raised, s.Confirmed = raised, pending
 	return s, nil
 }
 
 // confirm takes the pending Glitch as genuine: the counter did not come
 // back. The last known power follows the board as far as the bound lets
 // it believe: the glitch's rise, at most its bound, over its window. A run
-// of learnRun confirmed glitches in a row whose implied powers (rise over
-// window) agree within learnSpread shows a bound below what the board
+// of learnRun confirmed glitches within learnWindow moves of the baseline,
+// with no recovery, Jitter or Reset among them, whose implied powers (rise
+// over window) agree within learnSpread shows a bound below what the board
 // draws: the bound is raised to learnMargin × the run's highest implied
 // power, at most MaxBoundGrowth × the configured bound, and confirm
 // returns what the run's glitches would have charged under it beyond what
@@ -366,28 +399,33 @@ func (t *Tracker) confirm() (credit uint64, raised bool) {
 	if t.gWindow != 0 {
 		w = float64(t.gRise) / float64(t.gWindow) * nsPerMJPerW
 	}
-	if t.runN == 0 {
-		t.runMin, t.runMax = w, w
-	} else {
-		t.runMin, t.runMax = min(t.runMin, w), max(t.runMax, w)
+	// Glitches more than learnWindow moves before this one leave the run.
+	old := 0
+	for old < t.runN && t.gMove-t.run[old].move >= learnWindow {
+		old++
 	}
-	t.run[t.runN] = runGlitch{rise: t.gRise, window: t.gWindow, charged: t.glitchDelta}
+	t.runN = copy(t.run[:], t.run[old:t.runN])
+	t.run[t.runN] = runGlitch{rise: t.gRise, window: t.gWindow, charged: t.glitchDelta, watts: w, move: t.gMove}
 	t.runN++
 	if t.runN < learnRun {
 		return 0, false
 	}
 	t.runN = 0
+	runMin, runMax := w, w
+	for _, g := range t.run {
+		runMin, runMax = min(runMin, g.watts), max(runMax, g.watts)
+	}
 	// The limit stays finite, so an infinite implied power (a rise over
 	// an empty window), which says nothing about the board, is above it.
-	limit := min(t.watts0*MaxBoundGrowth, math.MaxFloat64)
-	if !(t.runMax <= learnSpread*t.runMin) || !(t.runMax <= limit) {
+	limit := min(t.watts0*t.growth, math.MaxFloat64)
+	if !(runMax <= learnSpread*runMin) || !(runMax <= limit) {
 		return 0, false
 	}
-	to := min(t.runMax*learnMargin, limit)
+	to := min(runMax*learnMargin, limit)
 	if !(to > t.watts) {
 		return 0, false
 	}
-	t.raisedFrom, t.raisedImplied = t.watts, t.runMax
+	t.raisedFrom, t.raisedImplied = t.watts, runMax
 	t.setWatts(to)
 	t.raises++
 	for _, g := range t.run {

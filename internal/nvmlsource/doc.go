@@ -68,7 +68,18 @@
 // A [Source] lists the compute processes on every metered board in New and
 // then every 5 s on a goroutine of its own, which Close stops and waits
 // for. [Source.Share] returns the latest result without calling NVML. The
-// attributed processes are this process, or those of [WithProcesses].
+// attributed processes are this process, or those of [WithProcesses], and,
+// where this process runs in the host PID namespace, their descendants: a
+// listed pid whose parent chain in /proc/<pid>/stat (the parent is field
+// 4, read after the last ')' since the command name may hold spaces and
+// parentheses) reaches an attributed pid within 8 generations is counted
+// as attributed. So a server whose runner children do the GPU work
+// (Ollama), tensor-parallel workers (vLLM) and a child wrapped by
+// otelenergy-proxy are the attributed process's work. The chain is read
+// afresh at every listing and nothing is cached, so a reused pid is
+// judged by its own parents. In a PID namespace of its own, /proc numbers
+// processes differently from NVML, and no ancestry is read: name the
+// workers' host pids with WithProcesses.
 //
 // The board is reported exclusive only when a listing proves it; every
 // layout that cannot be split or proven is Shared true and Split false, so
@@ -90,22 +101,33 @@
 //     A Fraction of 0 would give every request a confident zero, yet the
 //     usual cause is an attributed pid that is wrong or absent (a gateway
 //     attributed to itself), not a board that does no work for it.
-//   - MIG mode enabled and the listing fails or comes back empty: Shared
-//     true, Split false. NVML lists the processes of a MIG board's parent
-//     handle only to a privileged caller, so neither proves the board
-//     idle. A list that holds only attributed processes is the aggregate
-//     one, given only to such a caller, and proves the board theirs.
-//     Listing each MIG device's processes would not help: a caller may
-//     not see every instance, so no per-instance list proves that no
-//     other tenant runs.
+//   - Attributed processes listed but measured no SM work while others
+//     did: Shared true, Split false. A measured 0 is no proof either: MPS
+//     reports utilization against the server's pid, and a child process
+//     may do the attributed processes' work.
+//   - MIG mode enabled: Shared false, Split true, Fraction 1 only when the
+//     listing is known complete and every process on it is attributed:
+//     the parent handle lists processes, and every MIG device of the
+//     board (GetMaxMigDeviceCount slots, each handle from
+//     GetMigDeviceHandleByIndex, NOT_FOUND an empty slot) lists its own.
+//     Otherwise Shared true, Split false: NVML lists the parent handle's
+//     processes only to a privileged caller, and whether an unprivileged
+//     one is shown a list filtered to its own processes is the driver's
+//     to decide, so neither the parent's list alone nor an empty one
+//     proves anything. A parent listing refused with NO_PERMISSION is the
+//     usual answer to a MIG tenant and is not reported as an error (its
+//     share is Processes -1); so is a MIG device the caller may not open.
 //   - MIG mode unreadable (an error other than NOT_SUPPORTED), or the
 //     first listing fails: Shared true, Split false, Processes -1.
 //
 // Processes is the number of distinct pids listed, MPS clients included.
 // When a listing fails on a board not in MIG mode, Processes is -1 and the
-// rest of the share is kept. Every failure is reported once through
-// otel.Handle until a listing succeeds again. A board found lost keeps its
-// last share.
+// rest of the share is kept for up to 30 s of failures (six refreshes at
+// the default interval); after that the share is unproven, Shared true and
+// Split false, until a listing succeeds again, so that an old listing
+// never proves a board exclusive for ever. Every unexpected failure is
+// reported once through otel.Handle until a listing succeeds again. A
+// board found lost keeps its last share.
 //
 // # Containers
 //
@@ -123,7 +145,12 @@
 // A listing makes, per board, GetMigMode, GetComputeRunningProcesses,
 // GetMPSComputeRunningProcesses and GetProcessUtilization; only the first
 // three when no process holds the board or pids cannot be compared, and no
-// GetProcessUtilization under MIG. NVML is thread-safe, so these calls run
+// GetProcessUtilization under MIG. Under MIG, when the parent's list holds
+// only attributed processes, it also lists each MIG device
+// (GetMaxMigDeviceCount, then GetMigDeviceHandleByIndex, GetUUID and
+// GetComputeRunningProcesses per device). Where ancestry is read, it
+// reads /proc/<pid>/stat for up to 8 ancestors of each listed pid that is
+// not attributed. NVML is thread-safe, so these calls run
 // beside the sampler's ReadEnergy: a reading never waits for a listing
 // call, however slow.
 //
@@ -137,6 +164,11 @@
 // The enforced limit is used where it is higher than that maximum or where
 // the constraints do not answer; where neither answers (both NOT_SUPPORTED
 // on some boards), MaxWatts is 0 and the sampler's default bound applies.
+// A bound from the constraints' maximum is firm ([source.Device.MaxWattsFirm]):
+// the sampler never raises it, because no setting lets the board draw
+// above it, so readings above it are a misreading. A bound from the
+// enforced limit, or the default, may be learned up (see the tracker
+// package).
 //
 // # MIG
 //

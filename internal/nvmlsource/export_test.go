@@ -24,3 +24,17 @@ func WithHostPIDs(host bool) Option {
 
 // RefreshShares lists the processes on every board now.
 func RefreshShares(s *Source) { s.refreshShares() }
+
+// WithShareClock sets the clock that times a run of failed listings.
+func WithShareClock(now func() time.Time) Option {
+	return optionFunc(func(c *config) { c.now = now })
+}
+
+// ListingStale is how long a failing listing keeps a board's last share.
+const ListingStale = listingStale
+
+// WithProcRoot makes the source read the process tree under dir instead
+// of /proc.
+func WithProcRoot(dir string) Option {
+	return optionFunc(func(c *config) { c.procRoot = dir })
+}

@@ -3,9 +3,13 @@
 package nvmlsource
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -30,6 +34,17 @@ func exclusive(n int) source.Share { return source.Share{Processes: n, Split: tr
 // ones may not own alone and whose energy cannot be split.
 func notSplit(n int) source.Share { return source.Share{Processes: n, Shared: true} }
 
+// listingStale is how long a board not in MIG mode keeps its last share
+// while its listing fails: six refreshes at the default interval. Past it
+// the share is unproven, so that a board once found exclusive is not
+// reported so for ever on the strength of an old listing.
+const listingStale = 30 * time.Second
+
+// maxAncestry is how many parents are followed from a listed pid to find
+// an attributed ancestor: deep enough for a server, its runner and the
+// runner's workers, shallow enough that a listing reads few files.
+const maxAncestry = 8
+
 // sharing is the part of a [Source] that tracks who uses its boards.
 //
 // Locks, in the order they nest: refreshMu (held for a whole refresh),
@@ -46,6 +61,12 @@ type sharing struct {
 	// reports, so that it cannot be compared. Pids given to WithProcesses
 	// are host pids by contract and always compare.
 	identifiable bool
+	// walkable reports whether this process sees the pids NVML reports in
+	// its /proc, so that a listed pid's parents can be read there: only in
+	// the host PID namespace.
+	walkable bool
+	procRoot string
+	now      func() time.Time
 
 	refreshMu sync.Mutex
 	// lastSeen[i] is the newest utilization sample timestamp of board i,
@@ -54,8 +75,17 @@ type sharing struct {
 	// failing[i] reports whether board i's latest listing failed, so that
 	// a failure is reported once, not on every refresh.
 	failing []bool
-	// pids is scratch space for the distinct pids of one board.
-	pids []uint32
+	// failedSince[i] is when board i's listing began failing, outside
+	// MIG mode; zero while it succeeds.
+	failedSince []time.Time
+	// pids is scratch space for the distinct pids of one board, and ours
+	// for those of them that are attributed, directly or as descendants.
+	pids, ours []uint32
+	// migReader lists each MIG device of a board; migProcs is its scratch.
+	migReader *ProcessReader
+	migProcs  BoardProcesses
+	// stat is scratch space for one /proc/<pid>/stat.
+	stat []byte
 
 	shareMu sync.Mutex
 	shares  []source.Share
@@ -71,7 +101,10 @@ type sharing struct {
 // interval is positive, starts the goroutine that lists them again every
 // interval until Close.
 func (s *Source) startSharing(c config) {
-	s.identifiable = c.explicitPIDs || c.hostPIDs()
+	host := c.hostPIDs()
+	s.identifiable = c.explicitPIDs || host
+	s.walkable = host
+	s.procRoot, s.now = c.procRoot, c.now
 	for _, p := range c.pids {
 		if p > 0 && p <= int(^uint32(0)) && !slices.Contains(s.attributed, uint32(p)) {
 			s.attributed = append(s.attributed, uint32(p))
@@ -80,6 +113,8 @@ func (s *Source) startSharing(c config) {
 	n := len(s.devices)
 	s.lastSeen = make([]uint64, n)
 	s.failing = make([]bool, n)
+	s.failedSince = make([]time.Time, n)
+	s.migReader = s.NewProcessReader()
 	s.shares = make([]source.Share, n)
 	for i := range s.shares {
 		s.shares[i] = unproven
@@ -207,30 +242,38 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 	if ret != nvml.SUCCESS {
 		err = &returnError{op: "GetComputeRunningProcesses", ret: ret}
 		if mig {
-			// The parent handle lists processes only to a privileged
-			// caller, so a failure there is the usual answer.
+			if ret == nvml.ERROR_NO_PERMISSION {
+				// The parent handle lists processes only to a privileged
+				// caller: the usual answer to a tenant, not an error.
+				err = nil
+			}
+			return unproven, true, err
+		}
+		now := s.now()
+		if s.failedSince[i].IsZero() {
+			s.failedSince[i] = now
+		}
+		if now.Sub(s.failedSince[i]) >= listingStale {
 			return unproven, true, err
 		}
 		sh = s.Share(i)
 		sh.Processes = -1
 		return sh, true, err
 	}
+	s.failedSince[i] = time.Time{}
 	// MPS clients are listed apart from the MPS server. Drivers without
 	// MPS listing answer NOT_SUPPORTED, which leaves the plain list.
 	if !s.call(i, func() { mps, _ = h.GetMPSComputeRunningProcesses() }) {
 		return sh, false, nil
 	}
-	pids := s.pids[:0]
+	s.pids = s.pids[:0]
 	for _, list := range [2][]nvml.ProcessInfo{procs, mps} {
 		for _, p := range list {
-			if !slices.Contains(pids, p.Pid) {
-				pids = append(pids, p.Pid)
-			}
+			s.addPid(p.Pid)
 		}
 	}
-	s.pids = pids
 
-	n := len(pids)
+	n := len(s.pids)
 	switch {
 	case n == 0 && mig:
 		// An unprivileged caller may be shown no process on the parent
@@ -246,21 +289,9 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 		// flagged, never reported as certainly ours.
 		return notSplit(n), true, nil
 	}
-	mine := 0
-	for _, p := range pids {
-		if slices.Contains(s.attributed, p) {
-			mine++
-		}
-	}
+	mine := s.findOurs()
 	if mig {
-		// A list from the parent handle is the aggregate one, which NVML
-		// gives only to a privileged caller, so a list of attributed
-		// processes alone proves the board theirs. NVML gives no
-		// per-process utilization under MIG to split it otherwise.
-		if mine == n {
-			return exclusive(n), true, nil
-		}
-		return notSplit(n), true, nil
+		return s.migShare(i, mine)
 	}
 
 	// Utilization is read even when only attributed processes run, or
@@ -281,7 +312,7 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 			}
 			s.lastSeen[i] = max(s.lastSeen[i], smp.TimeStamp)
 			total += uint64(smp.SmUtil)
-			if slices.Contains(s.attributed, smp.Pid) {
+			if slices.Contains(s.ours, smp.Pid) {
 				ours += uint64(smp.SmUtil)
 			}
 		}
@@ -305,8 +336,132 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 		// No process used the SMs: the idle board is split evenly among
 		// the processes that hold it.
 		return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(mine) / float64(n)}, true, nil
+	case ours == 0:
+		// The attributed processes are listed but measured no SM work
+		// while others did. That is no proof that none of the energy is
+		// theirs: an MPS server's utilization is reported against the
+		// server, and a child process they did not name may do their
+		// work where its ancestry cannot be read. A share of 0 would
+		// report their requests a confident zero, so the board is
+		// charged whole and flagged instead.
+		return notSplit(n), true, nil
 	}
 	return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(ours) / float64(total)}, true, nil
+}
+
+// migShare is the share of MIG board i, whose parent handle listed s.pids,
+// mine of them attributed. NVML gives no per-process utilization under
+// MIG, so the board is either proven theirs or shared and unsplit. The
+// parent's list alone proves nothing: whether an unprivileged caller is
+// shown every tenant's processes there, or only its own, is the driver's
+// to decide. So the board is exclusive only when the listing is known
+// complete, every MIG device of the board listed as well, and every
+// process on any list is attributed.
+func (s *Source) migShare(i, mine int) (source.Share, bool, error) {
+	n := len(s.pids)
+	if mine < n {
+		return notSplit(n), true, nil
+	}
+	s.migProcs.Reset()
+	err := s.migReader.readMIG(i, &s.migProcs)
+	switch {
+	case errors.Is(err, source.ErrUnavailable) || errors.Is(err, source.ErrDeviceLost):
+		return source.Share{}, false, nil
+	case errors.Is(err, nvml.ERROR_NO_PERMISSION):
+		// A MIG device this caller may not open: the usual answer to a
+		// tenant, not an error, and no proof.
+		return notSplit(n), true, nil
+	case err != nil:
+		return notSplit(n), true, err
+	}
+	for _, p := range s.migProcs.Processes {
+		if !slices.Contains(s.pids, p.Pid) {
+			s.addPid(p.Pid)
+		}
+	}
+	if s.findOurs() == len(s.pids) {
+		return exclusive(len(s.pids)), true, nil
+	}
+	return notSplit(len(s.pids)), true, nil
+}
+
+// addPid adds p to s.pids unless it is there.
+func (s *Source) addPid(p uint32) {
+	if !slices.Contains(s.pids, p) {
+		s.pids = append(s.pids, p)
+	}
+}
+
+// findOurs fills s.ours with the pids of s.pids that are attributed, or
+// descend from an attributed pid, and returns how many there are.
+func (s *Source) findOurs() int {
+	s.ours = s.ours[:0]
+	for _, p := range s.pids {
+		if s.isOurs(p) {
+			s.ours = append(s.ours, p)
+		}
+	}
+	return len(s.ours)
+}
+
+// isOurs reports whether pid is attributed, or, where the process tree
+// can be read, a descendant of an attributed pid within maxAncestry
+// generations: a server whose runner children do the GPU work (Ollama),
+// tensor-parallel workers (vLLM), a wrapped child (otelenergy-proxy) are
+// the attributed process's work. The chain is read afresh at every
+// listing and nothing is cached, so a pid reused by an unrelated process
+// is judged by its own parents.
+func (s *Source) isOurs(pid uint32) bool {
+	if slices.Contains(s.attributed, pid) {
+		return true
+	}
+	if !s.walkable {
+		return false
+	}
+	p := pid
+	for range maxAncestry {
+		pp, ok := s.parentOf(p)
+		if !ok || pp <= 1 || pp == p {
+			return false
+		}
+		if slices.Contains(s.attributed, pp) {
+			return true
+		}
+		p = pp
+	}
+	return false
+}
+
+// parentOf reads pid's parent from <procRoot>/<pid>/stat: its fourth
+// field, counted after the last ')' since the command name, the second,
+// may hold spaces and parentheses of its own. ok is false when the file
+// cannot be read or parsed, as for a process that has exited.
+func (s *Source) parentOf(pid uint32) (uint32, bool) {
+	f, err := os.Open(filepath.Join(s.procRoot, strconv.FormatUint(uint64(pid), 10), "stat"))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	if cap(s.stat) == 0 {
+		s.stat = make([]byte, 1024)
+	}
+	// The fields up to the parent's fit in the first 1 KiB: a pid, a
+	// command name of at most 64 bytes (TASK_COMM_LEN, escaped), a state.
+	k, _ := f.Read(s.stat[:cap(s.stat)])
+	b := s.stat[:k]
+	r := bytes.LastIndexByte(b, ')')
+	if r < 0 {
+		return 0, false
+	}
+	fields := bytes.Fields(b[r+1:])
+	if len(fields) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.ParseUint(string(fields[1]), 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return uint32(pp), true
 }
 
 // inHostPIDNamespace reports whether this process runs in the initial PID

@@ -4,13 +4,16 @@ package nvmlsource_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
@@ -57,8 +60,43 @@ func sample(pid uint32, ts uint64, sm uint32) nvml.ProcessUtilizationSample {
 	return nvml.ProcessUtilizationSample{Pid: pid, TimeStamp: ts, SmUtil: sm}
 }
 
+// procTree writes a fake /proc holding a stat file for each pid of
+// parents, naming its parent as the kernel does (field 4), with a command
+// name full of spaces and parentheses that a parser must not split on.
+func procTree(t *testing.T, parents map[uint32]uint32) string {
+	t.Helper()
+	root := t.TempDir()
+	for pid, ppid := range parents {
+		dir := filepath.Join(root, fmt.Sprint(pid))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stat := fmt.Sprintf("%d (vllm (worker) 1) 2) S %d %d %d 0 -1 4194560 0 0 0 0 5 1 0 0 20 0 9 0 %d 0\n", pid, ppid, pid, pid, 1000+pid)
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
 func TestShare(t *testing.T) {
 	me := uint32(os.Getpid())
+	const (
+		child      = other + 10 // a child of other
+		grandchild = other + 11 // a child of child
+		stranger   = other + 20 // a child of init
+		orphan     = other + 21 // not in the tree: exited
+	)
+	tree := map[uint32]uint32{other: 1, child: other, grandchild: child, stranger: 1}
+	// deep[k] is other's descendant k+1 generations down.
+	var deep [9]uint32
+	for k := range deep {
+		deep[k] = other + 100 + uint32(k)
+		tree[deep[k]] = other
+		if k > 0 {
+			tree[deep[k]] = deep[k-1]
+		}
+	}
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, d *server.Device)
@@ -131,6 +169,31 @@ func TestShare(t *testing.T) {
 			want: source.Share{Processes: 1, Shared: true},
 		},
 		{
+			// Listed but idle while another process works: a measured
+			// zero is no proof that none of the board's energy is ours
+			// (a child doing our work, an MPS server holding it), so the
+			// board is charged unsplit and flagged, never a confident 0.
+			name: "attributed process listed, idle while another works",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, me, other)
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(me, 10, 0), sample(other, 10, 70)})
+			},
+			want: source.Share{Processes: 2, Shared: true},
+		},
+		{
+			// MPS: the server and this client are listed, and the
+			// utilization is reported against the server's pid.
+			name: "MPS server listed with this process, utilization on the server",
+			setup: func(_ *testing.T, d *server.Device) {
+				procs(d, other)
+				d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+					return []nvml.ProcessInfo{{Pid: me}}, nvml.SUCCESS
+				}
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(other, 10, 90)})
+			},
+			want: source.Share{Processes: 2, Shared: true},
+		},
+		{
 			name: "WithProcesses pid absent from a board with two others",
 			setup: func(_ *testing.T, d *server.Device) {
 				procs(d, me, other+1)
@@ -138,6 +201,49 @@ func TestShare(t *testing.T) {
 			},
 			opts: []nvmlsource.Option{nvmlsource.WithProcesses(other)},
 			want: source.Share{Processes: 2, Shared: true},
+		},
+		{
+			// The server named with WithProcesses does no GPU work of its
+			// own: its children (tensor-parallel workers, a runner) do,
+			// and their work is the server's.
+			name: "descendants of the attributed process are attributed",
+			setup: func(t *testing.T, d *server.Device) {
+				procs(d, other, child, grandchild, stranger, orphan)
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(other, 10, 0), sample(child, 10, 30), sample(grandchild, 10, 30), sample(stranger, 10, 30), sample(orphan, 10, 10)})
+			},
+			opts: []nvmlsource.Option{nvmlsource.WithProcesses(other), nvmlsource.WithHostPIDs(true), nvmlsource.WithProcRoot(procTree(t, tree))},
+			want: source.Share{Processes: 5, Shared: true, Split: true, Fraction: 0.6},
+		},
+		{
+			name: "only the attributed process and its descendants",
+			setup: func(t *testing.T, d *server.Device) {
+				procs(d, other, child, grandchild)
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(child, 10, 50), sample(grandchild, 10, 40)})
+			},
+			opts: []nvmlsource.Option{nvmlsource.WithProcesses(other), nvmlsource.WithHostPIDs(true), nvmlsource.WithProcRoot(procTree(t, tree))},
+			want: source.Share{Processes: 3, Split: true, Fraction: 1},
+		},
+		{
+			// The walk stops after 8 parents, so that a listing reads few
+			// files whatever the tree.
+			name: "descendants 8 generations down are attributed, 9 are not",
+			setup: func(t *testing.T, d *server.Device) {
+				procs(d, deep[7], deep[8])
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(deep[7], 10, 25), sample(deep[8], 10, 75)})
+			},
+			opts: []nvmlsource.Option{nvmlsource.WithProcesses(other), nvmlsource.WithHostPIDs(true), nvmlsource.WithProcRoot(procTree(t, tree))},
+			want: source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.25},
+		},
+		{
+			// In a PID namespace of its own, /proc holds this container's
+			// numbering, not NVML's: no ancestry is read.
+			name: "descendants not read outside the host PID namespace",
+			setup: func(t *testing.T, d *server.Device) {
+				procs(d, other, child)
+				smUtil(d, []nvml.ProcessUtilizationSample{sample(other, 10, 20), sample(child, 10, 80)})
+			},
+			opts: []nvmlsource.Option{nvmlsource.WithProcesses(other), nvmlsource.WithHostPIDs(false), nvmlsource.WithProcRoot(procTree(t, tree))},
+			want: source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.2},
 		},
 		{
 			name: "first listing fails",
@@ -200,9 +306,9 @@ func TestShare(t *testing.T) {
 			want: source.Share{Processes: 1, Shared: true},
 		},
 		{
-			name: "MIG board with only this process",
+			name: "MIG board with only this process, every MIG device listed",
 			setup: func(t *testing.T, d *server.Device) {
-				withMIG(t, d, 2)
+				(&migBoard{lists: [][]uint32{{me}, nil}}).install(t, d)
 				procs(d, me)
 				d.GetProcessUtilizationFunc = nil
 			},
@@ -348,34 +454,114 @@ func TestShareSteps(t *testing.T) {
 	}
 }
 
-// TestShareMIGSteps follows a MIG board through refreshes: a list of this
-// process alone proves it exclusive; a listing that then fails or comes
-// back empty proves nothing, so the exclusive share is not kept.
+// migBoard puts d in MIG mode with one MIG device per entry of lists (in
+// slots 0, 2, 4, ... of 7, the others empty), each listing the pids its
+// entry holds when the test reads them. ret[j], when set, is what MIG
+// device j's listing answers instead; slotRet, when set, is what the
+// handle of slot 2 answers.
+type migBoard struct {
+	lists   [][]uint32
+	ret     []nvml.Return
+	slotRet nvml.Return
+}
+
+func (m *migBoard) install(t *testing.T, d *server.Device) {
+	t.Helper()
+	if _, ret := d.SetMigMode(nvml.DEVICE_MIG_ENABLE); ret != nvml.SUCCESS {
+		t.Fatalf("SetMigMode = %v", ret)
+	}
+	m.ret = make([]nvml.Return, len(m.lists))
+	const slots = 7
+	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return slots, nvml.SUCCESS }
+	d.GetMigDeviceHandleByIndexFunc = func(j int) (nvml.Device, nvml.Return) {
+		if j == 2 && m.slotRet != nvml.SUCCESS {
+			return nil, m.slotRet
+		}
+		if j < 0 || j >= slots {
+			return nil, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if j%2 != 0 || j/2 >= len(m.lists) {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		k := j / 2
+		return &mock.Device{
+			GetUUIDFunc: func() (string, nvml.Return) { return fmt.Sprintf("MIG-%d", k), nvml.SUCCESS },
+			GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
+				if m.ret[k] != nvml.SUCCESS {
+					return nil, m.ret[k]
+				}
+				var infos []nvml.ProcessInfo
+				for _, p := range m.lists[k] {
+					infos = append(infos, nvml.ProcessInfo{Pid: p})
+				}
+				return infos, nvml.SUCCESS
+			},
+		}, nvml.SUCCESS
+	}
+}
+
+// TestShareMIGSteps follows a MIG board through refreshes. The board is
+// exclusive only when the listing is known complete: the parent handle
+// answered and every MIG device of the board was listed, and every process
+// listed is attributed. Anything less proves nothing, and the exclusive
+// share is not kept. A parent listing refused with NO_PERMISSION, the
+// usual answer to an unprivileged tenant, is not reported as an error;
+// other failures are, once.
 func TestShareMIGSteps(t *testing.T) {
 	notes := captureErrors(t)
 	me := uint32(os.Getpid())
 	srv, fake := fakeH100(t, steady)
 	d := fake[0]
-	withMIG(t, d, 2)
+	mig := &migBoard{lists: [][]uint32{{me}, nil, nil}}
+	mig.install(t, d)
 	d.GetProcessUtilizationFunc = nil // a call would panic: none under MIG
 	procs(d, me)
 	s := newSource(t, srv)
 
+	exclusive := source.Share{Processes: 1, Split: true, Fraction: 1}
 	steps := []struct {
-		name   string
-		before func()
-		want   source.Share
+		name      string
+		before    func()
+		want      source.Share
+		wantNotes int
 	}{
-		{name: "privileged listing, this process only", want: source.Share{Processes: 1, Split: true, Fraction: 1}},
+		{name: "every MIG device listed, this process only", want: exclusive},
 		{
-			name: "listing refused",
+			// A parent list filtered to the caller's own processes must
+			// not prove the board theirs.
+			name:   "parent lists this process, a MIG device another",
+			before: func() { mig.lists[2] = []uint32{other} },
+			want:   source.Share{Processes: 2, Shared: true},
+		},
+		{
+			name:   "a MIG device's listing refused",
+			before: func() { mig.lists[2] = nil; mig.ret[1] = nvml.ERROR_NO_PERMISSION },
+			want:   source.Share{Processes: 1, Shared: true},
+		},
+		{
+			name:   "a MIG slot's handle refused",
+			before: func() { mig.ret[1] = nvml.SUCCESS; mig.slotRet = nvml.ERROR_NO_PERMISSION },
+			want:   source.Share{Processes: 1, Shared: true},
+		},
+		{name: "listed whole again", before: func() { mig.slotRet = nvml.SUCCESS }, want: exclusive},
+		{
+			name: "parent listing refused, the unprivileged answer",
 			before: func() {
 				d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
 			},
 			want: source.Share{Processes: -1, Shared: true},
 		},
-		{name: "listing empty", before: func() { procs(d) }, want: source.Share{Processes: 0, Shared: true}},
-		{name: "listed again", before: func() { procs(d, me) }, want: source.Share{Processes: 1, Split: true, Fraction: 1}},
+		{
+			name: "parent listing fails otherwise",
+			before: func() {
+				d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_UNKNOWN }
+			},
+			want:      source.Share{Processes: -1, Shared: true},
+			wantNotes: 1,
+		},
+		{name: "still failing, reported once", want: source.Share{Processes: -1, Shared: true}, wantNotes: 1},
+		{name: "listing empty", before: func() { procs(d); mig.lists[0] = nil }, want: source.Share{Processes: 0, Shared: true}, wantNotes: 1},
+		{name: "listed again", before: func() { procs(d, me); mig.lists[0] = []uint32{me} }, want: exclusive, wantNotes: 1},
 	}
 	for i, st := range steps {
 		if st.before != nil {
@@ -387,9 +573,59 @@ func TestShareMIGSteps(t *testing.T) {
 		if got := s.Share(0); got != st.want {
 			t.Errorf("%s: Share(0) = %+v, want %+v", st.name, got, st.want)
 		}
+		got := notes()
+		if len(got) != st.wantNotes {
+			t.Errorf("%s: otel.Handle got %v, want %d errors", st.name, got, st.wantNotes)
+		}
+		for _, err := range got {
+			if errors.Is(err, nvml.ERROR_NO_PERMISSION) {
+				t.Errorf("%s: otel.Handle got %v: a refused MIG listing is the expected answer, not an error", st.name, err)
+			}
+		}
 	}
-	if got := notes(); len(got) != 1 || !errors.Is(got[0], nvml.ERROR_NO_PERMISSION) {
-		t.Errorf("otel.Handle got %v, want the refused listing once", got)
+}
+
+// TestShareFailingListingExpires checks that a board's last share does not
+// outlive a listing that keeps failing: after ListingStale (30 s) of
+// failures, an exclusive board is no longer proven so, and is shared and
+// unsplit until a listing succeeds again.
+func TestShareFailingListingExpires(t *testing.T) {
+	captureErrors(t)
+	me := uint32(os.Getpid())
+	srv, fake := fakeH100(t, steady)
+	d := fake[0]
+	procs(d, me)
+	now := time.Unix(1_000, 0)
+	s := newSource(t, srv, nvmlsource.WithShareClock(func() time.Time { return now }))
+	exclusive := source.Share{Processes: 1, Split: true, Fraction: 1}
+	fail := func() {
+		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_UNKNOWN }
+	}
+	steps := []struct {
+		name    string
+		advance time.Duration
+		before  func()
+		want    source.Share
+	}{
+		{name: "listed", want: exclusive},
+		{name: "listing fails", advance: 5 * time.Second, before: fail, want: source.Share{Processes: -1, Split: true, Fraction: 1}},
+		{name: "failing just under 30 s", advance: nvmlsource.ListingStale - time.Nanosecond, want: source.Share{Processes: -1, Split: true, Fraction: 1}},
+		{name: "failing 30 s", advance: time.Nanosecond, want: source.Share{Processes: -1, Shared: true}},
+		{name: "still failing", advance: 5 * time.Second, want: source.Share{Processes: -1, Shared: true}},
+		{name: "listed again", advance: 5 * time.Second, before: func() { procs(d, me) }, want: exclusive},
+		{name: "fails again: a new run", advance: 5 * time.Second, before: fail, want: source.Share{Processes: -1, Split: true, Fraction: 1}},
+	}
+	for i, st := range steps {
+		now = now.Add(st.advance)
+		if st.before != nil {
+			st.before()
+		}
+		if i > 0 {
+			nvmlsource.RefreshShares(s)
+		}
+		if got := s.Share(0); got != st.want {
+			t.Errorf("%s: Share(0) = %+v, want %+v", st.name, got, st.want)
+		}
 	}
 }
 

@@ -38,6 +38,10 @@ type config struct {
 	// hostPIDs reports whether this process's pids are in the namespace
 	// NVML reports pids in; a test seam.
 	hostPIDs func() bool
+	// now times a run of failed listings; a test seam.
+	now func() time.Time
+	// procRoot is where the process tree is read, "/proc"; a test seam.
+	procRoot string
 }
 
 // newConfig applies opts and fills in the defaults.
@@ -46,6 +50,8 @@ func newConfig(opts []Option) config {
 		lookupEnv:     os.LookupEnv,
 		shareInterval: defaultShareInterval,
 		hostPIDs:      inHostPIDNamespace,
+		now:           time.Now,
+		procRoot:      "/proc",
 	}
 	for _, o := range opts {
 		o.apply(&c)
@@ -229,7 +235,7 @@ func probe(h nvml.Device, d source.Device) (source.Device, error) {
 	if _, ret = h.GetTotalEnergyConsumption(); ret != nvml.SUCCESS {
 		return d, probeError("GetTotalEnergyConsumption", ret)
 	}
-	d.MaxWatts = maxWatts(h)
+	d.MaxWatts, d.MaxWattsFirm = maxWatts(h)
 	return d, nil
 }
 
@@ -239,16 +245,20 @@ func probe(h nvml.Device, d source.Device) (source.Device, error) {
 // raise it at any time without this process knowing. The enforced limit is
 // used where it is the higher, or where the constraints do not answer.
 // It returns 0, which leaves the sampler's default bound, where neither
-// answers.
-func maxWatts(h nvml.Device) float64 {
+// answers. The bound is firm when it comes from the constraints: no one can
+// set the limit above their maximum, so a run of readings above it is a
+// misreading, not a bound to learn. One from the enforced limit is not.
+func maxWatts(h nvml.Device) (watts float64, firm bool) {
 	var mw uint32
-	if _, hi, ret := h.GetPowerManagementLimitConstraints(); ret == nvml.SUCCESS {
-		mw = hi
+	if _, hi, ret := h.GetPowerManagementLimitConstraints(); ret == nvml.SUCCESS && hi > 0 {
+		mw, firm = hi, true
 	}
-	if lim, ret := h.GetEnforcedPowerLimit(); ret == nvml.SUCCESS {
-		mw = max(mw, lim)
+	if lim, ret := h.GetEnforcedPowerLimit(); ret == nvml.SUCCESS && lim > mw {
+		// A limit in force above the most it can be set to: the
+		// constraints are wrong, and the bound is only an estimate.
+		mw, firm = lim, false
 	}
-	return float64(mw) / 1000 * powerMargin
+	return float64(mw) / 1000 * powerMargin, firm
 }
 
 // probeError wraps a failed probe call in the sentinel that says whether the

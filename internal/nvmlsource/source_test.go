@@ -5,6 +5,7 @@ package nvmlsource_test
 import (
 	"errors"
 	"math"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -74,6 +75,9 @@ func testOpts(lib nvml.Interface, opts ...nvmlsource.Option) []nvmlsource.Option
 		nvmlsource.WithEnv(nil),
 		nvmlsource.WithShareInterval(0),
 		nvmlsource.WithHostPIDs(true),
+		// No process tree: the fake boards' pids are no one's on this
+		// machine, and their ancestry must not depend on what runs here.
+		nvmlsource.WithProcRoot(filepath.Join("testdata", "no-proc")),
 	}, opts...)
 }
 
@@ -136,7 +140,7 @@ func TestReadsAllEightGPUs(t *testing.T) {
 	for i, d := range devs {
 		want := source.Device{
 			ID: fake[i].UUID, Name: fake[i].Config.Name, Vendor: "NVIDIA", Index: i, CounterMax: 0,
-			Type: "gpu", MaxWatts: 700 * 1.5,
+			Type: "gpu", MaxWatts: 700 * 1.5, MaxWattsFirm: true,
 		}
 		if d != want {
 			t.Errorf("Devices()[%d] = %+v, want %+v", i, d, want)
@@ -685,14 +689,18 @@ func TestMaxWatts(t *testing.T) {
 		enforcedMW   uint32
 		enforcedRet  nvml.Return
 		wantMaxWatts float64
+		// wantFirm: the bound comes from the board's own ceiling, which
+		// no one can raise at run time, so the sampler must never learn
+		// past it.
+		wantFirm bool
 	}{
-		{name: "limit lowered below the board's maximum", maxMW: 700_000, enforcedMW: 300_000, wantMaxWatts: 700 * 1.5},
-		{name: "limit at the maximum", maxMW: 700_000, enforcedMW: 700_000, wantMaxWatts: 700 * 1.5},
+		{name: "limit lowered below the board's maximum", maxMW: 700_000, enforcedMW: 300_000, wantMaxWatts: 700 * 1.5, wantFirm: true},
+		{name: "limit at the maximum", maxMW: 700_000, enforcedMW: 700_000, wantMaxWatts: 700 * 1.5, wantFirm: true},
 		{name: "constraints not supported", maxRet: notSupported, enforcedMW: 300_000, wantMaxWatts: 300 * 1.5},
 		{name: "constraints answer 0", maxMW: 0, enforcedMW: 300_000, wantMaxWatts: 300 * 1.5},
 		{name: "enforced above the reported maximum", maxMW: 250_000, enforcedMW: 300_000, wantMaxWatts: 300 * 1.5},
 		{name: "neither answers", maxRet: notSupported, enforcedRet: notSupported, wantMaxWatts: 0},
-		{name: "maximum only", maxMW: 600_000, enforcedRet: notSupported, wantMaxWatts: 600 * 1.5},
+		{name: "maximum only", maxMW: 600_000, enforcedRet: notSupported, wantMaxWatts: 600 * 1.5, wantFirm: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -704,6 +712,9 @@ func TestMaxWatts(t *testing.T) {
 			s := newSource(t, srv)
 			if got := s.Devices()[1].MaxWatts; math.Abs(got-tt.wantMaxWatts) > 1e-9 {
 				t.Errorf("Devices()[1].MaxWatts = %v, want %v", got, tt.wantMaxWatts)
+			}
+			if got := s.Devices()[1].MaxWattsFirm; got != tt.wantFirm {
+				t.Errorf("Devices()[1].MaxWattsFirm = %v, want %v", got, tt.wantFirm)
 			}
 			if got := s.Devices()[0].MaxWatts; got != 700*1.5 {
 				t.Errorf("Devices()[0].MaxWatts = %v, want %v", got, 700*1.5)

@@ -50,6 +50,14 @@ type Device struct {
 	// more energy than MaxWatts times the time since the previous good
 	// reading is a glitch, not energy. Zero selects DefaultMaxWatts.
 	MaxWatts float64
+	// MaxWattsFirm reports MaxWatts as a ceiling the device cannot pass,
+	// read from the hardware's own limits (for NVML, the most the power
+	// limit can be set to), rather than an estimate. The sampler learns a
+	// bound that readings show is too low (see the tracker package's
+	// "Learning the bound"); a firm bound it never raises, since readings
+	// above it are a counter misreading. It means nothing when MaxWatts is
+	// zero. The zero value, false, keeps learning, as for the default bound.
+	MaxWattsFirm bool
 }
 
 // DefaultMaxWatts is the power bound of a device that declares none: above
