@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -38,6 +38,7 @@ const (
 	fleetBudget    = 30 * time.Minute
 	fleetTenants   = 3
 	trailerMaxMean = 0.05 // docs/attribution.md: End lands within about 5% on average for streams
+	driveTimeout   = 3 * time.Minute
 )
 
 // TestFleet runs two "hosts", each a demo backend behind its own
@@ -66,23 +67,40 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	jaegerBin, prom3Bin := filepath.Join(binDir, "jaeger"), filepath.Join(binDir, "prometheus3")
-	for _, b := range []struct{ bin, modfile, pkg string }{
-		{jaegerBin, "go.mod", "github.com/jaegertracing/jaeger/cmd/jaeger"},
-		{prom3Bin, "prom3.mod", "github.com/prometheus/prometheus/cmd/prometheus"},
-	} {
-		if err := runCommand(ctx, buildTimeout, filepath.Join(root, "e2e"), append(os.Environ(), "GOWORK=off"),
-			"go", "build", "-modfile="+b.modfile, "-o", b.bin, b.pkg); err != nil {
-			t.Fatal(err)
-		}
-	}
 	appBin, proxyBin := filepath.Join(binDir, "app"), filepath.Join(binDir, "otelenergy-proxy")
-	if err := runCommand(ctx, buildTimeout, filepath.Join(root, "example"), nil, "go", "build", "-o", appBin, "./app"); err != nil {
-		t.Fatal(err)
+	driveBin := filepath.Join(binDir, "fleetdrive")
+	// In parallel, as TestEndToEnd builds: cold, Jaeger and Prometheus 3
+	// take minutes each; warm, go build relinks nothing.
+	noWork := append(os.Environ(), "GOWORK=off")
+	builds := []struct {
+		name, dir string
+		env       []string
+		args      []string
+	}{
+		// -modfile works only outside a workspace.
+		{"jaeger", filepath.Join(root, "e2e"), noWork, []string{"-modfile=go.mod", "-o", jaegerBin, "github.com/jaegertracing/jaeger/cmd/jaeger"}},
+		{"prometheus 3", filepath.Join(root, "e2e"), noWork, []string{"-modfile=prom3.mod", "-o", prom3Bin, "github.com/prometheus/prometheus/cmd/prometheus"}},
+		{"app", filepath.Join(root, "example"), nil, []string{"-o", appBin, "./app"}},
+		// The proxy's module resolves the library through the workspace.
+		{"proxy", filepath.Join(root, "cmd", "otelenergy-proxy"), append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work")), []string{"-o", proxyBin, "."}},
+		// The streams' driver lives in the integration module, which
+		// requires openai-go; this module stays free of it.
+		{"fleetdrive", filepath.Join(root, "integration"), noWork, []string{"-o", driveBin, "./cmd/fleetdrive"}},
 	}
-	// The proxy's module resolves the library through the workspace.
-	if err := runCommand(ctx, buildTimeout, filepath.Join(root, "cmd", "otelenergy-proxy"), append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work")),
-		"go", "build", "-o", proxyBin, "."); err != nil {
-		t.Fatal(err)
+	buildErrs := make([]error, len(builds))
+	var wg sync.WaitGroup
+	for i, b := range builds {
+		wg.Go(func() {
+			start := time.Now()
+			buildErrs[i] = runCommand(ctx, buildTimeout, b.dir, b.env, "go", append([]string{"build"}, b.args...)...)
+			t.Logf("build %s took %v", b.name, time.Since(start).Round(100*time.Millisecond))
+		})
+	}
+	wg.Wait()
+	for i, err := range buildErrs {
+		if err != nil {
+			t.Fatalf("build %s: %v", builds[i].name, err)
+		}
 	}
 	clk.mark("build")
 
@@ -125,11 +143,11 @@ func TestFleet(t *testing.T) {
 	// A warm-up round, whose figures are not checked: End's estimate of a
 	// request's last intervals comes from the ledger's learned model,
 	// which a cold Monitor has not learned yet (docs/proxy.md, Trailers).
-	driveStreams(ctx, t, frontURL)
+	driveStreams(ctx, t, driveBin, frontURL)
 	time.Sleep(fleetHorizon)
 	clk.mark("warm-up round")
 	began := time.Now()
-	results := driveStreams(ctx, t, frontURL)
+	results := driveStreams(ctx, t, driveBin, frontURL)
 	clk.mark(fmt.Sprintf("%d concurrent streams", fleetStreams))
 
 	// Quiescence: every request is final after the horizon; a few metric
@@ -263,53 +281,49 @@ type streamResult struct {
 	trailerMJ float64
 }
 
-// driveStreams runs fleetStreams concurrent streams through the front,
-// each for one of the tenants, and reads each response's energy trailer.
-// The requests are what openai-go sends (integration/proxy_test.go runs
-// the client itself against the proxy); this module stays free of it,
-// whose dependencies would move Jaeger's.
-func driveStreams(ctx context.Context, t *testing.T, front string) []streamResult {
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: fleetStreams}, Timeout: 2 * time.Minute}
-	defer hc.CloseIdleConnections()
-	body := fmt.Sprintf(`{"model":"llama-3.1-8b-instruct","stream":true,"max_tokens":%d,"messages":[{"role":"user","content":"How much energy does a token take?"}]}`, fleetTokens)
-	results := make([]streamResult, fleetStreams)
-	errs := make([]error, fleetStreams)
-	var wg sync.WaitGroup
-	for i := range fleetStreams {
-		wg.Go(func() {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, front+"/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "text/event-stream")
-			req.Header.Set("X-Tenant", fmt.Sprintf("tenant-%d", i%fleetTenants))
-			resp, err := hc.Do(req)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			b, err := io.ReadAll(resp.Body) // to the end: trailers follow the body
-			resp.Body.Close()
-			chunks := strings.Count(string(b), "\"content\":")
-			switch {
-			case err != nil:
-				errs[i] = err
-			case resp.StatusCode != http.StatusOK:
-				errs[i] = fmt.Errorf("status %d: %s", resp.StatusCode, b)
-			case chunks < fleetTokens || !strings.HasSuffix(string(b), "data: [DONE]\n\n"):
-				errs[i] = fmt.Errorf("%d content chunks in %d bytes", chunks, len(b))
-			default:
-				mj, err := strconv.ParseFloat(resp.Trailer.Get("Energy-Millijoules"), 64)
-				if err != nil {
-					errs[i] = fmt.Errorf("trailers %v: %v", resp.Trailer, err)
-				}
-				results[i] = streamResult{traceID: resp.Header.Get("X-Trace-Id"), trailerMJ: mj}
-			}
-		})
+// driveStreams runs fleetStreams concurrent streams through the front
+// with openai-go, each for one of the tenants, and returns each stream's
+// trace id and energy trailer. The client runs in a process of its own,
+// integration/cmd/fleetdrive (bin), so that this module stays free of
+// openai-go, whose dependencies would move Jaeger's; the process is bounded
+// by driveTimeout and stopped by PID if it overruns.
+func driveStreams(ctx context.Context, t *testing.T, bin, front string) []streamResult {
+	t.Helper()
+	p := startProcess(t, "fleetdrive", "", nil, bin, "-url", front, "-streams", strconv.Itoa(fleetStreams),
+		"-tokens", strconv.Itoa(fleetTokens), "-tenants", strconv.Itoa(fleetTenants), "-timeout", driveTimeout.String())
+	exitErr := p.wait(ctx, driveTimeout+stopGrace)
+	p.stop()
+	out, err := os.ReadFile(p.stdout)
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("stream %d: %v", i, err)
+	results := make([]streamResult, fleetStreams)
+	seen := make([]bool, fleetStreams)
+	var failed []string
+	for line := range strings.Lines(string(out)) {
+		var r struct {
+			Stream            int     `json:"stream"`
+			TraceID           string  `json:"trace_id"`
+			EnergyMillijoules float64 `json:"energy_millijoules"`
+			Error             string  `json:"error"`
 		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("fleetdrive's line %q: %v", line, err)
+		}
+		if r.Stream < 0 || r.Stream >= fleetStreams || seen[r.Stream] {
+			t.Fatalf("fleetdrive's line %q: stream out of range or repeated", line)
+		}
+		seen[r.Stream] = true
+		if r.Error != "" {
+			failed = append(failed, fmt.Sprintf("stream %d: %s", r.Stream, r.Error))
+		}
+		results[r.Stream] = streamResult{traceID: r.TraceID, trailerMJ: r.EnergyMillijoules}
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d streams failed (fleetdrive: %v), the first: %s", len(failed), fleetStreams, exitErr, strings.Join(failed[:min(len(failed), 5)], "; "))
+	}
+	if n := strings.Count(string(out), "\n"); exitErr != nil || n != fleetStreams {
+		t.Fatalf("fleetdrive printed %d lines of %d: %v", n, fleetStreams, exitErr)
 	}
 	return results
 }
