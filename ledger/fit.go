@@ -7,18 +7,24 @@ import "math"
 //
 //	E ≈ Ps·Δt + eOut·(output tokens) + Ppf·(request-seconds in prefill)
 //	    + Pbusy·(seconds with any request in prefill) + eIn·(input tokens)
+//	    + Pdec·(seconds with any request decoding)
+//	    + Pdr·(request-seconds decoding)
 //
 // with every coefficient non-negative. The two prefill terms span how a
 // board's power grows with concurrent prefills, from linear (each prefill
 // adds its own power) to saturating (a compute-bound board draws about the
 // same power for one prefill or several); the fit finds where between them
-// the hardware lies.
+// the hardware lies. The two decode terms do the same for decode, whose
+// power rises with the batch far slower than its tokens do
+// (memory-bound), and eOut is the small part that follows the tokens.
 const (
 	fStatic      = iota // Δt, s
 	fOutput             // output tokens produced in the interval
 	fPrefill            // request-seconds spent in prefill in the interval
 	fPrefillBusy        // seconds in which at least one request was in prefill
 	fInput              // input tokens processed in the interval
+	fDecodeBusy         // seconds in which at least one request was decoding
+	fDecode             // request-seconds spent decoding in the interval
 	nFeat
 )
 
@@ -26,8 +32,8 @@ const (
 //
 // It keeps the weighted normal equations (A = Σ λ·x·xᵀ, b = Σ λ·x·y) and
 // solves them by trying every subset of features as the free set and
-// keeping the feasible solution with the least residual. With four
-// features that is fifteen tiny solves, and it is exactly the choice among
+// keeping the feasible solution with the best information criterion. With
+// seven features that is 127 tiny solves, and it is exactly the choice among
 // model structures (prefill as power, as energy per input token, both, or
 // neither) by the residual of the fit.
 type model struct {
@@ -175,9 +181,11 @@ func (m *model) solveSubset(idx []int) ([nFeat]float64, bool) {
 	return out, true
 }
 
-// ttft learns the time to first token from a request's input tokens, as
-// a + b·tokens, by least squares with forgetting. It places the prefill of
-// requests that report their first output tokens in a chunk.
+// ttft learns the prefill time (start to the end of prefill, one decode
+// step before the first token) from a request's input tokens, as
+// a + b·tokens, by least squares with forgetting, from the requests whose
+// first token was seen. It places the prefill of requests that report
+// their first output tokens late, and weighs requests still in prefill.
 type ttft struct {
 	s0, s1, s11, sy, s1y float64
 }

@@ -68,6 +68,7 @@ type Ledger struct {
 	firstRead int64
 	read      bool
 	ttft      ttft
+	step      float64 // the batch's recent decode step, ns per token; 0 unknown
 	free      [][]point
 	parts     []part
 	edges     []int64
@@ -117,8 +118,11 @@ type part struct {
 	lo, hi   int64 // active span in the interval
 	pfLo     int64 // prefill span in the interval
 	pfHi     int64
+	dLo, dHi int64 // decode span in the interval
 	cov      float64
-	pfShare  float64 // share of the time with any prefill, ns
+	pfShare  float64 // rate-weighted share of the time with any prefill, ns
+	decShare float64 // share of the time with any decode, ns
+	rho      float64 // prefill weight: input tokens per second of prefill
 	out, in  float64
 	pf       float64 // ns in prefill
 	weight   float64
@@ -152,6 +156,7 @@ func New(cfg Config) *Ledger {
 				// Tokens go in as one weighted feature; prefill as its
 				// own feature is left out.
 				m.fixed[fPrefill], m.fixed[fPrefillBusy], m.fixed[fInput] = true, true, true
+				m.fixed[fDecodeBusy], m.fixed[fDecode] = true, true
 			}
 		}
 		d.m = d.cands[0]
@@ -286,7 +291,9 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 				known = s.known
 			}
 		case s.firstN > 0 && o > s.firstN:
-			l.placeFromRate(r, at, o, in)
+			if !l.placeFromRate(r, at, o, in) && !s.endSeen {
+				known = s.known
+			}
 		}
 		l.addPoint(r, point{t: at, out: o, in: in})
 		s.known = max(s.known, known)
@@ -298,56 +305,75 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 
 // placePrefill sets the end of r's prefill when its first output tokens,
 // n of them, are first seen at time at, and reports whether the placement
-// is final. One or two tokens mark the first token's time. A larger first
-// report hides it: the learned time to first token places it for now, and
-// the rate of the request's next report places it for good.
+// is final. The prefill ends one decode step before the first token, and
+// the n tokens took a step each, so it ended about n steps before at. The
+// request's next reports give its step; until then the batch's recent
+// step places it for now. A request that reports once, at its end, is
+// placed by the prefill time learned for its prompt.
 func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
 	s := &r.st
-	if n <= 2 {
-		s.pfEnd = at
-		l.ttft.add(float64(in), float64(at-r.start)/nsPerSecond)
-		return true
-	}
 	// The decode of n tokens needs some of (start, at]; keep one token's
 	// even share of it for decode at least.
 	latest := at - (at-r.start)/int64(n+1)
-	if sec, ok := l.ttft.predict(float64(in)); ok {
-		s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
-	} else {
-		s.pfEnd = r.start + (at-r.start)/int64(n+1)
+	if s.endSeen {
+		if sec, ok := l.ttft.predict(float64(in)); ok {
+			s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
+		} else {
+			s.pfEnd = r.start + (at-r.start)/int64(n+1)
+		}
+		s.pfEnd = max(s.pfEnd, r.start)
+		return true
 	}
-	s.pfEnd = max(s.pfEnd, r.start)
+	step := l.step
+	if step <= 0 {
+		step = float64(at-r.start) / float64(n+1)
+	}
+	s.pfEnd = max(r.start, min(at-int64(step*float64(n)), latest))
 	s.firstN, s.firstT = n, at
 	return false
 }
 
-// placeFromRate places the prefill of a request whose first report was a
-// chunk, from the rate of its second report: the first chunk's tokens took
-// as long at that rate, so decode began that long before the first report.
-// A second report that is the request's last, and smaller than the first,
+// stepTokens is how many tokens past the first report time a request's
+// decode step; fewer, over a read interval that is about as long as a
+// step, would time it to within a factor of two.
+const stepTokens = 3
+
+// placeFromRate places the prefill of a request from the rate of its
+// reports after the first: the first report's n tokens took as long at
+// that rate, and the prefill ended one step before the first of them.
+// A later report that is the request's last, and smaller than the first,
 // times its tokens poorly (the request may idle before it ends); the
-// learned time to first token then places the prefill if it can.
-func (l *Ledger) placeFromRate(r *Request, at int64, o, in uint64) {
+// learned prefill time then places the prefill if it can.
+func (l *Ledger) placeFromRate(r *Request, at int64, o, in uint64) bool {
 	s := &r.st
-	defer func() { s.firstN = 0 }()
 	dt := at - s.firstT
 	if dt <= 0 {
-		return
+		return false
 	}
+	if o-s.firstN < stepTokens && !s.endSeen {
+		return false
+	}
+	defer func() { s.firstN = 0 }()
 	perToken := float64(dt) / float64(o-s.firstN)
-	// The chunk's first token is the prefill's end: n tokens span n−1 gaps.
-	byRate := s.firstT - int64(perToken*float64(s.firstN-1))
-	if s.endSeen && o-s.firstN < s.firstN {
+	byRate := s.firstT - int64(perToken*float64(s.firstN))
+	poor := s.endSeen && o-s.firstN < s.firstN
+	if poor {
 		if sec, ok := l.ttft.predict(float64(in)); ok {
 			// Keep at least one token's time per token of the first
-			// chunk at the second report's rate, at most.
+			// chunk at the later report's rate, at most.
 			byRate = max(r.start+int64(sec*nsPerSecond), byRate)
 		}
 	}
 	s.pfEnd = max(r.start, min(s.firstT, byRate))
-	if !s.endSeen || o-s.firstN >= s.firstN {
+	if !poor {
 		l.ttft.add(float64(in), float64(s.pfEnd-r.start)/nsPerSecond)
+		if l.step <= 0 {
+			l.step = perToken
+		} else {
+			l.step += 0.1 * (perToken - l.step)
+		}
 	}
+	return true
 }
 
 // Settle splits every interval that is ready as of t and finalizes the
@@ -571,12 +597,17 @@ type Coefficients struct {
 	PrefillBusyW float64
 	// InputJ is the energy of one input token, in J.
 	InputJ float64
+	// DecodeBusyW is the power a device draws while any request is
+	// decoding, however many, in W.
+	DecodeBusyW float64
+	// DecodeW is the power each decoding request adds, in W.
+	DecodeW float64
 }
 
 // Coefficients returns the learned model. It is safe from any goroutine.
 func (l *Ledger) Coefficients() Coefficients {
 	f := func(i int) float64 { return math.Float64frombits(l.coef[i].Load()) }
-	return Coefficients{f(fStatic), f(fOutput), f(fPrefill), f(fPrefillBusy), f(fInput)}
+	return Coefficients{f(fStatic), f(fOutput), f(fPrefill), f(fPrefillBusy), f(fInput), f(fDecodeBusy), f(fDecode)}
 }
 
 func satSub(a, b uint64) uint64 {

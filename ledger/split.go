@@ -29,7 +29,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]
 		pfLo, pfHi := s.prefill(r.start, max(s.known, b))
 		in := float64(s.pts[len(s.pts)-1].in)
 		pLo, pHi := max(pfLo, a), min(pfHi, b)
-		parts = append(parts, part{
+		p := part{
 			r:    r,
 			lo:   lo,
 			hi:   hi,
@@ -38,7 +38,15 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]
 			out:  s.outputIn(a, b),
 			pf:   float64(max(0, pHi-pLo)),
 			in:   in * overlap(pfLo, pfHi, a, b),
-		})
+		}
+		if s.pfEnd >= 0 {
+			p.dLo, p.dHi = max(lo, s.pfEnd), hi
+			p.dHi = max(p.dLo, p.dHi)
+		}
+		if p.pfHi > p.pfLo {
+			p.rho = l.prefillRate(r, in)
+		}
+		parts = append(parts, p)
 		if mark && forced && !s.endSeen && s.known < b {
 			r.setFlag(FlagForced)
 		}
@@ -48,8 +56,9 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]
 	}
 	l.parts = parts
 	unowned = l.unowned.st.outputIn(a, b)
-	l.coverage(parts, a, b, false)
-	busy := l.coverage(parts, a, b, true)
+	l.coverage(parts, a, b, spanActive)
+	busy := l.coverage(parts, a, b, spanPrefill)
+	dbusy := l.coverage(parts, a, b, spanDecode)
 
 	wo, wi := l.tokenWeights()
 	x[fStatic] = float64(b-a) / nsPerSecond
@@ -62,13 +71,42 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]
 			x[fOutput] += p.out
 			x[fPrefill] += p.pf / nsPerSecond
 			x[fInput] += p.in
+			x[fDecode] += float64(p.dHi-p.dLo) / nsPerSecond
 		}
 	}
 	if !l.cfg.WeightsFixed {
 		x[fPrefillBusy] = busy / nsPerSecond
+		x[fDecodeBusy] = dbusy / nsPerSecond
 	}
 	return x, unowned
 }
+
+// prefillRate returns r's weight among concurrent prefills: the input
+// tokens it processes per second of its prefill. Batched prefill is
+// compute-bound, and each request's part of the compute is its prompt
+// tokens, so a prompt five times longer in the same time takes five times
+// the share. A prefill still running is timed by the learned prefill time
+// for its prompt, or by how long it has run if that is longer.
+func (l *Ledger) prefillRate(r *Request, in float64) float64 {
+	s := &r.st
+	var dur float64
+	switch {
+	case s.pfEnd >= 0:
+		dur = float64(s.pfEnd - r.start)
+	case s.endSeen:
+		dur = float64(s.end - r.start)
+	default:
+		if sec, ok := l.ttft.predict(in); ok {
+			dur = sec * nsPerSecond
+		}
+		dur = max(dur, float64(s.known-r.start))
+	}
+	return max(in, 1) / max(dur, minPrefillNS)
+}
+
+// minPrefillNS bounds a prefill's length from below in its rate, so that
+// a request whose first token came at once does not weigh without bound.
+const minPrefillNS = 5e6
 
 // tokenWeights returns the weights of output and input tokens in the
 // fixed-weight and fallback splits.
@@ -156,7 +194,7 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		l.unattributed.Add(attr)
 		return
 	}
-	_, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, true)
+	x, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, true)
 	a, b = a-d.lag, b-d.lag
 	parts := l.parts
 	dt := float64(b - a)
@@ -171,6 +209,22 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	given := give(static, parts, byCoverage, dt)
 	dyn := attr - static
 
+	// The modelled prefill energy of the interval is shared by the
+	// rate-weighted prefill time; the modelled decode power by the output
+	// tokens each decoder produced in it (its token rate), or by decode
+	// time when none was produced.
+	var pfPerNS, decPerTok, decPerNS float64
+	if learned && !l.cfg.WeightsFixed {
+		if x[fPrefillBusy] > 0 {
+			pfPerNS = (th[fPrefill]*x[fPrefill] + th[fPrefillBusy]*x[fPrefillBusy]) / (x[fPrefillBusy] * nsPerSecond)
+		}
+		decJ := th[fDecodeBusy]*x[fDecodeBusy] + th[fDecode]*x[fDecode]
+		if tok := x[fOutput]; tok > 0 {
+			decPerTok = decJ / tok
+		} else if x[fDecodeBusy] > 0 {
+			decPerNS = decJ / (x[fDecodeBusy] * nsPerSecond)
+		}
+	}
 	var total float64
 	for i := range parts {
 		p := &parts[i]
@@ -178,8 +232,8 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		case l.cfg.WeightsFixed:
 			p.weight = wo*p.out + wi*p.in
 		case learned:
-			p.tokJ = th[fOutput]*p.out + th[fInput]*p.in
-			p.pfJ = th[fPrefill]*p.pf/nsPerSecond + th[fPrefillBusy]*p.pfShare/nsPerSecond
+			p.tokJ = (th[fOutput]+decPerTok)*p.out + th[fInput]*p.in + decPerNS*p.decShare
+			p.pfJ = pfPerNS * p.pfShare
 			p.weight = p.tokJ + p.pfJ
 		default:
 			p.weight = p.out + fallbackInput*p.in
@@ -191,7 +245,7 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	case l.cfg.WeightsFixed:
 		unownedW = wo * unowned
 	case learned:
-		unownedW = th[fOutput] * unowned
+		unownedW = (th[fOutput] + decPerTok) * unowned
 	default:
 		unownedW = unowned
 	}
@@ -287,27 +341,47 @@ func give(e uint64, parts []part, by int, total float64) uint64 {
 	return given
 }
 
-// coverage sets each part's share of the interval's time, in ns, and
-// returns the time covered: at every instant the time is shared equally
-// among the requests active then (in prefill, with prefill set), and time
-// with none is nobody's. It is exact while few requests start or end inside
-// the interval, and proportional to active time beyond that.
-func (l *Ledger) coverage(parts []part, a, b int64, prefill bool) float64 {
+// Span kinds for coverage.
+const (
+	spanActive  = iota // the request's active span; shares in cov
+	spanPrefill        // its prefill, weighted by rho; shares in pfShare
+	spanDecode         // its decode; shares in decShare
+)
+
+// coverage sets each part's share of the interval's time, in ns, for the
+// spans of kind, and returns the time covered: at every instant the time
+// is shared among the requests whose span holds it, in proportion to
+// their weights (rho for prefill, equal otherwise), and time with none is
+// nobody's. It is exact while few requests start or end inside the
+// interval, and proportional to weighted span time beyond that.
+func (l *Ledger) coverage(parts []part, a, b int64, kind int) float64 {
 	dt := float64(b - a)
 	span := func(p *part) (int64, int64) {
-		if prefill {
+		switch kind {
+		case spanPrefill:
 			return p.pfLo, p.pfHi
+		case spanDecode:
+			return p.dLo, p.dHi
 		}
 		return p.lo, p.hi
 	}
 	out := func(p *part) *float64 {
-		if prefill {
+		switch kind {
+		case spanPrefill:
 			return &p.pfShare
+		case spanDecode:
+			return &p.decShare
 		}
 		return &p.cov
 	}
+	weight := func(p *part) float64 {
+		if kind == spanPrefill && p.rho > 0 {
+			return p.rho
+		}
+		return 1
+	}
 	full, partial := 0, 0
-	var sumLen float64
+	var fullW, sumLen, sumWLen float64
 	for i := range parts {
 		p := &parts[i]
 		*out(p) = 0
@@ -316,10 +390,12 @@ func (l *Ledger) coverage(parts []part, a, b int64, prefill bool) float64 {
 		case hi <= lo:
 		case lo == a && hi == b:
 			full++
+			fullW += weight(p)
 		default:
 			partial++
 		}
 		sumLen += float64(max(0, hi-lo))
+		sumWLen += weight(p) * float64(max(0, hi-lo))
 	}
 	switch {
 	case full+partial == 0:
@@ -327,17 +403,17 @@ func (l *Ledger) coverage(parts []part, a, b int64, prefill bool) float64 {
 	case partial == 0:
 		for i := range parts {
 			if lo, hi := span(&parts[i]); lo == a && hi == b {
-				*out(&parts[i]) = dt / float64(full)
+				*out(&parts[i]) = dt * weight(&parts[i]) / fullW
 			}
 		}
 		return dt
 	case partial > maxExactPartial:
-		// Approximate: active time, scaled so that the total never
+		// Approximate: weighted span time, scaled so that the total never
 		// exceeds the interval.
 		covered := min(dt, sumLen)
 		for i := range parts {
 			lo, hi := span(&parts[i])
-			*out(&parts[i]) = float64(max(0, hi-lo)) * covered / sumLen
+			*out(&parts[i]) = weight(&parts[i]) * float64(max(0, hi-lo)) * covered / sumWLen
 		}
 		return covered
 	}
@@ -358,33 +434,33 @@ func (l *Ledger) coverage(parts []part, a, b int64, prefill bool) float64 {
 		lo, hi := span(p)
 		return hi > lo && (lo != a || hi != b)
 	}
-	var fullShare, covered float64
+	var fullShare, covered float64 // fullShare: time per unit weight of a full span
 	for k := 0; k+1 < len(edges); k++ {
 		s0, s1 := edges[k], edges[k+1]
 		if s1 <= s0 {
 			continue
 		}
-		n := full
+		w := fullW
 		for i := range parts {
 			if lo, hi := span(&parts[i]); isPartial(&parts[i]) && lo <= s0 && hi >= s1 {
-				n++
+				w += weight(&parts[i])
 			}
 		}
-		if n == 0 {
+		if w == 0 {
 			continue
 		}
 		covered += float64(s1 - s0)
-		share := float64(s1-s0) / float64(n)
+		share := float64(s1-s0) / w
 		fullShare += share
 		for i := range parts {
 			if lo, hi := span(&parts[i]); isPartial(&parts[i]) && lo <= s0 && hi >= s1 {
-				*out(&parts[i]) += share
+				*out(&parts[i]) += share * weight(&parts[i])
 			}
 		}
 	}
 	for i := range parts {
 		if lo, hi := span(&parts[i]); lo == a && hi == b {
-			*out(&parts[i]) = fullShare
+			*out(&parts[i]) = fullShare * weight(&parts[i])
 		}
 	}
 	return covered

@@ -329,9 +329,9 @@ func TestAttributionAccuracy(t *testing.T) {
 		t.Skip("the accuracy harness simulates minutes of serving")
 	}
 	bounds := map[string][2]float64{
-		"streaming": {2, 8},
-		"chunks16":  {3, 15},
-		"endonly30": {5, 20},
+		"streaming": {2, 6},
+		"chunks16":  {3, 11},
+		"endonly30": {5, 12},
 	}
 	for _, s := range accScenarios[:3] {
 		t.Run(s.name, func(t *testing.T) {
