@@ -69,6 +69,8 @@ type Ledger struct {
 	read      bool
 	ttft      ttft
 	step      float64 // the batch's recent decode step, ns per token; 0 unknown
+	jOut      float64 // recent modelled energy per output token, decode power included, J
+	rate      float64 // recent requests' output rate, tokens per ns
 	free      [][]point
 	parts     []part
 	edges     []int64
@@ -82,6 +84,7 @@ type Ledger struct {
 	activeN      atomic.Int64
 	coef         [nFeat]atomic.Uint64 // float64 bits, summed over devices, J units
 	avgW         atomic.Uint64        // float64 bits: recent attributable power, summed over devices
+	jOutBits     atomic.Uint64        // float64 bits of jOut
 }
 
 type device struct {
@@ -127,6 +130,7 @@ type part struct {
 	pf       float64 // ns in prefill
 	weight   float64
 	tokJ     float64 // modelled token energy, J
+	tokPrice float64 // modelled energy of one output token, decode power included, J
 	pfJ      float64 // modelled prefill energy, J
 	reported bool
 }
@@ -297,6 +301,12 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 		}
 		l.addPoint(r, point{t: at, out: o, in: in})
 		s.known = max(s.known, known)
+		if s.pfEnd >= 0 && at > s.pfEnd && o > 0 && s.firstN == 0 {
+			s.rate = float64(o) / float64(at-s.pfEnd)
+			if !s.endSeen || o >= 2*stepTokens {
+				l.rate += 0.05 * (s.rate - l.rate)
+			}
+		}
 	}
 	if s.endSeen && s.pfEnd < 0 {
 		s.pfEnd = s.end // no output: the whole request was prefill
@@ -328,7 +338,13 @@ func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
 	if step <= 0 {
 		step = float64(at-r.start) / float64(n+1)
 	}
-	s.pfEnd = max(r.start, min(at-int64(step*float64(n)), latest))
+	pfEnd := at - int64(step*float64(n))
+	if sec, ok := l.ttft.predict(float64(in)); ok && n > 2 {
+		// A chunk's length at the batch's step is off by the request's
+		// own rate times the chunk; the learned prefill time is not.
+		pfEnd = r.start + int64(sec*nsPerSecond)
+	}
+	s.pfEnd = max(r.start, min(pfEnd, latest))
 	s.firstN, s.firstT = n, at
 	return false
 }
@@ -472,6 +488,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	if through == math.MaxInt64 {
 		through = t // every device lost: nothing more will be split
 	}
+	provThru := l.provisional(minKnown)
 	kept := 0
 	for _, r := range l.active {
 		s := &r.st
@@ -488,6 +505,25 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			continue
 		}
 		r.through.Store(max(r.start, through))
+		// The estimate is published as one figure with the instant it
+		// covers, so that a reader never adds a provisional share to the
+		// real share of the same interval.
+		r.estMJ.Store(r.mj.Load() + uint64(min(s.prov, 1<<62)))
+		r.estThru.Store(max(r.start, through, min(provThru, t)))
+		r.powW.Store(math.Float64bits(s.powW))
+		seen := float64(s.pts[len(s.pts)-1].out)
+		if from, rate := l.extrapolation(r); rate > 0 {
+			seen += rate * float64(max(0, provThru-from))
+			r.rateBits.Store(math.Float64bits(rate))
+		}
+		r.outSeen.Store(math.Float64bits(seen))
+		price := l.jOut
+		if s.provTok > 0 {
+			price = s.provTokJ / s.provTok
+		}
+		r.priceBits.Store(math.Float64bits(price))
+		s.provTok, s.provTokJ = 0, 0
+		s.prov = 0
 		l.prune(r, through)
 		r.outThru.Store(s.pts[0].out)
 		r.inThru.Store(s.pts[0].in)
@@ -510,6 +546,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 		w += l.devs[d].avgW
 	}
 	l.avgW.Store(math.Float64bits(w))
+	l.jOutBits.Store(math.Float64bits(l.jOut))
 }
 
 // Flush splits every interval pushed so far, as if the horizon had passed,

@@ -31,9 +31,23 @@ type Request struct {
 	through atomic.Int64  // every device has split up to here
 	outThru atomic.Uint64 // output tokens the split covers
 	inThru  atomic.Uint64
-	final   atomic.Bool
-	flags   atomic.Uint32
-	next    *Request // inbox link, written before publication
+	// The sampler's estimate as of its last Settle: estMJ covers the
+	// request up to estThru (the split part plus a provisional split of
+	// the intervals pushed but not yet split), powW is its recent power in
+	// W (float64 bits), outSeen (float64 bits) the output tokens the
+	// estimate accounts for, seen or extrapolated, and rateBits (float64
+	// bits) the request's output rate in tokens per ns as extrapolated.
+	estMJ    atomic.Uint64
+	estThru  atomic.Int64
+	powW     atomic.Uint64
+	outSeen  atomic.Uint64
+	rateBits atomic.Uint64
+	// priceBits (float64 bits) is the modelled energy of one of its
+	// output tokens, in J, as the provisional split priced them.
+	priceBits atomic.Uint64
+	final     atomic.Bool
+	flags     atomic.Uint32
+	next      *Request // inbox link, written before publication
 
 	st sampled // owned by the sampler
 }
@@ -127,9 +141,13 @@ func (r *Request) Flags() uint32 { return r.flags.Load() }
 
 func (r *Request) setFlag(f uint32) { r.flags.Or(f) }
 
-// Estimate returns the request's energy so far plus an estimate, from the
-// ledger's current model, of the part not yet split up to t. It is
-// lock-free and allocates nothing.
+// Estimate returns the request's energy up to t as well as it is known
+// now: the energy split to it so far, the sampler's provisional split of
+// the intervals pushed but not yet split (with the current model, prefill
+// and decode included), its recent power for the time after the newest
+// counter step, and the model's energy per output token for the tokens
+// it reported after the sampler last looked. It is lock-free and
+// allocates nothing.
 func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	// final is loaded first: the sampler adds to mj before it stores
 	// final, so a final request's mj is complete.
@@ -137,29 +155,36 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 		return r.mj.Load()
 	}
 	mj := r.mj.Load()
-	through := r.through.Load()
-	if t <= through {
+	est := max(mj, r.estMJ.Load())
+	thru := max(r.estThru.Load(), r.through.Load(), r.start)
+	var add float64
+	// Tokens the estimate has not accounted for yet, less those the tail
+	// below covers at the request's rate, cost the model's energy per
+	// output token; extrapolated tokens that did not come are taken back.
+	tokens := float64(r.out.Load()) - math.Float64frombits(r.outSeen.Load())
+	if t > thru {
+		w := math.Float64frombits(r.powW.Load())
+		if w <= 0 {
+			// Nothing split or weighed for it yet: a share of the recent
+			// power.
+			w = math.Float64frombits(l.avgW.Load()) / float64(max(1, l.activeN.Load()))
+		}
+		add += w * float64(t-thru) / 1e6
+		tokens -= math.Float64frombits(r.rateBits.Load()) * float64(t-thru)
+	}
+	price := math.Float64frombits(r.priceBits.Load())
+	if price <= 0 {
+		price = math.Float64frombits(l.jOutBits.Load())
+	}
+	add += price * tokens * 1000
+	switch {
+	case add >= 0:
+		return est + uint64(min(add, 1<<62))
+	case -add >= float64(est-mj):
 		return mj
+	default:
+		return est - uint64(-add)
 	}
-	var c [nFeat]float64
-	for i := range c {
-		c[i] = math.Float64frombits(l.coef[i].Load())
-	}
-	n := max(1, l.activeN.Load())
-	sec := float64(t-max(through, r.start)) / 1e9
-	var est float64
-	if c == ([nFeat]float64{}) {
-		// No model yet: a time share of the recent power.
-		est = math.Float64frombits(l.avgW.Load()) * sec / float64(n)
-	} else {
-		est = c[fStatic] * sec / float64(n)
-		est += c[fOutput] * float64(r.out.Load()-min(r.out.Load(), r.outThru.Load()))
-		est += c[fInput] * float64(r.in.Load()-min(r.in.Load(), r.inThru.Load()))
-	}
-	if est <= 0 || math.IsNaN(est) {
-		return mj
-	}
-	return mj + uint64(min(est*1000, 1<<62))
 }
 
 // point is one observed report: the cumulative counts first seen at a read,
@@ -178,6 +203,13 @@ type sampled struct {
 	firstT  int64
 	endSeen bool
 	end     int64
+	prov    float64 // provisional mJ of the intervals not yet split, this Settle
+	powW    float64 // the power last given to the request, W
+	rate    float64 // output tokens per ns since the prefill, as reported
+	// provTok and provTokJ are the output tokens, seen or extrapolated,
+	// in the intervals split provisionally this Settle, and their
+	// modelled energy in J.
+	provTok, provTokJ float64
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
 	inline [3]point

@@ -17,7 +17,7 @@ func attributable(d *device, e uint64) uint64 {
 // up to which every running request has reported; an interval ending after
 // it is being split at the horizon; with mark, the requests that had not
 // reported past it are flagged, and so are requests on a shared device.
-func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]float64, unowned float64) {
+func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool) (x [nFeat]float64, unowned float64) {
 	forced := b > minKnown
 	parts := l.parts[:0]
 	for _, r := range l.active {
@@ -26,8 +26,17 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]
 			continue
 		}
 		lo, hi := s.span(r.start, a, b)
-		pfLo, pfHi := s.prefill(r.start, max(s.known, b))
 		in := float64(s.pts[len(s.pts)-1].in)
+		pfEnd := s.pfEnd
+		if prov && pfEnd < 0 && !s.endSeen {
+			if sec, ok := l.ttft.predict(in); ok && r.start+int64(sec*nsPerSecond) < b {
+				pfEnd = r.start + int64(sec*nsPerSecond)
+			}
+		}
+		pfLo, pfHi := r.start, pfEnd
+		if pfEnd < 0 {
+			pfLo, pfHi = s.prefill(r.start, max(s.known, b))
+		}
 		pLo, pHi := max(pfLo, a), min(pfHi, b)
 		p := part{
 			r:    r,
@@ -39,9 +48,15 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]
 			pf:   float64(max(0, pHi-pLo)),
 			in:   in * overlap(pfLo, pfHi, a, b),
 		}
-		if s.pfEnd >= 0 {
-			p.dLo, p.dHi = max(lo, s.pfEnd), hi
+		if pfEnd >= 0 {
+			p.dLo, p.dHi = max(lo, pfEnd), hi
 			p.dHi = max(p.dLo, p.dHi)
+		}
+		if prov {
+			// Tokens not reported yet come at the request's rate.
+			if from, rate := l.extrapolation(r); rate > 0 {
+				p.out += rate * float64(max(0, hi-max(lo, from)))
+			}
 		}
 		if p.pfHi > p.pfLo {
 			p.rho = l.prefillRate(r, in)
@@ -79,6 +94,34 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]
 		x[fDecodeBusy] = dbusy / nsPerSecond
 	}
 	return x, unowned
+}
+
+// extrapolation returns, for a provisional split, the instant since which
+// r's output tokens are not reported yet and the rate at which they are
+// taken to come: its own since its prefill, or the recent requests'. A
+// request that ended, or is still in prefill, has none (rate 0).
+func (l *Ledger) extrapolation(r *Request) (int64, float64) {
+	s := &r.st
+	if s.endSeen {
+		return 0, 0
+	}
+	from := s.pts[len(s.pts)-1].t
+	pfEnd := s.pfEnd
+	if pfEnd < 0 {
+		sec, ok := l.ttft.predict(float64(s.pts[len(s.pts)-1].in))
+		if !ok {
+			return 0, 0
+		}
+		pfEnd = r.start + int64(sec*nsPerSecond)
+	}
+	rate := s.rate
+	if s.firstN > 0 && from > s.pfEnd && s.pfEnd >= 0 {
+		rate = float64(s.firstN) / float64(from-s.pfEnd)
+	}
+	if rate <= 0 {
+		rate = l.rate
+	}
+	return max(from, pfEnd), rate
 }
 
 // prefillRate returns r's weight among concurrent prefills: the input
@@ -139,7 +182,7 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 		if !search && c != d.best {
 			continue
 		}
-		x, _ := l.features(d, a-lag, b-lag, minKnown, false)
+		x, _ := l.features(d, a-lag, b-lag, minKnown, false, false)
 		d.cands[c].add(x, y, lambda)
 	}
 	// About the last ten seconds' power, for estimates before the model.
@@ -194,7 +237,29 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		l.unattributed.Add(attr)
 		return
 	}
-	x, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, true)
+	w := l.weigh(d, a, b, attr, minKnown, true, false)
+	parts := l.parts
+	given := give(w.static, parts, byCoverage, w.dt)
+	given += give(attr-w.static, parts, w.by, w.total)
+	l.unattributed.Add(attr - given)
+	l.noteShares(w, attr, false)
+}
+
+// weighing is how an interval's attributable energy is to be split: its
+// static part by coverage out of dt, the rest by w.by out of total.
+type weighing struct {
+	static    uint64
+	dt, total float64
+	by        int
+}
+
+// weigh fills l.parts with the requests active in the interval (a, b] of
+// device d (before the device's lag is applied) and their coverage and
+// weights for splitting attr, its attributable energy. With prov, a
+// request still silent after its expected prefill is taken to be
+// decoding since then, as the provisional split assumes.
+func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark, prov bool) weighing {
+	x, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, mark, prov)
 	a, b = a-d.lag, b-d.lag
 	parts := l.parts
 	dt := float64(b - a)
@@ -202,12 +267,11 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	th := d.m.theta
 	learned := d.m.usable
 
-	var static uint64
+	w := weighing{dt: dt, by: byWeight}
 	if learned || d.m.fixed[fStatic] {
-		static = min(attr, uint64(th[fStatic]*dt/nsPerSecond*1000))
+		w.static = min(attr, uint64(th[fStatic]*dt/nsPerSecond*1000))
 	}
-	given := give(static, parts, byCoverage, dt)
-	dyn := attr - static
+	dyn := attr - w.static
 
 	// The modelled prefill energy of the interval is shared by the
 	// rate-weighted prefill time; the modelled decode power by the output
@@ -224,6 +288,11 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		} else if x[fDecodeBusy] > 0 {
 			decPerNS = decJ / (x[fDecodeBusy] * nsPerSecond)
 		}
+		if !prov && x[fOutput] > 0 {
+			// The recent intervals price the tokens the estimates have
+			// not seen: energy per token moves with the batch.
+			l.jOut += (1 - math.Exp(-dt/jOutForget)) * (th[fOutput] + decPerTok - l.jOut)
+		}
 	}
 	var total float64
 	for i := range parts {
@@ -232,7 +301,8 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		case l.cfg.WeightsFixed:
 			p.weight = wo*p.out + wi*p.in
 		case learned:
-			p.tokJ = (th[fOutput]+decPerTok)*p.out + th[fInput]*p.in + decPerNS*p.decShare
+			p.tokPrice = th[fOutput] + decPerTok
+			p.tokJ = p.tokPrice*p.out + th[fInput]*p.in + decPerNS*p.decShare
 			p.pfJ = pfPerNS * p.pfShare
 			p.weight = p.tokJ + p.pfJ
 		default:
@@ -253,17 +323,97 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	if learned && !l.cfg.WeightsFixed && total > 0 {
 		total = l.spreadResidual(parts, float64(dyn)/1000, unownedW)
 	}
-	if total > 0 {
-		given += give(dyn, parts, byWeight, total)
-	} else {
-		var cov float64
+	w.total = total
+	if total <= 0 {
+		w.by, w.total = byCoverage, 0
 		for i := range parts {
-			cov += parts[i].cov
+			w.total += parts[i].cov
 		}
-		given += give(dyn, parts, byCoverage, cov)
 	}
-	l.unattributed.Add(attr - given)
+	return w
 }
+
+// noteShares records, for each request in l.parts, the power it was given
+// in the interval just weighed (for estimates of what is not split yet),
+// and with prov adds its share to its provisional energy.
+func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
+	static, dyn := float64(w.static), float64(attr-w.static)
+	for i := range l.parts {
+		p := &l.parts[i]
+		var mj float64
+		if w.dt > 0 {
+			mj = static * p.cov / w.dt
+		}
+		if w.total > 0 {
+			if w.by == byWeight {
+				mj += dyn * p.weight / w.total
+			} else {
+				mj += dyn * p.cov / w.total
+			}
+		}
+		if mj < 0 || math.IsNaN(mj) {
+			mj = 0
+		}
+		s := &p.r.st
+		if prov {
+			s.prov += mj
+			if p.out > 0 {
+				s.provTok += p.out
+				s.provTokJ += p.tokPrice * p.out
+			}
+		}
+		if span := p.hi - p.lo; span > 0 {
+			s.powW = mj / float64(span) * 1e6 // mJ/ns to W
+		}
+	}
+}
+
+// provisional splits, with the current model, the intervals of every
+// device that are pushed but not yet split, adding each request's share
+// to its provisional energy, and returns the instant (on the requests'
+// clock) through which it did so. Many pending intervals are merged into
+// at most provBudget/active groups, so that the work stays O(active) per
+// read and bounded.
+func (l *Ledger) provisional(minKnown int64) int64 {
+	thru := int64(math.MaxInt64)
+	groups := max(1, provBudget/max(1, len(l.active)))
+	for i := range l.devs {
+		d := &l.devs[i]
+		if d.lost || !d.primed {
+			continue
+		}
+		newest := d.ring.Written()
+		if newest == 0 || newest-1 < d.next {
+			thru = min(thru, d.prevT-d.lag)
+			continue
+		}
+		first := max(d.next, d.ring.Oldest())
+		n := newest - first
+		per := max(1, (n+uint64(groups)-1)/uint64(groups))
+		a, ea := d.prevT, d.prevE
+		for j := first; j < newest; j += per {
+			p, ok := d.ring.At(min(j+per, newest) - 1)
+			if !ok {
+				break
+			}
+			if p.T > a {
+				attr := attributable(d, satSub(p.EnergyMJ, ea))
+				w := l.weigh(d, a, p.T, attr, minKnown, false, true)
+				l.noteShares(w, attr, true)
+			}
+			a, ea = p.T, p.EnergyMJ
+		}
+		thru = min(thru, a-d.lag)
+	}
+	return thru
+}
+
+// jOutForget is the time constant, in ns, of the energy per output token
+// that estimates use.
+const jOutForget = 2e9
+
+// provBudget bounds the request-intervals one provisional pass weighs.
+const provBudget = 2048
 
 // Relative uncertainties of the modelled parts of a request's energy in an
 // interval. Prefill's energy varies with the prompt, the batch and the

@@ -128,6 +128,8 @@ type accRequest struct {
 	pending  int     // tokens produced but not reported
 	endOnly  bool
 	estimate uint64
+	dbgMJ    uint64
+	dbgThru  int64
 }
 
 // runAccuracy runs sc at every period and pools the figures.
@@ -230,6 +232,12 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 		if truth <= 0 {
 			continue
 		}
+		if os.Getenv("OTELENERGY_ACC_DEBUG") != "" {
+			if e := math.Abs(float64(r.estimate)-truth) / truth * 100; e > 20 {
+				tb.Logf("est %.0f%% [%d, %d] ms rate %.0f prompt %d endOnly %v: truth %.0f final %d est %d (at end: split %d thru %d)",
+					e, r.start, r.end, r.rate, r.job.InputTokens(), r.endOnly, truth, st.EnergyMJ(), r.estimate, r.dbgMJ, r.dbgThru)
+			}
+		}
 		errs = append(errs, math.Abs(float64(st.EnergyMJ())-truth)/truth*100)
 		est = append(est, math.Abs(float64(r.estimate)-truth)/truth*100)
 		f.AttributedMJ += st.EnergyMJ()
@@ -296,6 +304,7 @@ func finishAcc(mon *Monitor, r *accRequest) {
 		r.pending = 0
 	}
 	r.job.End()
+	r.dbgMJ = r.req.st.EnergyMJ()
 	res := r.req.End()
 	r.estimate = res.EnergyMJ
 }
