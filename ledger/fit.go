@@ -40,7 +40,8 @@ type model struct {
 	a      [nFeat][nFeat]float64
 	b      [nFeat]float64
 	yy     float64
-	n      float64 // effective number of intervals
+	n      float64 // effective number of intervals, divided by scale
+	scale  float64 // the decay shared by a, b, yy and n; 0 before the first add
 	theta  [nFeat]float64
 	fixed  [nFeat]bool // coefficients set by the user and not fitted
 	usable bool
@@ -52,6 +53,10 @@ const minIntervals = 64
 
 // add folds one interval in, after decaying the past by lambda. x and y
 // are in SI units; the fixed coefficients' part of y is removed first.
+//
+// The decay is kept as one scale shared by every sum (the sums are stored
+// divided by it), so that an interval costs O(k²) in its k non-zero
+// features rather than O(nFeat²): an idle interval touches one entry.
 func (m *model) add(x [nFeat]float64, y, lambda float64) {
 	for i := range nFeat {
 		if m.fixed[i] {
@@ -59,21 +64,55 @@ func (m *model) add(x [nFeat]float64, y, lambda float64) {
 			x[i] = 0
 		}
 	}
+	if m.scale == 0 {
+		m.scale = 1
+	}
+	m.scale *= lambda
+	if m.scale < 1e-150 {
+		m.rescale()
+	}
+	inv := 1 / m.scale
+	var idx [nFeat]int
+	k := 0
 	for i := range nFeat {
-		m.b[i] = lambda*m.b[i] + x[i]*y
-		for j := range nFeat {
-			m.a[i][j] = lambda*m.a[i][j] + x[i]*x[j]
+		if x[i] != 0 {
+			idx[k] = i
+			k++
 		}
 	}
-	m.yy = lambda*m.yy + y*y
-	m.n = lambda*m.n + 1
+	for _, i := range idx[:k] {
+		xi := x[i] * inv
+		m.b[i] += xi * y
+		for _, j := range idx[:k] {
+			m.a[i][j] += xi * x[j]
+		}
+	}
+	m.yy += y * y * inv
+	m.n += inv
 }
+
+// rescale folds the shared scale into the sums.
+func (m *model) rescale() {
+	for i := range nFeat {
+		m.b[i] *= m.scale
+		for j := range nFeat {
+			m.a[i][j] *= m.scale
+		}
+	}
+	m.yy *= m.scale
+	m.n *= m.scale
+	m.scale = 1
+}
+
+// count returns the effective number of intervals.
+func (m *model) count() float64 { return m.n * m.scale }
 
 // solve refits the free coefficients.
 func (m *model) solve() {
-	if m.n < minIntervals {
+	if m.count() < minIntervals {
 		return
 	}
+	n := m.count()
 	best, bestRSS := [nFeat]float64{}, math.Inf(1)
 	for set := 1; set < 1<<nFeat; set++ {
 		var idx [nFeat]int
@@ -111,7 +150,7 @@ func (m *model) solve() {
 		}
 		// Bayesian information criterion: a feature earns its place only
 		// if it explains enough of the energy for the data there is.
-		score := m.n*math.Log(max(m.rss(full), 1e-12)/m.n) + float64(k)*math.Log(m.n)
+		score := n*math.Log(max(m.rss(full), 1e-12)/n) + float64(k)*math.Log(n)
 		if score < bestRSS {
 			best, bestRSS = full, score
 		}
@@ -128,7 +167,10 @@ func (m *model) solve() {
 }
 
 // rss is the weighted residual sum of squares of theta.
-func (m *model) rss(theta [nFeat]float64) float64 {
+func (m *model) rss(theta [nFeat]float64) float64 { return m.rawRSS(theta) * m.scale }
+
+// rawRSS is rss divided by the shared scale.
+func (m *model) rawRSS(theta [nFeat]float64) float64 {
 	r := m.yy
 	for i := range nFeat {
 		r -= 2 * theta[i] * m.b[i]

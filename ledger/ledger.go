@@ -85,6 +85,7 @@ type Ledger struct {
 	coef         [nFeat]atomic.Uint64 // float64 bits, summed over devices, J units
 	avgW         atomic.Uint64        // float64 bits: recent attributable power, summed over devices
 	jOutBits     atomic.Uint64        // float64 bits of jOut
+	provThru     atomic.Int64         // the provisional split covers every request up to here
 }
 
 type device struct {
@@ -246,6 +247,7 @@ func (l *Ledger) adopt(r *Request) {
 	}
 	r.st = sampled{known: r.start, pfEnd: -1}
 	r.st.pts = append(r.st.inline[:0], point{t: r.start})
+	l.extrapolate(r)
 	l.active = append(l.active, r)
 }
 
@@ -307,9 +309,13 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 				l.rate += 0.05 * (s.rate - l.rate)
 			}
 		}
+		l.extrapolate(r)
 	}
 	if s.endSeen && s.pfEnd < 0 {
 		s.pfEnd = s.end // no output: the whole request was prefill
+	}
+	if s.endSeen {
+		l.extrapolate(r) // once: an ended request is not observed again
 	}
 }
 
@@ -488,7 +494,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	if through == math.MaxInt64 {
 		through = t // every device lost: nothing more will be split
 	}
-	provThru := l.provisional(minKnown)
+	l.provThru.Store(l.provisional(t, minKnown))
 	kept := 0
 	for _, r := range l.active {
 		s := &r.st
@@ -505,25 +511,23 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			continue
 		}
 		r.through.Store(max(r.start, through))
-		// The estimate is published as one figure with the instant it
-		// covers, so that a reader never adds a provisional share to the
-		// real share of the same interval.
-		r.estMJ.Store(r.mj.Load() + uint64(min(s.prov, 1<<62)))
-		r.estThru.Store(max(r.start, through, min(provThru, t)))
-		r.powW.Store(math.Float64bits(s.powW))
-		seen := float64(s.pts[len(s.pts)-1].out)
-		if from, rate := l.extrapolation(r); rate > 0 {
-			seen += rate * float64(max(0, provThru-from))
-			r.rateBits.Store(math.Float64bits(rate))
+		// The estimate is published as one figure, the split part plus
+		// the provisional share of what follows, so that a reader never
+		// adds a provisional share to the real share of the same
+		// interval. Each is stored only when it changed: a store costs
+		// far more than a load.
+		if v := r.mj.Load() + uint64(min(s.prov, 1<<62)); v != r.estMJ.Load() {
+			r.estMJ.Store(v)
 		}
-		r.outSeen.Store(math.Float64bits(seen))
-		price := l.jOut
+		if v := math.Float64bits(s.powW); v != r.powW.Load() {
+			r.powW.Store(v)
+		}
 		if s.provTok > 0 {
-			price = s.provTokJ / s.provTok
+			if v := math.Float64bits(s.provTokJ / s.provTok); v != r.priceBits.Load() {
+				r.priceBits.Store(v)
+			}
 		}
-		r.priceBits.Store(math.Float64bits(price))
-		s.provTok, s.provTokJ = 0, 0
-		s.prov = 0
+		s.prov, s.provTok, s.provTokJ = 0, 0, 0
 		l.prune(r, through)
 		r.outThru.Store(s.pts[0].out)
 		r.inThru.Store(s.pts[0].in)

@@ -31,20 +31,19 @@ type Request struct {
 	through atomic.Int64  // every device has split up to here
 	outThru atomic.Uint64 // output tokens the split covers
 	inThru  atomic.Uint64
-	// The sampler's estimate as of its last Settle: estMJ covers the
-	// request up to estThru (the split part plus a provisional split of
-	// the intervals pushed but not yet split), powW is its recent power in
-	// W (float64 bits), outSeen (float64 bits) the output tokens the
-	// estimate accounts for, seen or extrapolated, and rateBits (float64
-	// bits) the request's output rate in tokens per ns as extrapolated.
-	estMJ    atomic.Uint64
-	estThru  atomic.Int64
-	powW     atomic.Uint64
-	outSeen  atomic.Uint64
-	rateBits atomic.Uint64
-	// priceBits (float64 bits) is the modelled energy of one of its
-	// output tokens, in J, as the provisional split priced them.
+	// The sampler's estimate as of its last Settle: estMJ is the split
+	// part plus a provisional split of the intervals pushed but not yet
+	// split, powW its recent power in W (float64 bits), priceBits the
+	// modelled energy of one of its output tokens in J (float64 bits).
+	// From its last report: seen, the output tokens seen, and from then on
+	// (extFrom) the rest are taken to come at rateBits tokens per ns
+	// (float64 bits).
+	estMJ     atomic.Uint64
+	powW      atomic.Uint64
 	priceBits atomic.Uint64
+	seen      atomic.Uint64
+	extFrom   atomic.Int64
+	rateBits  atomic.Uint64
 	final     atomic.Bool
 	flags     atomic.Uint32
 	next      *Request // inbox link, written before publication
@@ -156,12 +155,8 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	}
 	mj := r.mj.Load()
 	est := max(mj, r.estMJ.Load())
-	thru := max(r.estThru.Load(), r.through.Load(), r.start)
+	thru := max(l.provThru.Load(), r.through.Load(), r.start)
 	var add float64
-	// Tokens the estimate has not accounted for yet, less those the tail
-	// below covers at the request's rate, cost the model's energy per
-	// output token; extrapolated tokens that did not come are taken back.
-	tokens := float64(r.out.Load()) - math.Float64frombits(r.outSeen.Load())
 	if t > thru {
 		w := math.Float64frombits(r.powW.Load())
 		if w <= 0 {
@@ -170,8 +165,12 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 			w = math.Float64frombits(l.avgW.Load()) / float64(max(1, l.activeN.Load()))
 		}
 		add += w * float64(t-thru) / 1e6
-		tokens -= math.Float64frombits(r.rateBits.Load()) * float64(t-thru)
 	}
+	// The provisional split and the power above count the tokens after
+	// the request's last report at its rate; the tokens it reported
+	// beyond (or short of) that cost the model's energy per output token.
+	tokens := float64(r.out.Load()) - float64(r.seen.Load())
+	tokens -= math.Float64frombits(r.rateBits.Load()) * float64(max(0, t-r.extFrom.Load()))
 	price := math.Float64frombits(r.priceBits.Load())
 	if price <= 0 {
 		price = math.Float64frombits(l.jOutBits.Load())
@@ -206,6 +205,9 @@ type sampled struct {
 	prov    float64 // provisional mJ of the intervals not yet split, this Settle
 	powW    float64 // the power last given to the request, W
 	rate    float64 // output tokens per ns since the prefill, as reported
+	// extFrom and extRate: see Request.extFrom and Request.rateBits.
+	extFrom int64
+	extRate float64
 	// provTok and provTokJ are the output tokens, seen or extrapolated,
 	// in the intervals split provisionally this Settle, and their
 	// modelled energy in J.

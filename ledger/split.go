@@ -54,8 +54,8 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool) (x [
 		}
 		if prov {
 			// Tokens not reported yet come at the request's rate.
-			if from, rate := l.extrapolation(r); rate > 0 {
-				p.out += rate * float64(max(0, hi-max(lo, from)))
+			if s.extRate > 0 {
+				p.out += s.extRate * float64(max(0, hi-max(lo, s.extFrom)))
 			}
 		}
 		if p.pfHi > p.pfLo {
@@ -96,32 +96,35 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool) (x [
 	return x, unowned
 }
 
-// extrapolation returns, for a provisional split, the instant since which
-// r's output tokens are not reported yet and the rate at which they are
-// taken to come: its own since its prefill, or the recent requests'. A
-// request that ended, or is still in prefill, has none (rate 0).
-func (l *Ledger) extrapolation(r *Request) (int64, float64) {
+// extrapolate sets, for provisional splits and estimates, the instant
+// since which r's output tokens are not reported yet and the rate at
+// which they are taken to come: its own since its prefill, or the recent
+// requests'. A request that ended, or is still in prefill, has none (rate
+// 0). It publishes them with the tokens seen, for [Ledger.Estimate]; the
+// sampler calls it when r reports.
+func (l *Ledger) extrapolate(r *Request) {
 	s := &r.st
-	if s.endSeen {
-		return 0, 0
-	}
-	from := s.pts[len(s.pts)-1].t
+	last := s.pts[len(s.pts)-1]
+	s.extFrom, s.extRate = 0, 0
 	pfEnd := s.pfEnd
-	if pfEnd < 0 {
-		sec, ok := l.ttft.predict(float64(s.pts[len(s.pts)-1].in))
-		if !ok {
-			return 0, 0
+	if pfEnd < 0 && !s.endSeen {
+		if sec, ok := l.ttft.predict(float64(last.in)); ok {
+			pfEnd = r.start + int64(sec*nsPerSecond)
 		}
-		pfEnd = r.start + int64(sec*nsPerSecond)
 	}
-	rate := s.rate
-	if s.firstN > 0 && from > s.pfEnd && s.pfEnd >= 0 {
-		rate = float64(s.firstN) / float64(from-s.pfEnd)
+	if !s.endSeen && pfEnd >= 0 {
+		rate := s.rate
+		if s.firstN > 0 && last.t > s.pfEnd && s.pfEnd >= 0 {
+			rate = float64(s.firstN) / float64(last.t-s.pfEnd)
+		}
+		if rate <= 0 {
+			rate = l.rate
+		}
+		s.extFrom, s.extRate = max(last.t, pfEnd), rate
 	}
-	if rate <= 0 {
-		rate = l.rate
-	}
-	return max(from, pfEnd), rate
+	r.seen.Store(last.out)
+	r.extFrom.Store(s.extFrom)
+	r.rateBits.Store(math.Float64bits(s.extRate))
 }
 
 // prefillRate returns r's weight among concurrent prefills: the input
@@ -215,10 +218,10 @@ func (l *Ledger) chooseLag(d *device) {
 	for c := range d.cands {
 		m := &d.cands[c]
 		m.solve()
-		if !m.usable || m.n <= 0 {
+		if !m.usable || m.count() <= 0 {
 			continue
 		}
-		if r := m.rss(m.theta) / m.n; r < bestRSS {
+		if r := m.rss(m.theta) / m.count(); r < bestRSS {
 			best, bestRSS = c, r
 		}
 	}
@@ -374,9 +377,12 @@ func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
 // clock) through which it did so. Many pending intervals are merged into
 // at most provBudget/active groups, so that the work stays O(active) per
 // read and bounded.
-func (l *Ledger) provisional(minKnown int64) int64 {
-	thru := int64(math.MaxInt64)
-	groups := max(1, provBudget/max(1, len(l.active)))
+func (l *Ledger) provisional(t, minKnown int64) int64 {
+	if len(l.active) == 0 {
+		return t
+	}
+	thru := t
+	groups := min(provMaxGroups, max(1, provBudget/len(l.active)))
 	for i := range l.devs {
 		d := &l.devs[i]
 		if d.lost || !d.primed {
@@ -412,8 +418,12 @@ func (l *Ledger) provisional(minKnown int64) int64 {
 // that estimates use.
 const jOutForget = 2e9
 
-// provBudget bounds the request-intervals one provisional pass weighs.
-const provBudget = 2048
+// provBudget bounds the request-intervals one provisional pass weighs,
+// and provMaxGroups the groups of intervals on one device.
+const (
+	provBudget    = 2048
+	provMaxGroups = 128
+)
 
 // Relative uncertainties of the modelled parts of a request's energy in an
 // interval. Prefill's energy varies with the prompt, the batch and the
