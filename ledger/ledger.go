@@ -314,6 +314,15 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 	if s.endSeen && s.pfEnd < 0 {
 		s.pfEnd = s.end // no output: the whole request was prefill
 	}
+	if s.endSeen && s.firstN > 0 {
+		// It ended before reporting enough to time its step: its reports
+		// since the first time it as well as they can.
+		last := s.pts[len(s.pts)-1]
+		if last.out > s.firstN {
+			l.placeFromRate(r, last.t, last.out, last.in)
+		}
+		s.firstN = 0
+	}
 	if s.endSeen {
 		l.extrapolate(r) // once: an ended request is not observed again
 	}
@@ -328,10 +337,17 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 // placed by the prefill time learned for its prompt.
 func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
 	s := &r.st
-	// The decode of n tokens needs some of (start, at]; keep one token's
-	// even share of it for decode at least.
-	latest := at - (at-r.start)/int64(n+1)
+	step := l.step
+	if step <= 0 {
+		step = float64(at-r.start) / float64(n+1)
+	}
+	// The decode of n tokens took n steps of (start, at]; at most all
+	// of it.
+	latest := max(r.start, at-int64(min(step*float64(n), float64(at-r.start))))
 	if s.endSeen {
+		// The n tokens' own rate is unknown: keep at least one token's
+		// even share of (start, at] for decode.
+		latest := at - (at-r.start)/int64(n+1)
 		if sec, ok := l.ttft.predict(float64(in)); ok {
 			s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
 		} else {
@@ -340,17 +356,13 @@ func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
 		s.pfEnd = max(s.pfEnd, r.start)
 		return true
 	}
-	step := l.step
-	if step <= 0 {
-		step = float64(at-r.start) / float64(n+1)
-	}
-	pfEnd := at - int64(step*float64(n))
+	pfEnd := latest
 	if sec, ok := l.ttft.predict(float64(in)); ok && n > 2 {
 		// A chunk's length at the batch's step is off by the request's
 		// own rate times the chunk; the learned prefill time is not.
-		pfEnd = r.start + int64(sec*nsPerSecond)
+		pfEnd = min(r.start+int64(sec*nsPerSecond), at-(at-r.start)/int64(n+1))
 	}
-	s.pfEnd = max(r.start, min(pfEnd, latest))
+	s.pfEnd = max(r.start, pfEnd)
 	s.firstN, s.firstT = n, at
 	return false
 }

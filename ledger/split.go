@@ -435,37 +435,42 @@ const (
 )
 
 // spreadResidual turns the modelled weights (in J) into the requests'
-// expected shares of the dynamic energy dynJ: each gets its modelled energy
-// plus a part of the residual dynJ − Σ modelled in proportion to its
-// variance, which is the least-squares estimate of each part given their
-// sum. When that would make a share negative it keeps the plain
-// proportional weights. It returns the new total weight.
+// expected shares of the dynamic energy dynJ. The residual, dynJ − Σ
+// modelled, is laid on the two pools in proportion to their variances
+// (the prefill pool's far larger: prefill power varies with the prompts,
+// the batch and the kernels; decode's with the batch only), which is the
+// least-squares estimate of each pool given their sum; within a pool it is
+// shared like the pool itself, since what the model misses is the pool's
+// total, not how its requests divide it. When that would make a share
+// negative it keeps the plain proportional weights. It returns the new
+// total weight.
 func (l *Ledger) spreadResidual(parts []part, dynJ, unownedJ float64) float64 {
-	modelled := unownedJ
-	v := sq(tokenUncertainty * unownedJ)
+	pf, tok := 0.0, unownedJ
 	for i := range parts {
-		p := &parts[i]
-		modelled += p.weight
-		v += sq(prefillUncertainty*p.pfJ) + sq(tokenUncertainty*p.tokJ)
+		pf += parts[i].pfJ
+		tok += parts[i].weight - parts[i].pfJ
 	}
-	if v <= 0 || modelled <= 0 {
+	modelled := pf + tok
+	vPf, vTok := sq(prefillUncertainty*pf), sq(tokenUncertainty*tok)
+	if vPf+vTok <= 0 || modelled <= 0 {
 		return modelled
 	}
 	resid := dynJ - modelled
-	for i := range parts {
-		p := &parts[i]
-		if p.weight+resid*(sq(prefillUncertainty*p.pfJ)+sq(tokenUncertainty*p.tokJ))/v < 0 {
-			return modelled
-		}
+	// Each pool scales by 1 + its part of the residual over its total.
+	var kPf, kTok float64 = 1, 1
+	if pf > 0 {
+		kPf += resid * vPf / (vPf + vTok) / pf
 	}
-	uw := unownedJ + resid*sq(tokenUncertainty*unownedJ)/v
-	if uw < 0 {
+	if tok > 0 {
+		kTok += resid * vTok / (vPf + vTok) / tok
+	}
+	if kPf < 0 || kTok < 0 {
 		return modelled
 	}
-	total := uw
+	total := unownedJ * kTok
 	for i := range parts {
 		p := &parts[i]
-		p.weight += resid * (sq(prefillUncertainty*p.pfJ) + sq(tokenUncertainty*p.tokJ)) / v
+		p.weight = p.pfJ*kPf + (p.weight-p.pfJ)*kTok
 		total += p.weight
 	}
 	return total
