@@ -68,6 +68,11 @@ type Ledger struct {
 	firstRead int64
 	read      bool
 	ttft      ttft
+	// shift places the end of every prefill shift·step after its
+	// request's pfEnd (one decode step before the first token): 0 when
+	// the first token follows the prefill by a decode step, as in vLLM
+	// and SGLang, 1 when it ends the prefill. The data choose it.
+	shift float64
 	step      float64 // the batch's recent decode step, ns per token; 0 unknown
 	jOut      float64 // recent modelled energy per output token, decode power included, J
 	rate      float64 // recent requests' output rate, tokens per ns
@@ -105,8 +110,13 @@ type device struct {
 	// cands are the models of each candidate reporting lag: a counter
 	// whose step at τ reports the energy up to τ − lag. The one that
 	// explains the steps best is chosen.
-	cands  [len(lags)]model
-	lag    int64 // the chosen lag, ns
+	cands [len(lags)]model
+	// alt is the chosen lag's model with the other placement of the
+	// prefill's end (Ledger.shift); wantFlip says it explains the steps
+	// clearly better.
+	alt      model
+	wantFlip bool
+	lag      int64 // the chosen lag, ns
 	best   int
 	solves int // how often the models were solved
 	frac   float64
@@ -164,6 +174,7 @@ func New(cfg Config) *Ledger {
 				m.fixed[fDecodeBusy], m.fixed[fDecode] = true, true
 			}
 		}
+		d.alt = d.cands[0]
 		d.m = d.cands[0]
 	}
 	return l
@@ -312,7 +323,7 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 		l.extrapolate(r)
 	}
 	if s.endSeen && s.pfEnd < 0 {
-		s.pfEnd = s.end // no output: the whole request was prefill
+		s.pfEnd, s.step = s.end, 0 // no output: the whole request was prefill
 	}
 	if s.endSeen && s.firstN > 0 {
 		// It ended before reporting enough to time its step: its reports
@@ -354,9 +365,11 @@ func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
 			s.pfEnd = r.start + (at-r.start)/int64(n+1)
 		}
 		s.pfEnd = max(s.pfEnd, r.start)
+		s.step = min(int64(l.step), at-s.pfEnd)
 		return true
 	}
 	pfEnd := latest
+	s.step = int64(step)
 	if sec, ok := l.ttft.predict(float64(in)); ok && n > 2 {
 		// A chunk's length at the batch's step is off by the request's
 		// own rate times the chunk; the learned prefill time is not.
@@ -399,6 +412,7 @@ func (l *Ledger) placeFromRate(r *Request, at int64, o, in uint64) bool {
 		}
 	}
 	s.pfEnd = max(r.start, min(s.firstT, byRate))
+	s.step = int64(perToken)
 	if !poor {
 		l.ttft.add(float64(in), float64(s.pfEnd-r.start)/nsPerSecond)
 		if l.step <= 0 {
@@ -430,6 +444,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	}
 	through := int64(math.MaxInt64)
 	stall := int64(math.MaxInt64) // how far only a stalled device's silence vouches
+	flipSeen := false
 	for i := range l.devs {
 		d := &l.devs[i]
 		// Learn from every ready interval first, then split the learned
@@ -460,6 +475,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 		}
 		if learned {
 			l.chooseLag(d)
+			flipSeen = true
 		}
 		for d.next < d.learnNext {
 			j := d.next
@@ -505,6 +521,9 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	}
 	if through == math.MaxInt64 {
 		through = t // every device lost: nothing more will be split
+	}
+	if flipSeen {
+		l.maybeFlip()
 	}
 	l.provThru.Store(l.provisional(t, minKnown))
 	kept := 0

@@ -132,7 +132,7 @@ func (r *Request) FirstToken() (int64, bool) {
 	if r.st.pfEnd < 0 || r.out.Load() == 0 {
 		return 0, false
 	}
-	return r.st.pfEnd, true
+	return r.st.pfEnd + r.st.step, true
 }
 
 // Flags returns the request's Flag bits.
@@ -197,7 +197,8 @@ type point struct {
 type sampled struct {
 	pts     []point
 	known   int64  // the latest report time; every interval up to it is known
-	pfEnd   int64  // end of prefill: the first output token; -1 unknown
+	pfEnd   int64  // one decode step before the first output token; -1 unknown
+	step    int64  // that decode step, ns
 	firstN  uint64 // tokens of a first report that was a chunk, until the next report places the prefill
 	firstT  int64
 	endSeen bool
@@ -231,12 +232,25 @@ func (s *sampled) span(start, a, b int64) (int64, int64) {
 	return lo, max(lo, hi)
 }
 
+// prefillEnd returns the end of the prefill, shift decode steps after
+// pfEnd (see Ledger.shift), or -1 when it is not placed.
+func (s *sampled) prefillEnd(shift float64) int64 {
+	if s.pfEnd < 0 {
+		return -1
+	}
+	e := s.pfEnd + int64(shift*float64(s.step))
+	if s.endSeen {
+		e = min(e, s.end)
+	}
+	return e
+}
+
 // prefill returns the prefill window [start, end]; with no output seen
 // yet it runs to horizonEnd.
-func (s *sampled) prefill(start, horizonEnd int64) (int64, int64) {
+func (s *sampled) prefill(start, horizonEnd int64, shift float64) (int64, int64) {
 	switch {
 	case s.pfEnd >= 0:
-		return start, s.pfEnd
+		return start, s.prefillEnd(shift)
 	case s.endSeen:
 		return start, s.end
 	default:
@@ -246,8 +260,8 @@ func (s *sampled) prefill(start, horizonEnd int64) (int64, int64) {
 
 // outputIn returns the output tokens produced in (a, b], spreading each
 // report's tokens evenly since the previous report, and the first report's
-// since the end of prefill.
-func (s *sampled) outputIn(a, b int64) float64 {
+// since pfEnd, the end of prefill (-1 when not placed).
+func (s *sampled) outputIn(a, b, pfEnd int64) float64 {
 	var sum float64
 	for m := 1; m < len(s.pts); m++ {
 		p0, p1 := s.pts[m-1], s.pts[m]
@@ -259,8 +273,8 @@ func (s *sampled) outputIn(a, b int64) float64 {
 			break
 		}
 		lo := p0.t
-		if p0.out == 0 && s.pfEnd >= 0 {
-			lo = min(max(s.pfEnd, p0.t), p1.t)
+		if p0.out == 0 && pfEnd >= 0 {
+			lo = min(max(pfEnd, p0.t), p1.t)
 		}
 		sum += float64(d) * overlap(lo, p1.t, a, b)
 	}

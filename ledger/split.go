@@ -17,7 +17,7 @@ func attributable(d *device, e uint64) uint64 {
 // up to which every running request has reported; an interval ending after
 // it is being split at the horizon; with mark, the requests that had not
 // reported past it are flagged, and so are requests on a shared device.
-func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool) (x [nFeat]float64, unowned float64) {
+func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shift float64) (x [nFeat]float64, unowned float64) {
 	forced := b > minKnown
 	parts := l.parts[:0]
 	for _, r := range l.active {
@@ -27,7 +27,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool) (x [
 		}
 		lo, hi := s.span(r.start, a, b)
 		in := float64(s.pts[len(s.pts)-1].in)
-		pfEnd := s.pfEnd
+		pfEnd := s.prefillEnd(shift)
 		if prov && pfEnd < 0 && !s.endSeen {
 			if sec, ok := l.ttft.predict(in); ok && r.start+int64(sec*nsPerSecond) < b {
 				pfEnd = r.start + int64(sec*nsPerSecond)
@@ -35,7 +35,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool) (x [
 		}
 		pfLo, pfHi := r.start, pfEnd
 		if pfEnd < 0 {
-			pfLo, pfHi = s.prefill(r.start, max(s.known, b))
+			pfLo, pfHi = s.prefill(r.start, max(s.known, b), shift)
 		}
 		pLo, pHi := max(pfLo, a), min(pfHi, b)
 		p := part{
@@ -44,7 +44,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool) (x [
 			hi:   hi,
 			pfLo: pLo,
 			pfHi: max(pLo, pHi),
-			out:  s.outputIn(a, b),
+			out:  s.outputIn(a, b, pfEnd),
 			pf:   float64(max(0, pHi-pLo)),
 			in:   in * overlap(pfLo, pfHi, a, b),
 		}
@@ -59,7 +59,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool) (x [
 			}
 		}
 		if p.pfHi > p.pfLo {
-			p.rho = l.prefillRate(r, in)
+			p.rho = l.prefillRate(r, in, pfEnd)
 		}
 		parts = append(parts, p)
 		if mark && forced && !s.endSeen && s.known < b {
@@ -70,7 +70,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool) (x [
 		}
 	}
 	l.parts = parts
-	unowned = l.unowned.st.outputIn(a, b)
+	unowned = l.unowned.st.outputIn(a, b, l.unowned.st.pfEnd)
 	l.coverage(parts, a, b, spanActive)
 	busy := l.coverage(parts, a, b, spanPrefill)
 	dbusy := l.coverage(parts, a, b, spanDecode)
@@ -106,7 +106,7 @@ func (l *Ledger) extrapolate(r *Request) {
 	s := &r.st
 	last := s.pts[len(s.pts)-1]
 	s.extFrom, s.extRate = 0, 0
-	pfEnd := s.pfEnd
+	pfEnd := s.prefillEnd(l.shift)
 	if pfEnd < 0 && !s.endSeen {
 		if sec, ok := l.ttft.predict(float64(last.in)); ok {
 			pfEnd = r.start + int64(sec*nsPerSecond)
@@ -133,12 +133,12 @@ func (l *Ledger) extrapolate(r *Request) {
 // tokens, so a prompt five times longer in the same time takes five times
 // the share. A prefill still running is timed by the learned prefill time
 // for its prompt, or by how long it has run if that is longer.
-func (l *Ledger) prefillRate(r *Request, in float64) float64 {
+func (l *Ledger) prefillRate(r *Request, in float64, pfEnd int64) float64 {
 	s := &r.st
 	var dur float64
 	switch {
-	case s.pfEnd >= 0:
-		dur = float64(s.pfEnd - r.start)
+	case pfEnd >= 0:
+		dur = float64(pfEnd - r.start)
 	case s.endSeen:
 		dur = float64(s.end - r.start)
 	default:
@@ -185,8 +185,14 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 		if !search && c != d.best {
 			continue
 		}
-		x, _ := l.features(d, a-lag, b-lag, minKnown, false, false)
+		x, _ := l.features(d, a-lag, b-lag, minKnown, false, false, l.shift)
 		d.cands[c].add(x, y, lambda)
+		if c == d.best && search {
+			// The other placement of the prefill's end, at the chosen
+			// lag, for chooseLag to weigh against it.
+			x, _ := l.features(d, a-lag, b-lag, minKnown, false, false, 1-l.shift)
+			d.alt.add(x, y, lambda)
+		}
 	}
 	// About the last ten seconds' power, for estimates before the model.
 	w := y / (float64(b-a) / nsPerSecond)
@@ -226,6 +232,40 @@ func (l *Ledger) chooseLag(d *device) {
 		}
 	}
 	d.best, d.lag, d.m = best, lags[best], d.cands[best]
+	d.alt.solve()
+	d.wantFlip = d.alt.usable && d.alt.count() > 0 && !math.IsInf(bestRSS, 1) &&
+		d.alt.rss(d.alt.theta)/d.alt.count() < flipMargin*bestRSS
+}
+
+// flipMargin is how much less residual per interval the other placement
+// of the prefill's end must leave before the ledger takes it.
+const flipMargin = 0.95
+
+// maybeFlip moves every prefill's end to the other placement when every
+// device that can tell finds that it explains the steps clearly better;
+// the models swap with their alternatives, which learned under it.
+func (l *Ledger) maybeFlip() {
+	want := false
+	for i := range l.devs {
+		d := &l.devs[i]
+		if d.lost || !d.alt.usable {
+			continue
+		}
+		if !d.wantFlip {
+			return
+		}
+		want = true
+	}
+	if !want {
+		return
+	}
+	l.shift = 1 - l.shift
+	for i := range l.devs {
+		d := &l.devs[i]
+		d.cands[d.best], d.alt = d.alt, d.cands[d.best]
+		d.m = d.cands[d.best]
+		d.wantFlip = false
+	}
 }
 
 // split divides the energy e metered by device d over (a, b] among the
@@ -262,7 +302,7 @@ type weighing struct {
 // request still silent after its expected prefill is taken to be
 // decoding since then, as the provisional split assumes.
 func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark, prov bool) weighing {
-	x, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, mark, prov)
+	x, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, mark, prov, l.shift)
 	a, b = a-d.lag, b-d.lag
 	parts := l.parts
 	dt := float64(b - a)

@@ -113,6 +113,7 @@ var accScenarios = []struct {
 		s.GPU.Decode = simgpu.DecodePerToken
 		s.FirstAtPrefillEnd = true
 	})},
+	{"first-token-at-prefill-end", accTarget.with(func(s *accScenario) { s.FirstAtPrefillEnd = true })},
 	{"windowed-counter", accTarget.with(func(s *accScenario) { s.WindowFrac = 0.25 })},
 	{"heldout-periods", accTarget.with(func(s *accScenario) {
 		s.Periods = []time.Duration{33 * time.Millisecond, 75 * time.Millisecond}
