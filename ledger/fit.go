@@ -114,23 +114,22 @@ func (m *model) solve() {
 	}
 	n := m.count()
 	best, bestRSS := [nFeat]float64{}, math.Inf(1)
-	for set := 1; set < 1<<nFeat; set++ {
+	// Only the features the data have seen can be free: enumerate the
+	// subsets of those alone.
+	mask := 0
+	for i := range nFeat {
+		if !m.fixed[i] && m.a[i][i] > 0 {
+			mask |= 1 << i
+		}
+	}
+	for set := mask; set > 0; set = (set - 1) & mask {
 		var idx [nFeat]int
 		k := 0
-		skip := false
 		for i := range nFeat {
-			if set&(1<<i) == 0 {
-				continue
+			if set&(1<<i) != 0 {
+				idx[k] = i
+				k++
 			}
-			if m.fixed[i] || m.a[i][i] <= 0 {
-				skip = true
-				break
-			}
-			idx[k] = i
-			k++
-		}
-		if skip {
-			continue
 		}
 		th, ok := m.solveSubset(idx[:k])
 		if !ok {

@@ -181,11 +181,16 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 	y := float64(attributable(d, e)) / 1000
 	lambda := math.Exp(-float64(b-a) / DefaultForget)
 	search := len(l.active) <= maxLagSearch
+	idle := len(l.active) == 0 && len(l.unowned.st.pts) <= 1
+	var x [nFeat]float64
 	for c, lag := range lags {
 		if !search && c != d.best {
 			continue
 		}
-		x, _ := l.features(d, a-lag, b-lag, minKnown, false, false, l.shift)
+		if !idle || c == 0 {
+			// With nothing active every lag sees the same features.
+			x, _ = l.features(d, a-lag, b-lag, minKnown, false, false, l.shift)
+		}
 		d.cands[c].add(x, y, lambda)
 		if c == d.best && search {
 			// The other placement of the prefill's end, at the chosen

@@ -297,7 +297,7 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 			continue
 		}
 		if os.Getenv("OTELENERGY_ACC_DEBUG") != "" {
-			if e := math.Abs(float64(st.EnergyMJ())-truth) / truth * 100; e > 12 {
+			if e := math.Abs(float64(st.EnergyMJ())-truth) / truth * 100; e > 7 {
 				pf, _ := st.FirstToken()
 				tb.Logf("final %+.0f%% [%d, %d] ms rate %.0f prompt %d out %d endOnly %v: truth %.0f final %d est %d; prefill end %d, ledger %d",
 					(float64(st.EnergyMJ())-truth)/truth*100, r.start, r.end, r.rate, r.job.InputTokens(), r.job.OutputTokens(), r.endOnly, truth, st.EnergyMJ(), r.estimate,
