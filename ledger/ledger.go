@@ -73,12 +73,12 @@ type Ledger struct {
 	// the first token follows the prefill by a decode step, as in vLLM
 	// and SGLang, 1 when it ends the prefill. The data choose it.
 	shift float64
-	step      float64 // the batch's recent decode step, ns per token; 0 unknown
-	jOut      float64 // recent modelled energy per output token, decode power included, J
-	rate      float64 // recent requests' output rate, tokens per ns
-	free      [][]point
-	parts     []part
-	edges     []int64
+	step  float64 // the batch's recent decode step, ns per token; 0 unknown
+	jOut  float64 // recent modelled energy per output token, decode power included, J
+	rate  float64 // recent requests' output rate, tokens per ns
+	free  [][]point
+	parts []part
+	edges []int64
 
 	// Published.
 	unattributed atomic.Uint64
@@ -117,13 +117,13 @@ type device struct {
 	alt      model
 	wantFlip bool
 	lag      int64 // the chosen lag, ns
-	best   int
-	solves int // how often the models were solved
-	frac   float64
-	split  bool // frac applies
-	shared bool // shared and not splittable
-	lost   bool
-	avgW   float64 // recent attributable power, W
+	best     int
+	solves   int // how often the models were solved
+	frac     float64
+	split    bool // frac applies
+	shared   bool // shared and not splittable
+	lost     bool
+	avgW     float64 // recent attributable power, W
 }
 
 // part is one request's features in the interval being split.
