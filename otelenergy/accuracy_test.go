@@ -97,6 +97,8 @@ var accScenarios = []struct {
 		s.GPU.GainSpread = 0.05
 		s.GPU.Noise = 0.2
 	})},
+	{"jitter5ms", accTarget.with(func(s *accScenario) { s.GPU.UpdateJitter = 5 * time.Millisecond })},
+	{"noise20", accTarget.with(func(s *accScenario) { s.GPU.Noise = 0.2 })},
 	{"two-gpus", accTarget.with(func(s *accScenario) { s.GPU.Devices = 2 })},
 	{"prefill-power-30", accTarget.with(func(s *accScenario) { s.GPU.PrefillPowerSpread = 0.3 })},
 	// The previous simulator's sharing: k prefills draw √k × their mean
@@ -420,6 +422,34 @@ func TestAttributionAccuracy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAttributionAccuracyOne runs the scenario OTELENERGY_ACC_QUICK names
+// (at the counter period OTELENERGY_ACC_PERIOD alone, when set) and logs
+// its figures; with OTELENERGY_ACC_DEBUG it logs every request whose final
+// figure is off by more than 7%. It is for working on the ledger and skips
+// otherwise.
+func TestAttributionAccuracyOne(t *testing.T) {
+	name := os.Getenv("OTELENERGY_ACC_QUICK")
+	if name == "" {
+		t.Skip("set OTELENERGY_ACC_QUICK to a scenario's name")
+	}
+	for _, s := range accScenarios {
+		if s.name != name {
+			continue
+		}
+		sc := s.sc
+		if p := os.Getenv("OTELENERGY_ACC_PERIOD"); p != "" {
+			d, err := time.ParseDuration(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc.Periods = []time.Duration{d}
+		}
+		t.Log(runAccuracy(t, sc))
+		return
+	}
+	t.Fatalf("no scenario %q", name)
 }
 
 // BenchmarkAttribution reports each scenario's per-request error against
