@@ -487,8 +487,8 @@ const (
 // least-squares estimate of each pool given their sum; within a pool it is
 // shared like the pool itself, since what the model misses is the pool's
 // total, not how its requests divide it. When that would make a share
-// negative it keeps the plain proportional weights. It returns the new
-// total weight.
+// negative, that pool is emptied and the rest laid on the other. It
+// returns the new total weight.
 func (l *Ledger) spreadResidual(parts []part, dynJ, unownedJ float64) float64 {
 	pf, tok := 0.0, unownedJ
 	for i := range parts {
@@ -501,15 +501,24 @@ func (l *Ledger) spreadResidual(parts []part, dynJ, unownedJ float64) float64 {
 		return modelled
 	}
 	resid := dynJ - modelled
-	// Each pool scales by 1 + its part of the residual over its total.
+	// Each pool takes its part of the residual; a pool that would go
+	// below zero is emptied and the rest goes to the other, so that large
+	// negative residuals move energy as large positive ones do.
+	rPf := resid * vPf / (vPf + vTok)
+	rTok := resid - rPf
+	if pf+rPf < 0 {
+		rPf, rTok = -pf, rTok+pf+rPf
+	} else if tok+rTok < 0 {
+		rPf, rTok = rPf+tok+rTok, -tok
+	}
 	var kPf, kTok float64 = 1, 1
 	if pf > 0 {
-		kPf += resid * vPf / (vPf + vTok) / pf
+		kPf = max(0, 1+rPf/pf)
 	}
 	if tok > 0 {
-		kTok += resid * vTok / (vPf + vTok) / tok
+		kTok = max(0, 1+rTok/tok)
 	}
-	if kPf < 0 || kTok < 0 {
+	if kPf == 0 && kTok == 0 {
 		return modelled
 	}
 	total := unownedJ * kTok

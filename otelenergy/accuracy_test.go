@@ -98,6 +98,10 @@ var accScenarios = []struct {
 		s.GPU.Noise = 0.2
 	})},
 	{"jitter5ms", accTarget.with(func(s *accScenario) { s.GPU.UpdateJitter = 5 * time.Millisecond })},
+	{"jitter5ms-per-token", accTarget.with(func(s *accScenario) {
+		s.GPU.UpdateJitter = 5 * time.Millisecond
+		s.GPU.Decode = simgpu.DecodePerToken
+	})},
 	{"noise20", accTarget.with(func(s *accScenario) { s.GPU.Noise = 0.2 })},
 	{"two-gpus", accTarget.with(func(s *accScenario) { s.GPU.Devices = 2 })},
 	{"prefill-power-30", accTarget.with(func(s *accScenario) { s.GPU.PrefillPowerSpread = 0.3 })},
