@@ -70,8 +70,8 @@ type Ledger struct {
 	ttft      ttft
 	// shift places the end of every prefill shift·step after its
 	// request's pfEnd (one decode step before the first token): 0 when
-	// the first token follows the prefill by a decode step, as in vLLM
-	// and SGLang, 1 when it ends the prefill. The data choose it.
+	// the first token follows the prefill by a decode step, 1 when the
+	// prefill itself ends with it. The data choose it (maybeFlip).
 	shift float64
 	step  float64 // the batch's recent decode step, ns per token; 0 unknown
 	jOut  float64 // recent modelled energy per output token, decode power included, J
