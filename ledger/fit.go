@@ -45,6 +45,12 @@ type model struct {
 	theta  [nFeat]float64
 	fixed  [nFeat]bool // coefficients set by the user and not fitted
 	usable bool
+	// idleW, when idleKnown, is the static power as measured on idle
+	// intervals: solve takes it as given rather than fitting it, since
+	// while requests run the static power and decode's busy power move
+	// together and the data cannot tell them apart.
+	idleW     float64
+	idleKnown bool
 }
 
 // minIntervals is the effective number of intervals the fit needs before
@@ -116,11 +122,16 @@ func (m *model) solve() {
 	best, bestRSS := [nFeat]float64{}, math.Inf(1)
 	// Only the features the data have seen can be free: enumerate the
 	// subsets of those alone.
+	var base [nFeat]float64 // coefficients taken as given
 	mask := 0
 	for i := range nFeat {
 		if !m.fixed[i] && m.a[i][i] > 0 {
 			mask |= 1 << i
 		}
+	}
+	if m.idleKnown && !m.fixed[fStatic] {
+		mask &^= 1 << fStatic
+		base[fStatic] = m.idleW
 	}
 	for set := mask; set > 0; set = (set - 1) & mask {
 		var idx [nFeat]int
@@ -131,11 +142,11 @@ func (m *model) solve() {
 				k++
 			}
 		}
-		th, ok := m.solveSubset(idx[:k])
+		th, ok := m.solveSubset(idx[:k], base)
 		if !ok {
 			continue
 		}
-		var full [nFeat]float64
+		full := base
 		feasible := true
 		for j, i := range idx[:k] {
 			if th[j] < 0 || math.IsNaN(th[j]) {
@@ -152,6 +163,12 @@ func (m *model) solve() {
 		score := n*math.Log(max(m.rss(full), 1e-12)/n) + float64(k)*math.Log(n)
 		if score < bestRSS {
 			best, bestRSS = full, score
+		}
+	}
+	if base != ([nFeat]float64{}) {
+		// The given part alone, with nothing free.
+		if score := n * math.Log(max(m.rss(base), 1e-12)/n); score < bestRSS {
+			best, bestRSS = base, score
 		}
 	}
 	if math.IsInf(bestRSS, 1) {
@@ -183,7 +200,7 @@ func (m *model) rawRSS(theta [nFeat]float64) float64 {
 // solveSubset solves the normal equations restricted to idx by Gaussian
 // elimination with partial pivoting, with a small ridge so that a feature
 // the data cannot tell from another does not blow up.
-func (m *model) solveSubset(idx []int) ([nFeat]float64, bool) {
+func (m *model) solveSubset(idx []int, base [nFeat]float64) ([nFeat]float64, bool) {
 	var out [nFeat]float64
 	k := len(idx)
 	var g [nFeat][nFeat + 1]float64
@@ -193,6 +210,9 @@ func (m *model) solveSubset(idx []int) ([nFeat]float64, bool) {
 		}
 		g[r][r] *= 1 + 1e-9
 		g[r][k] = m.b[i]
+		for j := range nFeat {
+			g[r][k] -= m.a[i][j] * base[j]
+		}
 	}
 	for c := range k {
 		p := c

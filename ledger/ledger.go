@@ -116,14 +116,17 @@ type device struct {
 	// clearly better.
 	alt      model
 	wantFlip bool
-	lag      int64 // the chosen lag, ns
-	best     int
-	solves   int // how often the models were solved
-	frac     float64
-	split    bool // frac applies
-	shared   bool // shared and not splittable
-	lost     bool
-	avgW     float64 // recent attributable power, W
+	// idleY and idleT sum, with a forgetting of idleForget, the energy (J)
+	// and the time (s) of intervals with nothing in them.
+	idleY, idleT float64
+	lag          int64 // the chosen lag, ns
+	best         int
+	solves       int // how often the models were solved
+	frac         float64
+	split        bool // frac applies
+	shared       bool // shared and not splittable
+	lost         bool
+	avgW         float64 // recent attributable power, W
 }
 
 // part is one request's features in the interval being split.
@@ -138,6 +141,7 @@ type part struct {
 	decShare float64 // share of the time with any decode, ns
 	rho      float64 // prefill weight: input tokens per second of prefill
 	out, in  float64
+	tail     float64 // decode weight, in tokens, after the last token (see features)
 	pf       float64 // ns in prefill
 	weight   float64
 	tokJ     float64 // modelled token energy, J

@@ -52,6 +52,15 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 			p.dLo, p.dHi = max(lo, pfEnd), hi
 			p.dHi = max(p.dLo, p.dHi)
 		}
+		if s.endSeen && s.rate > 0 && s.step > 0 && s.end > s.pts[len(s.pts)-1].t {
+			// A request stays in the batch for up to a step after its
+			// last token: it weighs in decode's split for that time as at
+			// its rate, though it produced nothing.
+			t0 := s.pts[len(s.pts)-1].t
+			if t1 := min(s.end, t0+s.step); t1 > t0 {
+				p.tail = s.rate * float64(max(0, min(hi, t1)-max(lo, t0)))
+			}
+		}
 		if prov {
 			// Tokens not reported yet come at the request's rate.
 			if s.extRate > 0 {
@@ -192,6 +201,17 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 			x, _ = l.features(d, a-lag, b-lag, minKnown, false, false, l.shift)
 		}
 		d.cands[c].add(x, y, lambda)
+		if c == d.best {
+			// An interval with nothing in it measures the static power,
+			// which changes far more slowly than the rest: it is kept
+			// for idleForget, so that a long busy stretch does not lose it.
+			li := math.Exp(-float64(b-a) / idleForget)
+			d.idleY, d.idleT = li*d.idleY, li*d.idleT
+			if x[fStatic] > 0 && x == ([nFeat]float64{fStatic: x[fStatic]}) {
+				d.idleY += y
+				d.idleT += x[fStatic]
+			}
+		}
 		if c == d.best && search {
 			// The other placement of the prefill's end, at the chosen
 			// lag, for chooseLag to weigh against it.
@@ -216,6 +236,13 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 // keeps a sampler tick cheap.
 func (l *Ledger) chooseLag(d *device) {
 	d.solves++
+	if known := d.idleT >= minIdleSeconds; known {
+		w := d.idleY / d.idleT
+		for c := range d.cands {
+			d.cands[c].idleKnown, d.cands[c].idleW = true, w
+		}
+		d.alt.idleKnown, d.alt.idleW = true, w
+	}
 	switch {
 	case d.solves%32 == 1 || !d.m.usable:
 	case d.solves%4 == 1:
@@ -241,6 +268,13 @@ func (l *Ledger) chooseLag(d *device) {
 	d.wantFlip = d.alt.usable && d.alt.count() > 0 && !math.IsInf(bestRSS, 1) &&
 		d.alt.rss(d.alt.theta)/d.alt.count() < flipMargin*bestRSS
 }
+
+// minIdleSeconds is how much idle time, within idleForget, the ledger
+// needs before it takes the static power as measured on it.
+const (
+	minIdleSeconds = 0.5
+	idleForget     = 1800e9 // ns
+)
 
 // flipMargin is how much less residual per interval the other placement
 // of the prefill's end must leave before the ledger takes it.
@@ -331,7 +365,11 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 			pfPerNS = (th[fPrefill]*x[fPrefill] + th[fPrefillBusy]*x[fPrefillBusy]) / (x[fPrefillBusy] * nsPerSecond)
 		}
 		decJ := th[fDecodeBusy]*x[fDecodeBusy] + th[fDecode]*x[fDecode]
-		if tok := x[fOutput]; tok > 0 {
+		tok := x[fOutput]
+		for i := range parts {
+			tok += parts[i].tail
+		}
+		if tok > 0 {
 			decPerTok = decJ / tok
 		} else if x[fDecodeBusy] > 0 {
 			decPerNS = decJ / (x[fDecodeBusy] * nsPerSecond)
@@ -350,7 +388,7 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 			p.weight = wo*p.out + wi*p.in
 		case learned:
 			p.tokPrice = th[fOutput] + decPerTok
-			p.tokJ = p.tokPrice*p.out + th[fInput]*p.in + decPerNS*p.decShare
+			p.tokJ = p.tokPrice*p.out + decPerTok*p.tail + th[fInput]*p.in + decPerNS*p.decShare
 			p.pfJ = pfPerNS * p.pfShare
 			p.weight = p.tokJ + p.pfJ
 		default:
