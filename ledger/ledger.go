@@ -79,6 +79,10 @@ type Ledger struct {
 	free  [][]point
 	parts []part
 	edges []int64
+	// provAcc holds, per active request by its index, what the
+	// provisional pass gave it: mJ, and the output tokens (seen or
+	// extrapolated) with their modelled energy in J.
+	provAcc []struct{ mj, tok, tokJ float64 }
 
 	// Published.
 	unattributed atomic.Uint64
@@ -119,19 +123,23 @@ type device struct {
 	// idleY and idleT sum, with a forgetting of idleForget, the energy (J)
 	// and the time (s) of intervals with nothing in them.
 	idleY, idleT float64
-	lag          int64 // the chosen lag, ns
-	best         int
-	solves       int // how often the models were solved
-	frac         float64
-	split        bool // frac applies
-	shared       bool // shared and not splittable
-	lost         bool
-	avgW         float64 // recent attributable power, W
+	// provWritten is the ring's Written count at the last provisional
+	// pass.
+	provWritten uint64
+	lag         int64 // the chosen lag, ns
+	best        int
+	solves      int // how often the models were solved
+	frac        float64
+	split       bool // frac applies
+	shared      bool // shared and not splittable
+	lost        bool
+	avgW        float64 // recent attributable power, W
 }
 
 // part is one request's features in the interval being split.
 type part struct {
 	r        *Request
+	idx      int   // r's index in the ledger's active requests
 	lo, hi   int64 // active span in the interval
 	pfLo     int64 // prefill span in the interval
 	pfHi     int64
@@ -145,9 +153,7 @@ type part struct {
 	pf       float64 // ns in prefill
 	weight   float64
 	tokJ     float64 // modelled token energy, J
-	tokPrice float64 // modelled energy of one output token, decode power included, J
 	pfJ      float64 // modelled prefill energy, J
-	reported bool
 }
 
 // New returns a ledger over cfg.Rings.
@@ -262,7 +268,6 @@ func (l *Ledger) adopt(r *Request) {
 	}
 	r.st = sampled{known: r.start, pfEnd: -1}
 	r.st.pts = append(r.st.inline[:0], point{t: r.start})
-	l.extrapolate(r)
 	l.active = append(l.active, r)
 }
 
@@ -318,13 +323,12 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 		}
 		l.addPoint(r, point{t: at, out: o, in: in})
 		s.known = max(s.known, known)
-		if s.pfEnd >= 0 && at > s.pfEnd && o > 0 && s.firstN == 0 {
-			s.rate = float64(o) / float64(at-s.pfEnd)
-			if !s.endSeen || o >= 2*stepTokens {
-				l.rate += 0.05 * (s.rate - l.rate)
-			}
+		if rate := s.ownRate(); rate > 0 && (!s.endSeen || o >= 2*stepTokens) {
+			l.rate += 0.05 * (rate - l.rate)
 		}
-		l.extrapolate(r)
+		if !s.endSeen {
+			l.extrapolate(r)
+		}
 	}
 	if s.endSeen && s.pfEnd < 0 {
 		s.pfEnd, s.step = s.end, 0 // no output: the whole request was prefill
@@ -337,9 +341,6 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 			l.placeFromRate(r, last.t, last.out, last.in)
 		}
 		s.firstN = 0
-	}
-	if s.endSeen {
-		l.extrapolate(r) // once: an ended request is not observed again
 	}
 }
 
@@ -449,6 +450,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	through := int64(math.MaxInt64)
 	stall := int64(math.MaxInt64) // how far only a stalled device's silence vouches
 	flipSeen := false
+	splitNow := false // some interval was split
 	for i := range l.devs {
 		d := &l.devs[i]
 		// Learn from every ready interval first, then split the learned
@@ -502,6 +504,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 				e := satSub(p.EnergyMJ, d.prevE)
 				l.splitMJ.Add(e)
 				l.split(d, d.prevT, p.T, e, minKnown)
+				splitNow = true
 			}
 			d.primed, d.prevT, d.prevE, d.next = true, p.T, p.EnergyMJ, j+1
 		}
@@ -529,9 +532,12 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	if flipSeen {
 		l.maybeFlip()
 	}
-	l.provThru.Store(l.provisional(t, minKnown))
+	provThru, prov := l.provisional(t, minKnown, splitNow)
+	if prov {
+		l.provThru.Store(provThru)
+	}
 	kept := 0
-	for _, r := range l.active {
+	for i, r := range l.active {
 		s := &r.st
 		if s.endSeen && s.end <= through {
 			if s.end > stall {
@@ -546,26 +552,26 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			continue
 		}
 		r.through.Store(max(r.start, through))
-		// The estimate is published as one figure, the split part plus
-		// the provisional share of what follows, so that a reader never
-		// adds a provisional share to the real share of the same
-		// interval. Each is stored only when it changed: a store costs
-		// far more than a load.
-		if v := r.mj.Load() + uint64(min(s.prov, 1<<62)); v != r.estMJ.Load() {
-			r.estMJ.Store(v)
-		}
-		if v := math.Float64bits(s.powW); v != r.powW.Load() {
-			r.powW.Store(v)
-		}
-		if s.provTok > 0 {
-			if v := math.Float64bits(s.provTokJ / s.provTok); v != r.priceBits.Load() {
-				r.priceBits.Store(v)
+		if prov && !s.endSeen && i < len(l.provAcc) {
+			// The estimate is published as one figure, the split part plus
+			// the provisional share of what follows, so that a reader never
+			// adds a provisional share to the real share of the same
+			// interval. Each is stored only when it changed: a store costs
+			// far more than a load.
+			acc := &l.provAcc[i]
+			if v := r.mj.Load() + uint64(min(acc.mj, 1<<62)); v != r.estMJ.Load() {
+				r.estMJ.Store(v)
+			}
+			if v := math.Float64bits(s.powW); v != r.powW.Load() {
+				r.powW.Store(v)
+			}
+			if acc.tok > 0 {
+				if v := math.Float64bits(acc.tokJ / acc.tok); v != r.priceBits.Load() {
+					r.priceBits.Store(v)
+				}
 			}
 		}
-		s.prov, s.provTok, s.provTokJ = 0, 0, 0
 		l.prune(r, through)
-		r.outThru.Store(s.pts[0].out)
-		r.inThru.Store(s.pts[0].in)
 		l.active[kept] = r
 		kept++
 	}

@@ -29,8 +29,12 @@ type Request struct {
 	// Written by the sampler, read by anyone.
 	mj      atomic.Uint64 // energy split to the request so far
 	through atomic.Int64  // every device has split up to here
-	outThru atomic.Uint64 // output tokens the split covers
-	inThru  atomic.Uint64
+	final   atomic.Bool
+	flags   atomic.Uint32
+	next    *Request // inbox link, written before publication
+
+	st sampled // owned by the sampler
+
 	// The sampler's estimate as of its last Settle: estMJ is the split
 	// part plus a provisional split of the intervals pushed but not yet
 	// split, powW its recent power in W (float64 bits), priceBits the
@@ -44,11 +48,6 @@ type Request struct {
 	seen      atomic.Uint64
 	extFrom   atomic.Int64
 	rateBits  atomic.Uint64
-	final     atomic.Bool
-	flags     atomic.Uint32
-	next      *Request // inbox link, written before publication
-
-	st sampled // owned by the sampler
 }
 
 // Flags say why a request's figure is approximate, or that it got none.
@@ -196,26 +195,30 @@ type point struct {
 // sampled is the sampler's own view of a request.
 type sampled struct {
 	pts     []point
-	known   int64  // the latest report time; every interval up to it is known
-	pfEnd   int64  // one decode step before the first output token; -1 unknown
-	step    int64  // that decode step, ns
-	firstN  uint64 // tokens of a first report that was a chunk, until the next report places the prefill
-	firstT  int64
+	known   int64 // the latest report time; every interval up to it is known
+	pfEnd   int64 // one decode step before the first output token; -1 unknown
+	step    int64 // that decode step, ns
 	endSeen bool
 	end     int64
-	prov    float64 // provisional mJ of the intervals not yet split, this Settle
-	powW    float64 // the power last given to the request, W
-	rate    float64 // output tokens per ns since the prefill, as reported
-	// extFrom and extRate: see Request.extFrom and Request.rateBits.
-	extFrom int64
-	extRate float64
-	// provTok and provTokJ are the output tokens, seen or extrapolated,
-	// in the intervals split provisionally this Settle, and their
-	// modelled energy in J.
-	provTok, provTokJ float64
+	firstN  uint64 // tokens of a first report that was a chunk, until the next report places the prefill
+	firstT  int64
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
 	inline [3]point
+	powW   float64 // the power last given to the request, W
+}
+
+// ownRate returns the request's output tokens per ns since its prefill,
+// as reported, or 0 before its prefill is placed for good.
+func (s *sampled) ownRate() float64 {
+	if s.pfEnd < 0 || s.firstN > 0 || len(s.pts) == 0 {
+		return 0
+	}
+	last := s.pts[len(s.pts)-1]
+	if last.t <= s.pfEnd || last.out == 0 {
+		return 0
+	}
+	return float64(last.out) / float64(last.t-s.pfEnd)
 }
 
 // activeIn reports whether the request was active in (a, b].

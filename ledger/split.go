@@ -1,6 +1,9 @@
 package ledger
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // attributable returns the part of e that belongs to the attributed
 // processes on device d.
@@ -20,7 +23,7 @@ func attributable(d *device, e uint64) uint64 {
 func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shift float64) (x [nFeat]float64, unowned float64) {
 	forced := b > minKnown
 	parts := l.parts[:0]
-	for _, r := range l.active {
+	for idx, r := range l.active {
 		s := &r.st
 		if !s.activeIn(r.start, a, b) {
 			continue
@@ -38,8 +41,12 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 			pfLo, pfHi = s.prefill(r.start, max(s.known, b), shift)
 		}
 		pLo, pHi := max(pfLo, a), min(pfHi, b)
-		p := part{
+		// Filled in place: a part is large, and copying it costs.
+		parts = append(parts, part{})
+		p := &parts[len(parts)-1]
+		*p = part{
 			r:    r,
+			idx:  idx,
 			lo:   lo,
 			hi:   hi,
 			pfLo: pLo,
@@ -52,25 +59,24 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 			p.dLo, p.dHi = max(lo, pfEnd), hi
 			p.dHi = max(p.dLo, p.dHi)
 		}
-		if s.endSeen && s.rate > 0 && s.step > 0 && s.end > s.pts[len(s.pts)-1].t {
+		if rate := s.ownRate(); s.endSeen && rate > 0 && s.step > 0 && s.end > s.pts[len(s.pts)-1].t {
 			// A request stays in the batch for up to a step after its
 			// last token: it weighs in decode's split for that time as at
 			// its rate, though it produced nothing.
 			t0 := s.pts[len(s.pts)-1].t
 			if t1 := min(s.end, t0+s.step); t1 > t0 {
-				p.tail = s.rate * float64(max(0, min(hi, t1)-max(lo, t0)))
+				p.tail = rate * float64(max(0, min(hi, t1)-max(lo, t0)))
 			}
 		}
-		if prov {
+		if prov && !s.endSeen {
 			// Tokens not reported yet come at the request's rate.
-			if s.extRate > 0 {
-				p.out += s.extRate * float64(max(0, hi-max(lo, s.extFrom)))
+			if rate := math.Float64frombits(r.rateBits.Load()); rate > 0 {
+				p.out += rate * float64(max(0, hi-max(lo, r.extFrom.Load())))
 			}
 		}
 		if p.pfHi > p.pfLo {
 			p.rho = l.prefillRate(r, in, pfEnd)
 		}
-		parts = append(parts, p)
 		if mark && forced && !s.endSeen && s.known < b {
 			r.setFlag(FlagForced)
 		}
@@ -114,7 +120,13 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 func (l *Ledger) extrapolate(r *Request) {
 	s := &r.st
 	last := s.pts[len(s.pts)-1]
-	s.extFrom, s.extRate = 0, 0
+	if s.endSeen {
+		// Estimates after End are not what they are for, and an ended
+		// request is not extrapolated: leave them.
+		return
+	}
+	var extFrom int64
+	var extRate float64
 	pfEnd := s.prefillEnd(l.shift)
 	if pfEnd < 0 && !s.endSeen {
 		if sec, ok := l.ttft.predict(float64(last.in)); ok {
@@ -122,18 +134,25 @@ func (l *Ledger) extrapolate(r *Request) {
 		}
 	}
 	if !s.endSeen && pfEnd >= 0 {
-		rate := s.rate
+		rate := s.ownRate()
 		if s.firstN > 0 && last.t > s.pfEnd && s.pfEnd >= 0 {
 			rate = float64(s.firstN) / float64(last.t-s.pfEnd)
 		}
 		if rate <= 0 {
 			rate = l.rate
 		}
-		s.extFrom, s.extRate = max(last.t, pfEnd), rate
+		extFrom, extRate = max(last.t, pfEnd), rate
 	}
-	r.seen.Store(last.out)
-	r.extFrom.Store(s.extFrom)
-	r.rateBits.Store(math.Float64bits(s.extRate))
+	// Stores cost far more than loads: publish only what changed.
+	if r.seen.Load() != last.out {
+		r.seen.Store(last.out)
+	}
+	if r.extFrom.Load() != extFrom {
+		r.extFrom.Store(extFrom)
+	}
+	if v := math.Float64bits(extRate); r.rateBits.Load() != v {
+		r.rateBits.Store(v)
+	}
 }
 
 // prefillRate returns r's weight among concurrent prefills: the input
@@ -333,6 +352,7 @@ type weighing struct {
 	static    uint64
 	dt, total float64
 	by        int
+	tokPrice  float64 // modelled energy of one output token, decode power included, J
 }
 
 // weigh fills l.parts with the requests active in the interval (a, b] of
@@ -380,6 +400,7 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 			l.jOut += (1 - math.Exp(-dt/jOutForget)) * (th[fOutput] + decPerTok - l.jOut)
 		}
 	}
+	w.tokPrice = th[fOutput] + decPerTok
 	var total float64
 	for i := range parts {
 		p := &parts[i]
@@ -387,8 +408,7 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 		case l.cfg.WeightsFixed:
 			p.weight = wo*p.out + wi*p.in
 		case learned:
-			p.tokPrice = th[fOutput] + decPerTok
-			p.tokJ = p.tokPrice*p.out + decPerTok*p.tail + th[fInput]*p.in + decPerNS*p.decShare
+			p.tokJ = w.tokPrice*p.out + decPerTok*p.tail + th[fInput]*p.in + decPerNS*p.decShare
 			p.pfJ = pfPerNS * p.pfShare
 			p.weight = p.tokJ + p.pfJ
 		default:
@@ -441,11 +461,15 @@ func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
 			mj = 0
 		}
 		s := &p.r.st
+		if s.endSeen {
+			continue // no estimate is wanted after End
+		}
 		if prov {
-			s.prov += mj
+			acc := &l.provAcc[p.idx]
+			acc.mj += mj
 			if p.out > 0 {
-				s.provTok += p.out
-				s.provTokJ += p.tokPrice * p.out
+				acc.tok += p.out
+				acc.tokJ += w.tokPrice * p.out
 			}
 		}
 		if span := p.hi - p.lo; span > 0 {
@@ -457,13 +481,33 @@ func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
 // provisional splits, with the current model, the intervals of every
 // device that are pushed but not yet split, adding each request's share
 // to its provisional energy, and returns the instant (on the requests'
-// clock) through which it did so. Many pending intervals are merged into
-// at most provBudget/active groups, so that the work stays O(active) per
-// read and bounded.
-func (l *Ledger) provisional(t, minKnown int64) int64 {
-	if len(l.active) == 0 {
-		return t
+// clock) through which it did so, and whether it ran. Many pending
+// intervals are merged into at most provBudget/active groups, so that the
+// work stays O(active) per read and bounded. It runs only when a device
+// stepped or split since it last ran: otherwise what it would find is
+// what it published then.
+func (l *Ledger) provisional(t, minKnown int64, split bool) (int64, bool) {
+	running := false
+	for _, r := range l.active {
+		if !r.st.endSeen {
+			running = true
+			break
+		}
 	}
+	if !running {
+		// Every request has ended: no estimate is wanted.
+		return t, true
+	}
+	stepped := split
+	for i := range l.devs {
+		if w := l.devs[i].ring.Written(); w != l.devs[i].provWritten {
+			l.devs[i].provWritten, stepped = w, true
+		}
+	}
+	if !stepped {
+		return 0, false
+	}
+	l.provAcc = l.provAcc[:0] // sized when there is something to weigh
 	thru := t
 	groups := min(provMaxGroups, max(1, provBudget/len(l.active)))
 	for i := range l.devs {
@@ -486,6 +530,10 @@ func (l *Ledger) provisional(t, minKnown int64) int64 {
 				break
 			}
 			if p.T > a {
+				if len(l.provAcc) != len(l.active) {
+					l.provAcc = slices.Grow(l.provAcc[:0], len(l.active))[:len(l.active)]
+					clear(l.provAcc)
+				}
 				attr := attributable(d, satSub(p.EnergyMJ, ea))
 				w := l.weigh(d, a, p.T, attr, minKnown, false, true)
 				l.noteShares(w, attr, true)
@@ -494,7 +542,7 @@ func (l *Ledger) provisional(t, minKnown int64) int64 {
 		}
 		thru = min(thru, a-d.lag)
 	}
-	return thru
+	return thru, true
 }
 
 // jOutForget is the time constant, in ns, of the energy per output token
@@ -504,7 +552,7 @@ const jOutForget = 2e9
 // provBudget bounds the request-intervals one provisional pass weighs,
 // and provMaxGroups the groups of intervals on one device.
 const (
-	provBudget    = 2048
+	provBudget    = 1024
 	provMaxGroups = 128
 )
 
