@@ -72,13 +72,14 @@ type Ledger struct {
 	// request's pfEnd (one decode step before the first token): 0 when
 	// the first token follows the prefill by a decode step, 1 when the
 	// prefill itself ends with it. The data choose it (maybeFlip).
-	shift float64
-	step  float64 // the batch's recent decode step, ns per token; 0 unknown
-	jOut  float64 // recent modelled energy per output token, decode power included, J
-	rate  float64 // recent requests' output rate, tokens per ns
-	free  [][]point
-	parts []part
-	edges []int64
+	shift   float64
+	step    float64 // the batch's recent decode step, ns per token; 0 unknown
+	jOut    float64 // recent modelled energy per output token, decode power included, J
+	rate    float64 // recent requests' output rate, tokens per ns
+	free    [][]point
+	parts   []part
+	running int // parts of requests not ended, in the last features
+	edges   []int64
 	// provAcc holds, per active request by its index, what the
 	// provisional pass gave it: mJ, and the output tokens (seen or
 	// extrapolated) with their modelled energy in J.
@@ -150,7 +151,6 @@ type part struct {
 	rho      float64 // prefill weight: input tokens per second of prefill
 	out, in  float64
 	tail     float64 // decode weight, in tokens, after the last token (see features)
-	pf       float64 // ns in prefill
 	weight   float64
 	tokJ     float64 // modelled token energy, J
 	pfJ      float64 // modelled prefill energy, J
@@ -438,9 +438,11 @@ func (l *Ledger) Settle(t int64, final func(*Request)) { l.settle(t, false, fina
 // settle is Settle; with force, every interval pushed so far is ready.
 func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	minKnown := int64(math.MaxInt64)
+	running := false // some request has not ended
 	for _, r := range l.active {
 		if !r.st.endSeen {
 			minKnown = min(minKnown, r.st.known)
+			running = true
 		}
 	}
 	horizon := l.cfg.Horizon
@@ -532,7 +534,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	if flipSeen {
 		l.maybeFlip()
 	}
-	provThru, prov := l.provisional(t, minKnown, splitNow)
+	provThru, prov := l.provisional(t, minKnown, splitNow, running)
 	if prov {
 		l.provThru.Store(provThru)
 	}

@@ -253,7 +253,10 @@ func FuzzCoverage(f *testing.F) {
 		}
 		l := &Ledger{}
 		for _, kind := range []int{spanActive, spanPrefill} {
-			covered := l.coverage(parts, a, b, kind)
+			covered := l.coverage(parts, a, b, kind, true)
+			if got := l.coverage(parts, a, b, kind, false); got != covered {
+				t.Fatalf("kind %d: measuring alone covers %v, with shares %v", kind, got, covered)
+			}
 			want := make([]float64, len(parts))
 			var wantCovered float64
 			for x := a; x < b; x++ {

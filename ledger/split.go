@@ -23,6 +23,7 @@ func attributable(d *device, e uint64) uint64 {
 func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shift float64) (x [nFeat]float64, unowned float64) {
 	forced := b > minKnown
 	parts := l.parts[:0]
+	running := 0
 	for idx, r := range l.active {
 		s := &r.st
 		if !s.activeIn(r.start, a, b) {
@@ -52,7 +53,6 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 			pfLo: pLo,
 			pfHi: max(pLo, pHi),
 			out:  s.outputIn(a, b, pfEnd),
-			pf:   float64(max(0, pHi-pLo)),
 			in:   in * overlap(pfLo, pfHi, a, b),
 		}
 		if pfEnd >= 0 {
@@ -77,6 +77,9 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 		if p.pfHi > p.pfLo {
 			p.rho = l.prefillRate(r, in, pfEnd)
 		}
+		if !s.endSeen {
+			running++
+		}
 		if mark && forced && !s.endSeen && s.known < b {
 			r.setFlag(FlagForced)
 		}
@@ -84,11 +87,16 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 			r.setFlag(FlagShared)
 		}
 	}
-	l.parts = parts
+	l.parts, l.running = parts, running
 	unowned = l.unowned.st.outputIn(a, b, l.unowned.st.pfEnd)
-	l.coverage(parts, a, b, spanActive)
-	busy := l.coverage(parts, a, b, spanPrefill)
-	dbusy := l.coverage(parts, a, b, spanDecode)
+	// Learning needs only the time covered; a split needs each part's
+	// share of it too.
+	shares := mark || prov
+	if shares {
+		l.coverage(parts, a, b, spanActive, true)
+	}
+	busy := l.coverage(parts, a, b, spanPrefill, shares)
+	dbusy := l.coverage(parts, a, b, spanDecode, shares)
 
 	wo, wi := l.tokenWeights()
 	x[fStatic] = float64(b-a) / nsPerSecond
@@ -99,7 +107,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 			x[fOutput] += wo*p.out + wi*p.in
 		} else {
 			x[fOutput] += p.out
-			x[fPrefill] += p.pf / nsPerSecond
+			x[fPrefill] += float64(p.pfHi-p.pfLo) / nsPerSecond
 			x[fInput] += p.in
 			x[fDecode] += float64(p.dHi-p.dLo) / nsPerSecond
 		}
@@ -343,7 +351,9 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	given := give(w.static, parts, byCoverage, w.dt)
 	given += give(attr-w.static, parts, w.by, w.total)
 	l.unattributed.Add(attr - given)
-	l.noteShares(w, attr, false)
+	if l.running > 0 {
+		l.noteShares(w, attr, false)
+	}
 }
 
 // weighing is how an interval's attributable energy is to be split: its
@@ -485,15 +495,8 @@ func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
 // intervals are merged into at most provBudget/active groups, so that the
 // work stays O(active) per read and bounded. It runs only when a device
 // stepped or split since it last ran: otherwise what it would find is
-// what it published then.
-func (l *Ledger) provisional(t, minKnown int64, split bool) (int64, bool) {
-	running := false
-	for _, r := range l.active {
-		if !r.st.endSeen {
-			running = true
-			break
-		}
-	}
+// what it published then. running says some request has not ended.
+func (l *Ledger) provisional(t, minKnown int64, split, running bool) (int64, bool) {
 	if !running {
 		// Every request has ended: no estimate is wanted.
 		return t, true
@@ -654,12 +657,13 @@ const (
 )
 
 // coverage sets each part's share of the interval's time, in ns, for the
-// spans of kind, and returns the time covered: at every instant the time
+// spans of kind (with shares; without, it only measures), and returns the
+// time covered: at every instant the time
 // is shared among the requests whose span holds it, in proportion to
 // their weights (rho for prefill, equal otherwise), and time with none is
 // nobody's. It is exact while few requests start or end inside the
 // interval, and proportional to weighted span time beyond that.
-func (l *Ledger) coverage(parts []part, a, b int64, kind int) float64 {
+func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float64 {
 	dt := float64(b - a)
 	span := func(p *part) (int64, int64) {
 		switch kind {
@@ -689,7 +693,9 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int) float64 {
 	var fullW, sumLen, sumWLen float64
 	for i := range parts {
 		p := &parts[i]
-		*out(p) = 0
+		if shares {
+			*out(p) = 0
+		}
 		lo, hi := span(p)
 		switch {
 		case hi <= lo:
@@ -705,6 +711,10 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int) float64 {
 	switch {
 	case full+partial == 0:
 		return 0
+	case !shares && partial == 0:
+		return dt
+	case !shares && partial > maxExactPartial:
+		return min(dt, sumLen)
 	case partial == 0:
 		for i := range parts {
 			if lo, hi := span(&parts[i]); lo == a && hi == b {
@@ -755,6 +765,9 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int) float64 {
 			continue
 		}
 		covered += float64(s1 - s0)
+		if !shares {
+			continue
+		}
 		share := float64(s1-s0) / w
 		fullShare += share
 		for i := range parts {
@@ -762,6 +775,9 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int) float64 {
 				*out(&parts[i]) += share * weight(&parts[i])
 			}
 		}
+	}
+	if !shares {
+		return covered
 	}
 	for i := range parts {
 		if lo, hi := span(&parts[i]); lo == a && hi == b {
