@@ -417,14 +417,16 @@ func TestAttributionAccuracy(t *testing.T) {
 		t.Skip("the accuracy harness simulates minutes of serving")
 	}
 	bounds := map[string][4]float64{
-		"streaming":                  {1.5, 6, 2, 9},
-		"chunks16":                   {2, 11, 3, 16},
-		"endonly30":                  {2.5, 11, 5, 45},
-		"first-token-at-prefill-end": {1.5, 6, 2, 8},
-		"heldout-periods":            {1.5, 5, 2, 6},
-		"heldout-seeds":              {1.5, 7, 2, 10},
-		"heldout-power":              {2, 9, 3, 25},
-		"heldout-engine":             {2.5, 12, 3.5, 26},
+		"streaming":                  {1, 5, 1.2, 7},
+		"chunks16":                   {1.6, 10, 2.2, 15},
+		"endonly30":                  {1.8, 10, 4.5, 42},
+		"first-token-at-prefill-end": {1, 5, 1.2, 7},
+		"heldout-periods":            {1.1, 4.5, 1.3, 5},
+		"heldout-seeds":              {1, 6, 1.2, 9},
+		"heldout-power":              {1.6, 8.5, 2.2, 25},
+		"heldout-engine":             {2.3, 11, 3.2, 26},
+		// A known weakness (docs/attribution.md): held to what it is.
+		"heldout-busy-from-start": {7, 25, 7.5, 32},
 	}
 	for _, s := range accScenarios {
 		b, ok := bounds[s.name]

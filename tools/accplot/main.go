@@ -38,7 +38,7 @@ import (
 // defaultScenarios are the scenarios drawn unless -scenarios says
 // otherwise: the three with targets, then the variants that show where
 // the ledger is weak.
-const defaultScenarios = "streaming,chunks16,endonly30,sqrtk-power-factor,per-token-decode,windowed-counter,heldout-engine,heldout-power"
+const defaultScenarios = "streaming,chunks16,endonly30,sqrtk-power-factor,per-token-decode,windowed-counter,heldout-engine,heldout-power,heldout-busy-from-start"
 
 func main() {
 	in := flag.String("in", "", "errors written by BenchmarkAttribution (OTELENERGY_ACC_OUT); empty runs the benchmark")
