@@ -144,7 +144,7 @@ type part struct {
 	lo, hi   int64 // active span in the interval
 	pfLo     int64 // prefill span in the interval
 	pfHi     int64
-	dLo, dHi int64 // decode span in the interval
+	dLo      int64 // decode span in the interval: [dLo, hi]; hi when none
 	cov      float64
 	pfShare  float64 // rate-weighted share of the time with any prefill, ns
 	decShare float64 // share of the time with any decode, ns

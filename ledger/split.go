@@ -42,31 +42,29 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 			pfLo, pfHi = s.prefill(r.start, max(s.known, b), shift)
 		}
 		pLo, pHi := max(pfLo, a), min(pfHi, b)
-		// Filled in place: a part is large, and copying it costs.
-		parts = append(parts, part{})
+		// Filled in place, field by field: a part is large. The shares
+		// and weights are left as they were; coverage and weigh set them
+		// before they are read.
+		if len(parts) < cap(parts) {
+			parts = parts[:len(parts)+1]
+		} else {
+			parts = append(parts, part{})
+		}
 		p := &parts[len(parts)-1]
-		*p = part{
-			r:    r,
-			idx:  idx,
-			lo:   lo,
-			hi:   hi,
-			pfLo: pLo,
-			pfHi: max(pLo, pHi),
-			out:  s.outputIn(a, b, pfEnd),
-			in:   in * overlap(pfLo, pfHi, a, b),
-		}
+		p.r, p.idx, p.lo, p.hi = r, idx, lo, hi
+		p.pfLo, p.pfHi = pLo, max(pLo, pHi)
+		p.out, p.in = s.outputIn(a, b, pfEnd), in*overlap(pfLo, pfHi, a, b)
+		p.rho, p.tail = 0, 0
+		p.dLo = hi // no decode until the prefill is placed
 		if pfEnd >= 0 {
-			p.dLo, p.dHi = max(lo, pfEnd), hi
-			p.dHi = max(p.dLo, p.dHi)
+			p.dLo = min(max(lo, pfEnd), hi)
 		}
-		if rate := s.ownRate(); s.endSeen && rate > 0 && s.step > 0 && s.end > s.pts[len(s.pts)-1].t {
+		if t0 := s.pts[len(s.pts)-1].t; s.endSeen && s.step > 0 && s.end > t0 && hi > t0 && lo < t0+s.step {
 			// A request stays in the batch for up to a step after its
 			// last token: it weighs in decode's split for that time as at
 			// its rate, though it produced nothing.
-			t0 := s.pts[len(s.pts)-1].t
-			if t1 := min(s.end, t0+s.step); t1 > t0 {
-				p.tail = rate * float64(max(0, min(hi, t1)-max(lo, t0)))
-			}
+			t1 := min(s.end, t0+s.step)
+			p.tail = s.ownRate() * float64(max(0, min(hi, t1)-max(lo, t0)))
 		}
 		if prov && !s.endSeen {
 			// Tokens not reported yet come at the request's rate.
@@ -109,7 +107,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 			x[fOutput] += p.out
 			x[fPrefill] += float64(p.pfHi-p.pfLo) / nsPerSecond
 			x[fInput] += p.in
-			x[fDecode] += float64(p.dHi-p.dLo) / nsPerSecond
+			x[fDecode] += float64(p.hi-p.dLo) / nsPerSecond
 		}
 	}
 	if !l.cfg.WeightsFixed {
@@ -670,7 +668,7 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float
 		case spanPrefill:
 			return p.pfLo, p.pfHi
 		case spanDecode:
-			return p.dLo, p.dHi
+			return p.dLo, p.hi
 		}
 		return p.lo, p.hi
 	}
