@@ -80,6 +80,8 @@ type Ledger struct {
 	parts   []part
 	running int // parts of requests not ended, in the last features
 	edges   []int64
+	// pfSpans and decSpans are learnFeatures' scratch.
+	pfSpans, decSpans []span
 	// provAcc holds, per active request by its index, what the
 	// provisional pass gave it: mJ, and the output tokens (seen or
 	// extrapolated) with their modelled energy in J.

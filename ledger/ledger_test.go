@@ -257,6 +257,15 @@ func FuzzCoverage(f *testing.F) {
 			if got := l.coverage(parts, a, b, kind, false); got != covered {
 				t.Fatalf("kind %d: measuring alone covers %v, with shares %v", kind, got, covered)
 			}
+			var spans []span
+			for _, p := range parts {
+				if p.hi > p.lo {
+					spans = append(spans, span{p.lo, p.hi})
+				}
+			}
+			if got := l.union(spans, a, b); got != covered {
+				t.Fatalf("union of the spans %v, coverage %v", got, covered)
+			}
 			want := make([]float64, len(parts))
 			var wantCovered float64
 			for x := a; x < b; x++ {

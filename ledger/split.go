@@ -161,6 +161,106 @@ func (l *Ledger) extrapolate(r *Request) {
 	}
 }
 
+// learnFeatures returns the features of (a, b] as features does, for
+// learning: it keeps no per-request parts, only the prefill and decode
+// spans whose union it measures, so that a busy sampler writes little per
+// request.
+func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
+	pf, dec := l.pfSpans[:0], l.decSpans[:0]
+	var out, pfNS, in, decNS float64
+	for _, r := range l.active {
+		s := &r.st
+		if !s.activeIn(r.start, a, b) {
+			continue
+		}
+		lo, hi := s.span(r.start, a, b)
+		pfEnd := s.prefillEnd(shift)
+		pfLo, pfHi := r.start, pfEnd
+		if pfEnd < 0 {
+			pfLo, pfHi = s.prefill(r.start, max(s.known, b), shift)
+		}
+		if pLo, pHi := max(pfLo, a), min(pfHi, b); pHi > pLo {
+			pf = append(pf, span{pLo, pHi})
+			pfNS += float64(pHi - pLo)
+		}
+		if pfEnd >= 0 {
+			if dLo := min(max(lo, pfEnd), hi); hi > dLo {
+				dec = append(dec, span{dLo, hi})
+				decNS += float64(hi - dLo)
+			}
+		}
+		out += s.outputIn(a, b, pfEnd)
+		in += float64(s.pts[len(s.pts)-1].in) * overlap(pfLo, pfHi, a, b)
+	}
+	l.pfSpans, l.decSpans = pf, dec
+	unowned := l.unowned.st.outputIn(a, b, l.unowned.st.pfEnd)
+	wo, wi := l.tokenWeights()
+	x[fStatic] = float64(b-a) / nsPerSecond
+	if l.cfg.WeightsFixed {
+		x[fOutput] = wo*(unowned+out) + wi*in
+		return x
+	}
+	x[fOutput] = unowned + out
+	x[fPrefill] = pfNS / nsPerSecond
+	x[fInput] = in
+	x[fDecode] = decNS / nsPerSecond
+	x[fPrefillBusy] = l.union(pf, a, b) / nsPerSecond
+	x[fDecodeBusy] = l.union(dec, a, b) / nsPerSecond
+	return x
+}
+
+// span is a non-empty time span within an interval.
+type span struct{ lo, hi int64 }
+
+// union returns the time in (a, b] that spans cover, as coverage counts
+// it: exactly while few spans start or end inside the interval, and the
+// spans' total, at most the interval, beyond that.
+func (l *Ledger) union(spans []span, a, b int64) float64 {
+	full, partial := 0, 0
+	var sumLen float64
+	for _, s := range spans {
+		if s.lo == a && s.hi == b {
+			full++
+		} else {
+			partial++
+		}
+		sumLen += float64(s.hi - s.lo)
+	}
+	dt := float64(b - a)
+	switch {
+	case full+partial == 0:
+		return 0
+	case full > 0 || partial == 0:
+		return dt
+	case partial > maxExactPartial:
+		return min(dt, sumLen)
+	}
+	edges := append(l.edges[:0], a, b)
+	for _, s := range spans {
+		edges = append(edges, s.lo, s.hi)
+	}
+	for i := 1; i < len(edges); i++ {
+		for j := i; j > 0 && edges[j] < edges[j-1]; j-- {
+			edges[j], edges[j-1] = edges[j-1], edges[j]
+		}
+	}
+	l.edges = edges
+	var covered float64
+	for k := 0; k+1 < len(edges); k++ {
+		s0, s1 := edges[k], edges[k+1]
+		if s1 <= s0 {
+			continue
+		}
+		for _, s := range spans {
+			if s.lo <= s0 && s.hi >= s1 {
+				covered += float64(s1 - s0)
+				break
+			}
+		}
+	}
+	return covered
+}
+
 // prefillRate returns r's weight among concurrent prefills: the input
 // tokens it processes per second of its prefill. Batched prefill is
 // compute-bound, and each request's part of the compute is its prompt
@@ -223,7 +323,7 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 		}
 		if !idle || c == 0 {
 			// With nothing active every lag sees the same features.
-			x, _ = l.features(d, a-lag, b-lag, minKnown, false, false, l.shift)
+			x = l.learnFeatures(a-lag, b-lag, l.shift)
 		}
 		d.cands[c].add(x, y, lambda)
 		if c == d.best {
@@ -240,8 +340,7 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 		if c == d.best && search {
 			// The other placement of the prefill's end, at the chosen
 			// lag, for chooseLag to weigh against it.
-			x, _ := l.features(d, a-lag, b-lag, minKnown, false, false, 1-l.shift)
-			d.alt.add(x, y, lambda)
+			d.alt.add(l.learnFeatures(a-lag, b-lag, 1-l.shift), y, lambda)
 		}
 	}
 	// About the last ten seconds' power, for estimates before the model.
