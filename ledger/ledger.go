@@ -72,14 +72,15 @@ type Ledger struct {
 	// request's pfEnd (one decode step before the first token): 0 when
 	// the first token follows the prefill by a decode step, 1 when the
 	// prefill itself ends with it. The data choose it (maybeFlip).
-	shift   float64
-	step    float64 // the batch's recent decode step, ns per token; 0 unknown
-	jOut    float64 // recent modelled energy per output token, decode power included, J
-	rate    float64 // recent requests' output rate, tokens per ns
-	free    [][]point
-	parts   []part
-	running int // parts of requests not ended, in the last features
-	edges   []int64
+	shift    float64
+	step     float64 // the batch's recent decode step, ns per token; 0 unknown
+	jOut     float64 // recent modelled energy per output token, decode power included, J
+	rate     float64 // recent requests' output rate, tokens per ns
+	free     [][]point
+	parts    []part
+	running  int // parts of requests not ended, in the last features
+	edges    []int64
+	provLast int64 // when the last provisional pass ran
 	// pfSpans and decSpans are learnFeatures' scratch.
 	pfSpans, decSpans []span
 	// provAcc holds, per active request by its index, what the
@@ -566,13 +567,13 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			if v := r.mj.Load() + uint64(min(acc.mj, 1<<62)); v != r.estMJ.Load() {
 				r.estMJ.Store(v)
 			}
-			if v := math.Float64bits(s.powW); v != r.powW.Load() {
-				r.powW.Store(v)
-			}
+			old := r.powPrice.Load()
+			price := math.Float32frombits(uint32(old >> 32))
 			if acc.tok > 0 {
-				if v := math.Float64bits(acc.tokJ / acc.tok); v != r.priceBits.Load() {
-					r.priceBits.Store(v)
-				}
+				price = float32(acc.tokJ / acc.tok)
+			}
+			if v := uint64(math.Float32bits(s.powW)) | uint64(math.Float32bits(price))<<32; v != old {
+				r.powPrice.Store(v)
 			}
 		}
 		l.prune(r, through)

@@ -37,17 +37,16 @@ type Request struct {
 
 	// The sampler's estimate as of its last Settle: estMJ is the split
 	// part plus a provisional split of the intervals pushed but not yet
-	// split, powW its recent power in W (float64 bits), priceBits the
-	// modelled energy of one of its output tokens in J (float64 bits).
+	// split; powPrice holds two float32s, its recent power in W (low bits)
+	// and the modelled energy of one of its output tokens in J (high).
 	// From its last report: seen, the output tokens seen, and from then on
 	// (extFrom) the rest are taken to come at rateBits tokens per ns
 	// (float64 bits).
-	estMJ     atomic.Uint64
-	powW      atomic.Uint64
-	priceBits atomic.Uint64
-	seen      atomic.Uint64
-	extFrom   atomic.Int64
-	rateBits  atomic.Uint64
+	estMJ    atomic.Uint64
+	powPrice atomic.Uint64
+	seen     atomic.Uint64
+	extFrom  atomic.Int64
+	rateBits atomic.Uint64
 }
 
 // Flags say why a request's figure is approximate, or that it got none.
@@ -157,7 +156,7 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	thru := max(l.provThru.Load(), r.through.Load(), r.start)
 	var add float64
 	if t > thru {
-		w := math.Float64frombits(r.powW.Load())
+		w := float64(math.Float32frombits(uint32(r.powPrice.Load())))
 		if w <= 0 {
 			// Nothing split or weighed for it yet: a share of the recent
 			// power.
@@ -170,7 +169,7 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	// beyond (or short of) that cost the model's energy per output token.
 	tokens := float64(r.out.Load()) - float64(r.seen.Load())
 	tokens -= math.Float64frombits(r.rateBits.Load()) * float64(max(0, t-r.extFrom.Load()))
-	price := math.Float64frombits(r.priceBits.Load())
+	price := float64(math.Float32frombits(uint32(r.powPrice.Load() >> 32)))
 	if price <= 0 {
 		price = math.Float64frombits(l.jOutBits.Load())
 	}
@@ -199,13 +198,13 @@ type sampled struct {
 	pfEnd   int64 // one decode step before the first output token; -1 unknown
 	step    int64 // that decode step, ns
 	endSeen bool
+	powW    float32 // the power last given to the request, W
 	end     int64
 	firstN  uint64 // tokens of a first report that was a chunk, until the next report places the prefill
 	firstT  int64
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
 	inline [3]point
-	powW   float64 // the power last given to the request, W
 }
 
 // ownRate returns the request's output tokens per ns since its prefill,

@@ -68,8 +68,10 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 		}
 		if prov && !s.endSeen {
 			// Tokens not reported yet come at the request's rate.
+			// Only past its last report: the published origin may be an
+			// earlier report that predicted this one.
 			if rate := math.Float64frombits(r.rateBits.Load()); rate > 0 {
-				p.out += rate * float64(max(0, hi-max(lo, r.extFrom.Load())))
+				p.out += rate * float64(max(0, hi-max(lo, r.extFrom.Load(), s.pts[len(s.pts)-1].t)))
 			}
 		}
 		if p.pfHi > p.pfLo {
@@ -149,16 +151,20 @@ func (l *Ledger) extrapolate(r *Request) {
 		}
 		extFrom, extRate = max(last.t, pfEnd), rate
 	}
-	// Stores cost far more than loads: publish only what changed.
-	if r.seen.Load() != last.out {
-		r.seen.Store(last.out)
+	// Stores cost far more than loads, and a request that streams at a
+	// steady rate reports what the published figures already predict:
+	// publish only when they predict the tokens seen by half a token or
+	// more, or the rate moved by 2% or more.
+	seen0, from0 := r.seen.Load(), r.extFrom.Load()
+	rate0 := math.Float64frombits(r.rateBits.Load())
+	predicted := float64(seen0) + rate0*float64(max(0, last.t-from0))
+	if (extRate == 0) == (rate0 == 0) && math.Abs(predicted-float64(last.out)) < 0.5 &&
+		math.Abs(extRate-rate0) < 0.02*rate0 && (from0 >= last.t) == (extFrom > last.t) {
+		return
 	}
-	if r.extFrom.Load() != extFrom {
-		r.extFrom.Store(extFrom)
-	}
-	if v := math.Float64bits(extRate); r.rateBits.Load() != v {
-		r.rateBits.Store(v)
-	}
+	r.seen.Store(last.out)
+	r.extFrom.Store(extFrom)
+	r.rateBits.Store(math.Float64bits(extRate))
 }
 
 // learnFeatures returns the features of (a, b] as features does, for
@@ -580,7 +586,7 @@ func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
 			}
 		}
 		if span := p.hi - p.lo; span > 0 {
-			s.powW = mj / float64(span) * 1e6 // mJ/ns to W
+			s.powW = float32(mj / float64(span) * 1e6) // mJ/ns to W
 		}
 	}
 }
@@ -607,6 +613,13 @@ func (l *Ledger) provisional(t, minKnown int64, split, running bool) (int64, boo
 	if !stepped {
 		return 0, false
 	}
+	// Many requests at once make each pass costly; then it runs less
+	// often, and estimates lean on each request's recent power for
+	// longer.
+	if n := len(l.active); n > provBudget && t-l.provLast < provGap*int64(n/provBudget) {
+		return 0, false
+	}
+	l.provLast = t
 	l.provAcc = l.provAcc[:0] // sized when there is something to weigh
 	thru := t
 	groups := min(provMaxGroups, max(1, provBudget/len(l.active)))
@@ -654,6 +667,7 @@ const jOutForget = 2e9
 const (
 	provBudget    = 1024
 	provMaxGroups = 128
+	provGap       = 50e6 // ns between passes per provBudget requests beyond the first
 )
 
 // Relative uncertainties of the modelled parts of a request's energy in an
