@@ -105,8 +105,9 @@
 //     stacks, the rest are atomic operations on the request.
 //   - The sampler side ([Ledger.Observe], [Ledger.Settle]) is O(active
 //     requests) per read plus O(active requests) per split interval, plus
-//     a provisional pass that weighs at most max(2048, active)
-//     request-intervals per device per read, and allocates nothing in steady state: request timelines are
+//     a provisional pass that weighs at most max(1024, active)
+//     request-intervals per device, only after a step or a split, and
+//     less often beyond 1024 requests, and allocates nothing in steady state: request timelines are
 //     recycled.
 //   - At most MaxActive requests are tracked; a request beyond that gets
 //     nothing and is counted ([Ledger.Dropped]). A request not ended within
