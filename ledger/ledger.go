@@ -76,6 +76,7 @@ type Ledger struct {
 	step     float64 // the batch's recent decode step, ns per token; 0 unknown
 	jOut     float64 // recent modelled energy per output token, decode power included, J
 	rate     float64 // recent requests' output rate, tokens per ns
+	rhoAvg   float64 // recent prefills' input tokens per ns
 	free     [][]point
 	parts    []part
 	running  int // parts of requests not ended, in the last features

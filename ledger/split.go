@@ -268,7 +268,8 @@ func (l *Ledger) union(spans []span, a, b int64) float64 {
 }
 
 // prefillRate returns r's weight among concurrent prefills: the input
-// tokens it processes per second of its prefill. Batched prefill is
+// tokens it processes per second of its prefill (the recent requests'
+// average when its prompt is not reported). Batched prefill is
 // compute-bound, and each request's part of the compute is its prompt
 // tokens, so a prompt five times longer in the same time takes five times
 // the share. A prefill still running is timed by the learned prefill time
@@ -287,7 +288,19 @@ func (l *Ledger) prefillRate(r *Request, in float64, pfEnd int64) float64 {
 		}
 		dur = max(dur, float64(s.known-r.start))
 	}
-	return max(in, 1) / max(dur, minPrefillNS)
+	if in <= 0 {
+		// Its prompt is not reported (yet): it weighs as the recent
+		// prompts did, not by its length, which says little.
+		if l.rhoAvg > 0 {
+			return l.rhoAvg
+		}
+		return 1 / minPrefillNS
+	}
+	rho := in / max(dur, minPrefillNS)
+	if pfEnd >= 0 {
+		l.rhoAvg += 0.02 * (rho - l.rhoAvg)
+	}
+	return rho
 }
 
 // minPrefillNS bounds a prefill's length from below in its rate, so that

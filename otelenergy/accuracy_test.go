@@ -59,6 +59,9 @@ type accScenario struct {
 	// WindowFrac > 0 makes the counter integrate only that fraction of
 	// each period (simgpu's CounterWindow).
 	WindowFrac float64
+	// InputAtEnd reports the prompt's tokens only at the end, as a proxy
+	// that reads them from a streamed response's final usage does.
+	InputAtEnd bool
 	// Busy from the start: the first requests start at once, not after a
 	// second of idle, so the board is never seen idle before it serves.
 	BusyFromStart bool
@@ -134,6 +137,7 @@ var accScenarios = []struct {
 		s.MaxGap = 20 * time.Millisecond
 		s.Seed = 61
 	})},
+	{"input-at-end", accTarget.with(func(s *accScenario) { s.InputAtEnd = true })},
 	{"heldout-seeds", accTarget.with(func(s *accScenario) { s.Seed = 29 })},
 	// An H200-like board: lower idle, decode memory-bound at far lower
 	// power, prefill near a higher limit.
@@ -290,7 +294,7 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 			}
 			stepAcc(mon, r, sc, ms)
 			if ms >= r.end {
-				finishAcc(mon, r)
+				finishAcc(mon, r, sc)
 				done = append(done, r)
 				slots[i] = nil
 				free[i] = ms + 1 + rng.Int64N(int64(sc.MaxGap/time.Millisecond)+1)
@@ -363,7 +367,9 @@ func startAcc(mon *Monitor, gpu *simgpu.GPU, rng *rand.Rand, sc accScenario, ctx
 		rate:    sc.MinRate + rng.Float64()*(sc.MaxRate-sc.MinRate),
 		endOnly: rng.Float64() < sc.EndOnly,
 	}
-	mon.AddInputTokens(r.req, prompt)
+	if !sc.InputAtEnd {
+		mon.AddInputTokens(r.req, prompt)
+	}
 	r.job.SetDecodeRate(r.rate)
 	// The first token comes one decode step after the simulated prefill
 	// ends; the clock and the GPU start together.
@@ -393,10 +399,13 @@ func stepAcc(mon *Monitor, r *accRequest, sc accScenario, ms int64) {
 	}
 }
 
-func finishAcc(mon *Monitor, r *accRequest) {
+func finishAcc(mon *Monitor, r *accRequest, sc accScenario) {
 	if r.pending > 0 {
 		mon.AddTokens(r.req, r.pending)
 		r.pending = 0
+	}
+	if sc.InputAtEnd {
+		mon.AddInputTokens(r.req, r.job.InputTokens())
 	}
 	r.job.End()
 	r.dbgMJ = r.req.st.EnergyMJ()
@@ -425,8 +434,9 @@ func TestAttributionAccuracy(t *testing.T) {
 		"heldout-seeds":              {1, 6, 1.2, 9},
 		"heldout-power":              {1.6, 8.5, 2.2, 25},
 		"heldout-engine":             {2.3, 11, 3.2, 26},
-		// A known weakness (docs/attribution.md): held to what it is.
+		// Known weaknesses (docs/attribution.md): held to what they are.
 		"heldout-busy-from-start": {7, 25, 7.5, 32},
+		"input-at-end":            {3, 16, 3.5, 21},
 	}
 	for _, s := range accScenarios {
 		b, ok := bounds[s.name]
