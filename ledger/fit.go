@@ -249,6 +249,10 @@ func (m *model) solveSubset(idx []int, base [nFeat]float64) ([nFeat]float64, boo
 // their first output tokens late, and weighs requests still in prefill.
 type ttft struct {
 	s0, s1, s11, sy, s1y float64
+	// a and b are the fit as of the last add, solved on the first
+	// predict after it; fitted says they are current.
+	a, b   float64
+	fitted bool
 }
 
 func (t *ttft) add(tokens, seconds float64) {
@@ -258,6 +262,7 @@ func (t *ttft) add(tokens, seconds float64) {
 	t.s11 = lambda*t.s11 + tokens*tokens
 	t.sy = lambda*t.sy + seconds
 	t.s1y = lambda*t.s1y + tokens*seconds
+	t.fitted = false
 }
 
 // predict returns the expected time to first token in seconds, and false
@@ -266,15 +271,24 @@ func (t *ttft) predict(tokens float64) (float64, bool) {
 	if t.s0 < 1 {
 		return 0, false
 	}
-	mean := t.sy / t.s0
+	if !t.fitted {
+		t.fit()
+	}
+	return max(0, t.a+t.b*tokens), true
+}
+
+// fit solves a and b: the mean alone while the data cannot tell a slope,
+// or when the slope they tell is negative.
+func (t *ttft) fit() {
+	t.fitted = true
+	t.a, t.b = t.sy/t.s0, 0
 	det := t.s0*t.s11 - t.s1*t.s1
 	if det <= 1e-9*t.s0*t.s11 || t.s0 < 4 {
-		return mean, true
+		return
 	}
 	b := (t.s0*t.s1y - t.s1*t.sy) / det
-	a := (t.sy - b*t.s1) / t.s0
 	if b < 0 {
-		return mean, true
+		return
 	}
-	return max(0, a+b*tokens), true
+	t.a, t.b = (t.sy-b*t.s1)/t.s0, b
 }

@@ -327,8 +327,10 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 		}
 		l.addPoint(r, point{t: at, out: o, in: in})
 		s.known = max(s.known, known)
-		if rate := s.ownRate(); rate > 0 && (!s.endSeen || o >= 2*stepTokens) {
-			l.rate += 0.05 * (rate - l.rate)
+		if !s.endSeen || o >= 2*stepTokens {
+			if rate := s.ownRate(); rate > 0 {
+				l.rate += 0.05 * (rate - l.rate)
+			}
 		}
 		if !s.endSeen {
 			l.extrapolate(r)

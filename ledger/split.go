@@ -89,14 +89,25 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 	}
 	l.parts, l.running = parts, running
 	unowned = l.unowned.st.outputIn(a, b, l.unowned.st.pfEnd)
-	// Learning needs only the time covered; a split needs each part's
-	// share of it too.
+	// A split needs each part's share of the time; the prefill and
+	// decode shares only where the learned model weighs by them (decode's
+	// when no token came in the interval).
 	shares := mark || prov
 	if shares {
 		l.coverage(parts, a, b, spanActive, true)
 	}
-	busy := l.coverage(parts, a, b, spanPrefill, shares)
-	dbusy := l.coverage(parts, a, b, spanDecode, shares)
+	model := shares && d.m.usable && !l.cfg.WeightsFixed
+	busy := l.coverage(parts, a, b, spanPrefill, model)
+	noTokens := unowned == 0
+	if model {
+		for i := range parts {
+			if parts[i].out > 0 || parts[i].tail > 0 {
+				noTokens = false
+				break
+			}
+		}
+	}
+	dbusy := l.coverage(parts, a, b, spanDecode, model && noTokens)
 
 	wo, wi := l.tokenWeights()
 	x[fStatic] = float64(b-a) / nsPerSecond
