@@ -39,14 +39,13 @@ type Request struct {
 	// part plus a provisional split of the intervals pushed but not yet
 	// split; powPrice holds two float32s, its recent power in W (low bits)
 	// and the modelled energy of one of its output tokens in J (high).
-	// From its last report: seen, the output tokens seen, and from then on
-	// (extFrom) the rest are taken to come at rateBits tokens per ns
-	// (float64 bits).
+	// From its last report: seenRate holds the output tokens seen (low
+	// 32 bits) and the rate, tokens per ns as a float32 (high), at which
+	// the rest are taken to come from extFrom on.
 	estMJ    atomic.Uint64
 	powPrice atomic.Uint64
-	seen     atomic.Uint64
+	seenRate atomic.Uint64
 	extFrom  atomic.Int64
-	rateBits atomic.Uint64
 }
 
 // Flags say why a request's figure is approximate, or that it got none.
@@ -167,8 +166,9 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	// The provisional split and the power above count the tokens after
 	// the request's last report at its rate; the tokens it reported
 	// beyond (or short of) that cost the model's energy per output token.
-	tokens := float64(r.out.Load()) - float64(r.seen.Load())
-	tokens -= math.Float64frombits(r.rateBits.Load()) * float64(max(0, t-r.extFrom.Load()))
+	seen, rate := unpackSeenRate(r.seenRate.Load())
+	tokens := float64(r.out.Load()) - float64(seen)
+	tokens -= rate * float64(max(0, t-r.extFrom.Load()))
 	price := float64(math.Float32frombits(uint32(r.powPrice.Load() >> 32)))
 	if price <= 0 {
 		price = math.Float64frombits(l.jOutBits.Load())
@@ -204,7 +204,18 @@ type sampled struct {
 	firstT  int64
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
-	inline [3]point
+	inline [2]point
+}
+
+// packSeenRate packs tokens seen and a rate in tokens per ns into one
+// word, so that a reader loads them as a pair.
+func packSeenRate(seen uint64, rate float64) uint64 {
+	return uint64(uint32(min(seen, math.MaxUint32))) | uint64(math.Float32bits(float32(rate)))<<32
+}
+
+// unpackSeenRate undoes packSeenRate.
+func unpackSeenRate(v uint64) (uint64, float64) {
+	return uint64(uint32(v)), float64(math.Float32frombits(uint32(v >> 32)))
 }
 
 // ownRate returns the request's output tokens per ns since its prefill,

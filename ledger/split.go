@@ -70,7 +70,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 			// Tokens not reported yet come at the request's rate.
 			// Only past its last report: the published origin may be an
 			// earlier report that predicted this one.
-			if rate := math.Float64frombits(r.rateBits.Load()); rate > 0 {
+			if _, rate := unpackSeenRate(r.seenRate.Load()); rate > 0 {
 				p.out += rate * float64(max(0, hi-max(lo, r.extFrom.Load(), s.pts[len(s.pts)-1].t)))
 			}
 		}
@@ -166,16 +166,15 @@ func (l *Ledger) extrapolate(r *Request) {
 	// steady rate reports what the published figures already predict:
 	// publish only when they predict the tokens seen by half a token or
 	// more, or the rate moved by 2% or more.
-	seen0, from0 := r.seen.Load(), r.extFrom.Load()
-	rate0 := math.Float64frombits(r.rateBits.Load())
+	seen0, rate0 := unpackSeenRate(r.seenRate.Load())
+	from0 := r.extFrom.Load()
 	predicted := float64(seen0) + rate0*float64(max(0, last.t-from0))
 	if (extRate == 0) == (rate0 == 0) && math.Abs(predicted-float64(last.out)) < 0.5 &&
 		math.Abs(extRate-rate0) < 0.02*rate0 && (from0 >= last.t) == (extFrom > last.t) {
 		return
 	}
-	r.seen.Store(last.out)
+	r.seenRate.Store(packSeenRate(last.out, extRate))
 	r.extFrom.Store(extFrom)
-	r.rateBits.Store(math.Float64bits(extRate))
 }
 
 // learnFeatures returns the features of (a, b] as features does, for
