@@ -22,12 +22,18 @@
 //   - tokens reported in one call are taken as produced evenly since the
 //     request's previous report, so chunked and end-of-request reports are
 //     spread back to when they were produced;
-//   - a request's prefill runs from its start to its first output token.
-//     One or two tokens in the first report mark that instant. A larger
-//     first report hides it: the request's next report gives its decode
-//     rate, and the first chunk took that long; a request that ends with
-//     a single report is placed by the time to first token learned from
-//     the others, as a + b·input tokens;
+//   - a request's prefill runs from its start to one decode step before its
+//     first output token (the first token comes a step after the prefill
+//     ends). A first report of n tokens took n steps; the request's next
+//     reports time its step, and until they do the batch's recent step
+//     places it. A request that ends with a single report is placed by the
+//     prefill time learned, against prompt length, from the requests whose
+//     first token was seen (a + b·input tokens), which also times prefills
+//     still running;
+//   - whether the prefill ends a step before the first token or at it is
+//     chosen by the data: a second model, at the chosen lag, learns the
+//     other placement and takes over when it explains the steps clearly
+//     better;
 //   - input tokens are spread over the prefill.
 //
 // # Deferred splitting
@@ -48,13 +54,15 @@
 //
 //	E ≈ Ps·Δt + eOut·out + Ppf·(request-seconds in prefill)
 //	    + Pbusy·(seconds with any prefill) + eIn·in
+//	    + Pdec·(seconds with any decode) + Pdr·(request-seconds decoding)
 //
 // by non-negative least squares with exponential forgetting (about two
 // minutes), choosing among the subsets of these terms by the Bayesian
 // information criterion: prefill as power that grows with the number of
-// prefills, as power that saturates, as energy per input token, or a mix.
-// Fixed static power and fixed token weights are
-// supported through [Config].
+// prefills, as power that saturates, as energy per input token, or a mix;
+// decode likewise as busy power that rises with the batch slower than the
+// tokens do, plus a part per token. Fixed static power and fixed token
+// weights are supported through [Config].
 //
 // # Split
 //
@@ -62,13 +70,29 @@
 // share of a shared device (the rest goes to OtherProcesses). Of the rest,
 // the static part min(E, Ps·Δt) is shared by time: at every instant the
 // requests active then share it equally, and time with none is
-// unattributed. The dynamic part is shared by each request's modelled
-// energy in the interval, with the residual (metered − modelled) spread in
-// proportion to each part's variance: prefill, which varies most, takes
-// most of it. Tokens reported outside any request take their share to
+// unattributed. The modelled prefill energy is shared among the requests
+// in prefill by their input-token rate (input tokens per second of
+// prefill: batched prefill shares the board by compute), at every instant
+// among those in prefill then. The modelled decode energy, busy power
+// included, is shared among the decoding requests by their output tokens
+// in the interval, that is by token rate. The residual (metered −
+// modelled) is laid on the prefill and decode pools in proportion to
+// their variances, prefill's far larger, and shared within each like the
+// pool. Tokens reported outside any request take their share to
 // unattributed. Before the model is learned, tokens weigh the dynamic part
 // (an input token a tenth of an output token), and time when no token was
 // produced.
+//
+// # Estimates
+//
+// At every Settle the sampler also splits, provisionally and with the
+// current model, the intervals pushed but not yet split (at most a bounded
+// number of groups of them), with each silent request's tokens
+// extrapolated at its rate since its last report. [Ledger.Estimate] adds
+// to the split energy that provisional share, the request's recent power
+// for the time since the newest step, and the model's price of the tokens
+// it reported beyond what was extrapolated. It is what End returns before
+// the figure is final.
 //
 // # Guarantees
 //
@@ -77,12 +101,15 @@
 //     rounding, so the shares telescope.
 //   - The request path ([Ledger.Add], [Request.AddOutput],
 //     [Request.AddInput], [Request.End], [Ledger.Estimate]) takes no lock
-//     and allocates nothing: Add is an atomic add on the count of waiting
-//     requests and one compare-and-swap on one of sixteen stacks, the rest
+//     and allocates nothing: Add is an atomic add on its shard's count of
+//     waiting requests and one compare-and-swap on one of sixteen stacks, the rest
 //     are atomic operations on the request.
 //   - The sampler side ([Ledger.Observe], [Ledger.Settle]) is O(active
-//     requests) per read plus O(active requests) per split interval, and
-//     allocates nothing in steady state: request timelines are recycled.
+//     requests) per read plus O(active requests) per split interval, plus
+//     a provisional pass that weighs at most max(1024, active)
+//     request-intervals per device, only after a step or a split, and
+//     less often beyond 1024 requests, and allocates nothing in steady
+//     state: request timelines are recycled.
 //   - At most MaxActive requests are tracked or waiting to be adopted, even
 //     while the sampler hangs; a request beyond that gets nothing and is
 //     counted ([Ledger.Dropped]). A request not ended within

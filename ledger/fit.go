@@ -7,18 +7,24 @@ import "math"
 //
 //	E ≈ Ps·Δt + eOut·(output tokens) + Ppf·(request-seconds in prefill)
 //	    + Pbusy·(seconds with any request in prefill) + eIn·(input tokens)
+//	    + Pdec·(seconds with any request decoding)
+//	    + Pdr·(request-seconds decoding)
 //
 // with every coefficient non-negative. The two prefill terms span how a
 // board's power grows with concurrent prefills, from linear (each prefill
 // adds its own power) to saturating (a compute-bound board draws about the
 // same power for one prefill or several); the fit finds where between them
-// the hardware lies.
+// the hardware lies. The two decode terms do the same for decode, whose
+// power rises with the batch far slower than its tokens do
+// (memory-bound), and eOut is the small part that follows the tokens.
 const (
 	fStatic      = iota // Δt, s
 	fOutput             // output tokens produced in the interval
 	fPrefill            // request-seconds spent in prefill in the interval
 	fPrefillBusy        // seconds in which at least one request was in prefill
 	fInput              // input tokens processed in the interval
+	fDecodeBusy         // seconds in which at least one request was decoding
+	fDecode             // request-seconds spent decoding in the interval
 	nFeat
 )
 
@@ -26,18 +32,25 @@ const (
 //
 // It keeps the weighted normal equations (A = Σ λ·x·xᵀ, b = Σ λ·x·y) and
 // solves them by trying every subset of features as the free set and
-// keeping the feasible solution with the least residual. With four
-// features that is fifteen tiny solves, and it is exactly the choice among
+// keeping the feasible solution with the best information criterion. With
+// seven features that is 127 tiny solves, and it is exactly the choice among
 // model structures (prefill as power, as energy per input token, both, or
 // neither) by the residual of the fit.
 type model struct {
 	a      [nFeat][nFeat]float64
 	b      [nFeat]float64
 	yy     float64
-	n      float64 // effective number of intervals
+	n      float64 // effective number of intervals, divided by scale
+	scale  float64 // the decay shared by a, b, yy and n; 0 before the first add
 	theta  [nFeat]float64
 	fixed  [nFeat]bool // coefficients set by the user and not fitted
 	usable bool
+	// idleW, when idleKnown, is the static power as measured on idle
+	// intervals: solve takes it as given rather than fitting it, since
+	// while requests run the static power and decode's busy power move
+	// together and the data cannot tell them apart.
+	idleW     float64
+	idleKnown bool
 }
 
 // minIntervals is the effective number of intervals the fit needs before
@@ -46,6 +59,10 @@ const minIntervals = 64
 
 // add folds one interval in, after decaying the past by lambda. x and y
 // are in SI units; the fixed coefficients' part of y is removed first.
+//
+// The decay is kept as one scale shared by every sum (the sums are stored
+// divided by it), so that an interval costs O(k²) in its k non-zero
+// features rather than O(nFeat²): an idle interval touches one entry.
 func (m *model) add(x [nFeat]float64, y, lambda float64) {
 	for i := range nFeat {
 		if m.fixed[i] {
@@ -53,45 +70,83 @@ func (m *model) add(x [nFeat]float64, y, lambda float64) {
 			x[i] = 0
 		}
 	}
+	if m.scale == 0 {
+		m.scale = 1
+	}
+	m.scale *= lambda
+	if m.scale < 1e-150 {
+		m.rescale()
+	}
+	inv := 1 / m.scale
+	var idx [nFeat]int
+	k := 0
 	for i := range nFeat {
-		m.b[i] = lambda*m.b[i] + x[i]*y
-		for j := range nFeat {
-			m.a[i][j] = lambda*m.a[i][j] + x[i]*x[j]
-		}
-	}
-	m.yy = lambda*m.yy + y*y
-	m.n = lambda*m.n + 1
-}
-
-// solve refits the free coefficients.
-func (m *model) solve() {
-	if m.n < minIntervals {
-		return
-	}
-	best, bestRSS := [nFeat]float64{}, math.Inf(1)
-	for set := 1; set < 1<<nFeat; set++ {
-		var idx [nFeat]int
-		k := 0
-		skip := false
-		for i := range nFeat {
-			if set&(1<<i) == 0 {
-				continue
-			}
-			if m.fixed[i] || m.a[i][i] <= 0 {
-				skip = true
-				break
-			}
+		if x[i] != 0 {
 			idx[k] = i
 			k++
 		}
-		if skip {
-			continue
+	}
+	for _, i := range idx[:k] {
+		xi := x[i] * inv
+		m.b[i] += xi * y
+		for _, j := range idx[:k] {
+			m.a[i][j] += xi * x[j]
 		}
-		th, ok := m.solveSubset(idx[:k])
+	}
+	m.yy += y * y * inv
+	m.n += inv
+}
+
+// rescale folds the shared scale into the sums.
+func (m *model) rescale() {
+	for i := range nFeat {
+		m.b[i] *= m.scale
+		for j := range nFeat {
+			m.a[i][j] *= m.scale
+		}
+	}
+	m.yy *= m.scale
+	m.n *= m.scale
+	m.scale = 1
+}
+
+// count returns the effective number of intervals.
+func (m *model) count() float64 { return m.n * m.scale }
+
+// solve refits the free coefficients.
+func (m *model) solve() {
+	if m.count() < minIntervals {
+		return
+	}
+	n := m.count()
+	best, bestRSS := [nFeat]float64{}, math.Inf(1)
+	// Only the features the data have seen can be free: enumerate the
+	// subsets of those alone.
+	var base [nFeat]float64 // coefficients taken as given
+	mask := 0
+	for i := range nFeat {
+		if !m.fixed[i] && m.a[i][i] > 0 {
+			mask |= 1 << i
+		}
+	}
+	if m.idleKnown && !m.fixed[fStatic] {
+		mask &^= 1 << fStatic
+		base[fStatic] = m.idleW
+	}
+	for set := mask; set > 0; set = (set - 1) & mask {
+		var idx [nFeat]int
+		k := 0
+		for i := range nFeat {
+			if set&(1<<i) != 0 {
+				idx[k] = i
+				k++
+			}
+		}
+		th, ok := m.solveSubset(idx[:k], base)
 		if !ok {
 			continue
 		}
-		var full [nFeat]float64
+		full := base
 		feasible := true
 		for j, i := range idx[:k] {
 			if th[j] < 0 || math.IsNaN(th[j]) {
@@ -105,9 +160,15 @@ func (m *model) solve() {
 		}
 		// Bayesian information criterion: a feature earns its place only
 		// if it explains enough of the energy for the data there is.
-		score := m.n*math.Log(max(m.rss(full), 1e-12)/m.n) + float64(k)*math.Log(m.n)
+		score := n*math.Log(max(m.rss(full), 1e-12)/n) + float64(k)*math.Log(n)
 		if score < bestRSS {
 			best, bestRSS = full, score
+		}
+	}
+	if base != ([nFeat]float64{}) {
+		// The given part alone, with nothing free.
+		if score := n * math.Log(max(m.rss(base), 1e-12)/n); score < bestRSS {
+			best, bestRSS = base, score
 		}
 	}
 	if math.IsInf(bestRSS, 1) {
@@ -122,7 +183,10 @@ func (m *model) solve() {
 }
 
 // rss is the weighted residual sum of squares of theta.
-func (m *model) rss(theta [nFeat]float64) float64 {
+func (m *model) rss(theta [nFeat]float64) float64 { return m.rawRSS(theta) * m.scale }
+
+// rawRSS is rss divided by the shared scale.
+func (m *model) rawRSS(theta [nFeat]float64) float64 {
 	r := m.yy
 	for i := range nFeat {
 		r -= 2 * theta[i] * m.b[i]
@@ -136,7 +200,7 @@ func (m *model) rss(theta [nFeat]float64) float64 {
 // solveSubset solves the normal equations restricted to idx by Gaussian
 // elimination with partial pivoting, with a small ridge so that a feature
 // the data cannot tell from another does not blow up.
-func (m *model) solveSubset(idx []int) ([nFeat]float64, bool) {
+func (m *model) solveSubset(idx []int, base [nFeat]float64) ([nFeat]float64, bool) {
 	var out [nFeat]float64
 	k := len(idx)
 	var g [nFeat][nFeat + 1]float64
@@ -146,6 +210,9 @@ func (m *model) solveSubset(idx []int) ([nFeat]float64, bool) {
 		}
 		g[r][r] *= 1 + 1e-9
 		g[r][k] = m.b[i]
+		for j := range nFeat {
+			g[r][k] -= m.a[i][j] * base[j]
+		}
 	}
 	for c := range k {
 		p := c
@@ -175,11 +242,17 @@ func (m *model) solveSubset(idx []int) ([nFeat]float64, bool) {
 	return out, true
 }
 
-// ttft learns the time to first token from a request's input tokens, as
-// a + b·tokens, by least squares with forgetting. It places the prefill of
-// requests that report their first output tokens in a chunk.
+// ttft learns the prefill time (start to the end of prefill, one decode
+// step before the first token) from a request's input tokens, as
+// a + b·tokens, by least squares with forgetting, from the requests whose
+// first token was seen. It places the prefill of requests that report
+// their first output tokens late, and weighs requests still in prefill.
 type ttft struct {
 	s0, s1, s11, sy, s1y float64
+	// a and b are the fit as of the last add, solved on the first
+	// predict after it; fitted says they are current.
+	a, b   float64
+	fitted bool
 }
 
 func (t *ttft) add(tokens, seconds float64) {
@@ -189,6 +262,7 @@ func (t *ttft) add(tokens, seconds float64) {
 	t.s11 = lambda*t.s11 + tokens*tokens
 	t.sy = lambda*t.sy + seconds
 	t.s1y = lambda*t.s1y + tokens*seconds
+	t.fitted = false
 }
 
 // predict returns the expected time to first token in seconds, and false
@@ -197,15 +271,24 @@ func (t *ttft) predict(tokens float64) (float64, bool) {
 	if t.s0 < 1 {
 		return 0, false
 	}
-	mean := t.sy / t.s0
+	if !t.fitted {
+		t.fit()
+	}
+	return max(0, t.a+t.b*tokens), true
+}
+
+// fit solves a and b: the mean alone while the data cannot tell a slope,
+// or when the slope they tell is negative.
+func (t *ttft) fit() {
+	t.fitted = true
+	t.a, t.b = t.sy/t.s0, 0
 	det := t.s0*t.s11 - t.s1*t.s1
 	if det <= 1e-9*t.s0*t.s11 || t.s0 < 4 {
-		return mean, true
+		return
 	}
 	b := (t.s0*t.s1y - t.s1*t.sy) / det
-	a := (t.sy - b*t.s1) / t.s0
 	if b < 0 {
-		return mean, true
+		return
 	}
-	return max(0, a+b*tokens), true
+	t.a, t.b = (t.sy-b*t.s1)/t.s0, b
 }

@@ -73,9 +73,26 @@ type Ledger struct {
 	firstRead int64
 	read      bool
 	ttft      ttft
-	free      [][]point
-	parts     []part
-	edges     []int64
+	// shift places the end of every prefill shift·step after its
+	// request's pfEnd (one decode step before the first token): 0 when
+	// the first token follows the prefill by a decode step, 1 when the
+	// prefill itself ends with it. The data choose it (maybeFlip).
+	shift    float64
+	step     float64 // the batch's recent decode step, ns per token; 0 unknown
+	jOut     float64 // recent modelled energy per output token, decode power included, J
+	rate     float64 // recent requests' output rate, tokens per ns
+	rhoAvg   float64 // recent prefills' input tokens per ns
+	free     [][]point
+	parts    []part
+	running  int // parts of requests not ended, in the last features
+	edges    []int64
+	provLast int64 // when the last provisional pass ran
+	// pfSpans and decSpans are learnFeatures' scratch.
+	pfSpans, decSpans []span
+	// provAcc holds, per active request by its index, what the
+	// provisional pass gave it: mJ, and the output tokens (seen or
+	// extrapolated) with their modelled energy in J.
+	provAcc []struct{ mj, tok, tokJ float64 }
 
 	// Published.
 	unattributed atomic.Uint64
@@ -86,6 +103,8 @@ type Ledger struct {
 	activeN      atomic.Int64
 	coef         [nFeat]atomic.Uint64 // float64 bits, summed over devices, J units
 	avgW         atomic.Uint64        // float64 bits: recent attributable power, summed over devices
+	jOutBits     atomic.Uint64        // float64 bits of jOut
+	provThru     atomic.Int64         // the provisional split covers every request up to here
 }
 
 type device struct {
@@ -105,31 +124,45 @@ type device struct {
 	// cands are the models of each candidate reporting lag: a counter
 	// whose step at τ reports the energy up to τ − lag. The one that
 	// explains the steps best is chosen.
-	cands  [len(lags)]model
-	lag    int64 // the chosen lag, ns
-	best   int
-	solves int // how often the models were solved
-	frac   float64
-	split  bool // frac applies
-	shared bool // shared and not splittable
-	lost   bool
-	avgW   float64 // recent attributable power, W
+	cands [len(lags)]model
+	// alt is the chosen lag's model with the other placement of the
+	// prefill's end (Ledger.shift); wantFlip says it explains the steps
+	// clearly better.
+	alt      model
+	wantFlip bool
+	// idleY and idleT sum, with a forgetting of idleForget, the energy (J)
+	// and the time (s) of intervals with nothing in them.
+	idleY, idleT float64
+	// provWritten is the ring's Written count at the last provisional
+	// pass.
+	provWritten uint64
+	lag         int64 // the chosen lag, ns
+	best        int
+	solves      int // how often the models were solved
+	frac        float64
+	split       bool // frac applies
+	shared      bool // shared and not splittable
+	lost        bool
+	avgW        float64 // recent attributable power, W
 }
 
 // part is one request's features in the interval being split.
 type part struct {
 	r        *Request
+	idx      int   // r's index in the ledger's active requests
 	lo, hi   int64 // active span in the interval
 	pfLo     int64 // prefill span in the interval
 	pfHi     int64
+	dLo      int64 // decode span in the interval: [dLo, hi]; hi when none
 	cov      float64
-	pfShare  float64 // share of the time with any prefill, ns
+	pfShare  float64 // rate-weighted share of the time with any prefill, ns
+	decShare float64 // share of the time with any decode, ns
+	rho      float64 // prefill weight: input tokens per second of prefill
 	out, in  float64
-	pf       float64 // ns in prefill
+	tail     float64 // decode weight, in tokens, after the last token (see features)
 	weight   float64
 	tokJ     float64 // modelled token energy, J
 	pfJ      float64 // modelled prefill energy, J
-	reported bool
 }
 
 // New returns a ledger over cfg.Rings.
@@ -157,8 +190,10 @@ func New(cfg Config) *Ledger {
 				// Tokens go in as one weighted feature; prefill as its
 				// own feature is left out.
 				m.fixed[fPrefill], m.fixed[fPrefillBusy], m.fixed[fInput] = true, true, true
+				m.fixed[fDecodeBusy], m.fixed[fDecode] = true, true
 			}
 		}
+		d.alt = d.cands[0]
 		d.m = d.cands[0]
 	}
 	l.setActive(0)
@@ -374,68 +409,118 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 				known = s.known
 			}
 		case s.firstN > 0 && o > s.firstN:
-			l.placeFromRate(r, at, o, in)
+			if !l.placeFromRate(r, at, o, in) && !s.endSeen {
+				known = s.known
+			}
 		}
 		l.addPoint(r, point{t: at, out: o, in: in})
 		s.known = max(s.known, known)
+		if !s.endSeen || o >= 2*stepTokens {
+			if rate := s.ownRate(); rate > 0 {
+				l.rate += 0.05 * (rate - l.rate)
+			}
+		}
+		if !s.endSeen {
+			l.extrapolate(r)
+		}
 	}
 	if s.endSeen && s.pfEnd < 0 {
-		s.pfEnd = s.end // no output: the whole request was prefill
+		s.pfEnd, s.step = s.end, 0 // no output: the whole request was prefill
+	}
+	if s.endSeen && s.firstN > 0 {
+		// It ended before reporting enough to time its step: its reports
+		// since the first time it as well as they can.
+		last := s.pts[len(s.pts)-1]
+		if last.out > s.firstN {
+			l.placeFromRate(r, last.t, last.out, last.in)
+		}
+		s.firstN = 0
 	}
 }
 
 // placePrefill sets the end of r's prefill when its first output tokens,
 // n of them, are first seen at time at, and reports whether the placement
-// is final. One or two tokens mark the first token's time. A larger first
-// report hides it: the learned time to first token places it for now, and
-// the rate of the request's next report places it for good.
+// is final. The prefill ends one decode step before the first token, and
+// the n tokens took a step each, so it ended about n steps before at. The
+// request's next reports give its step; until then the batch's recent
+// step places it for now. A request that reports once, at its end, is
+// placed by the prefill time learned for its prompt.
 func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
 	s := &r.st
-	if n <= 2 {
-		s.pfEnd = at
-		l.ttft.add(float64(in), float64(at-r.start)/nsPerSecond)
+	step := l.step
+	if step <= 0 {
+		step = float64(at-r.start) / float64(n+1)
+	}
+	// The decode of n tokens took n steps of (start, at]; at most all
+	// of it.
+	latest := max(r.start, at-int64(min(step*float64(n), float64(at-r.start))))
+	if s.endSeen {
+		// The n tokens' own rate is unknown: keep at least one token's
+		// even share of (start, at] for decode.
+		latest := at - (at-r.start)/int64(n+1)
+		if sec, ok := l.ttft.predict(float64(in)); ok {
+			s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
+		} else {
+			s.pfEnd = r.start + (at-r.start)/int64(n+1)
+		}
+		s.pfEnd = max(s.pfEnd, r.start)
+		s.step = min(int64(l.step), at-s.pfEnd)
 		return true
 	}
-	// The decode of n tokens needs some of (start, at]; keep one token's
-	// even share of it for decode at least.
-	latest := at - (at-r.start)/int64(n+1)
-	if sec, ok := l.ttft.predict(float64(in)); ok {
-		s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
-	} else {
-		s.pfEnd = r.start + (at-r.start)/int64(n+1)
+	pfEnd := latest
+	s.step = int64(step)
+	if sec, ok := l.ttft.predict(float64(in)); ok && n > 2 {
+		// A chunk's length at the batch's step is off by the request's
+		// own rate times the chunk; the learned prefill time is not.
+		pfEnd = min(r.start+int64(sec*nsPerSecond), at-(at-r.start)/int64(n+1))
 	}
-	s.pfEnd = max(s.pfEnd, r.start)
+	s.pfEnd = max(r.start, pfEnd)
 	s.firstN, s.firstT = n, at
 	return false
 }
 
-// placeFromRate places the prefill of a request whose first report was a
-// chunk, from the rate of its second report: the first chunk's tokens took
-// as long at that rate, so decode began that long before the first report.
-// A second report that is the request's last, and smaller than the first,
+// stepTokens is how many tokens past the first report time a request's
+// decode step; fewer, over a read interval that is about as long as a
+// step, would time it to within a factor of two.
+const stepTokens = 3
+
+// placeFromRate places the prefill of a request from the rate of its
+// reports after the first: the first report's n tokens took as long at
+// that rate, and the prefill ended one step before the first of them.
+// A later report that is the request's last, and smaller than the first,
 // times its tokens poorly (the request may idle before it ends); the
-// learned time to first token then places the prefill if it can.
-func (l *Ledger) placeFromRate(r *Request, at int64, o, in uint64) {
+// learned prefill time then places the prefill if it can.
+func (l *Ledger) placeFromRate(r *Request, at int64, o, in uint64) bool {
 	s := &r.st
-	defer func() { s.firstN = 0 }()
 	dt := at - s.firstT
 	if dt <= 0 {
-		return
+		return false
 	}
+	if o-s.firstN < stepTokens && !s.endSeen {
+		return false
+	}
+	defer func() { s.firstN = 0 }()
 	perToken := float64(dt) / float64(o-s.firstN)
-	// The chunk's first token is the prefill's end: n tokens span n−1 gaps.
-	byRate := s.firstT - int64(perToken*float64(s.firstN-1))
-	if s.endSeen && o-s.firstN < s.firstN {
+	byRate := s.firstT - int64(perToken*float64(s.firstN))
+	poor := s.endSeen && o-s.firstN < s.firstN
+	if poor {
 		if sec, ok := l.ttft.predict(float64(in)); ok {
 			// Keep at least one token's time per token of the first
-			// chunk at the second report's rate, at most.
+			// chunk at the later report's rate, at most.
 			byRate = max(r.start+int64(sec*nsPerSecond), byRate)
 		}
 	}
 	s.pfEnd = max(r.start, min(s.firstT, byRate))
-	if !s.endSeen || o-s.firstN >= s.firstN {
+	s.step = int64(perToken)
+	if !poor {
 		l.ttft.add(float64(in), float64(s.pfEnd-r.start)/nsPerSecond)
+		if l.step <= 0 {
+			l.step = perToken
+		} else {
+			l.step += 0.1 * (perToken - l.step)
+		}
 	}
+	return true
 }
 
 // Settle splits every interval that is ready as of t and finalizes the
@@ -447,9 +532,11 @@ func (l *Ledger) Settle(t int64, final func(*Request)) { l.settle(t, false, fina
 // settle is Settle; with force, every interval pushed so far is ready.
 func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	minKnown := int64(math.MaxInt64)
+	running := false // some request has not ended
 	for _, r := range l.active {
 		if !r.st.endSeen {
 			minKnown = min(minKnown, r.st.known)
+			running = true
 		}
 	}
 	horizon := l.cfg.Horizon
@@ -458,6 +545,8 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	}
 	through := int64(math.MaxInt64)
 	stall := int64(math.MaxInt64) // how far only a stalled device's silence vouches
+	flipSeen := false
+	splitNow := false // some interval was split
 	for i := range l.devs {
 		d := &l.devs[i]
 		// Learn from every ready interval first, then split the learned
@@ -488,6 +577,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 		}
 		if learned {
 			l.chooseLag(d)
+			flipSeen = true
 		}
 		for d.next < d.learnNext {
 			j := d.next
@@ -510,6 +600,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 				e := satSub(p.EnergyMJ, d.prevE)
 				l.splitMJ.Add(e)
 				l.split(d, d.prevT, p.T, e, minKnown)
+				splitNow = true
 			}
 			d.primed, d.prevT, d.prevE, d.next = true, p.T, p.EnergyMJ, j+1
 		}
@@ -534,8 +625,15 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	if through == math.MaxInt64 {
 		through = t // every device lost: nothing more will be split
 	}
+	if flipSeen {
+		l.maybeFlip()
+	}
+	provThru, prov := l.provisional(t, minKnown, splitNow, running)
+	if prov {
+		l.provThru.Store(provThru)
+	}
 	kept := 0
-	for _, r := range l.active {
+	for i, r := range l.active {
 		s := &r.st
 		if s.endSeen && s.end <= through {
 			if s.end > stall {
@@ -550,9 +648,26 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			continue
 		}
 		r.through.Store(max(r.start, through))
+		if prov && !s.endSeen && i < len(l.provAcc) {
+			// The estimate is published as one figure, the split part plus
+			// the provisional share of what follows, so that a reader never
+			// adds a provisional share to the real share of the same
+			// interval. Each is stored only when it changed: a store costs
+			// far more than a load.
+			acc := &l.provAcc[i]
+			if v := r.mj.Load() + uint64(min(acc.mj, 1<<62)); v != r.estMJ.Load() {
+				r.estMJ.Store(v)
+			}
+			old := r.powPrice.Load()
+			price := math.Float32frombits(uint32(old >> 32))
+			if acc.tok > 0 {
+				price = float32(acc.tokJ / acc.tok)
+			}
+			if v := uint64(math.Float32bits(s.powW)) | uint64(math.Float32bits(price))<<32; v != old {
+				r.powPrice.Store(v)
+			}
+		}
 		l.prune(r, through)
-		r.outThru.Store(s.pts[0].out)
-		r.inThru.Store(s.pts[0].in)
 		l.active[kept] = r
 		kept++
 	}
@@ -572,6 +687,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 		w += l.devs[d].avgW
 	}
 	l.avgW.Store(math.Float64bits(w))
+	l.jOutBits.Store(math.Float64bits(l.jOut))
 }
 
 // Flush splits every interval pushed so far, as if the horizon had passed,
@@ -659,12 +775,17 @@ type Coefficients struct {
 	PrefillBusyW float64
 	// InputJ is the energy of one input token, in J.
 	InputJ float64
+	// DecodeBusyW is the power a device draws while any request is
+	// decoding, however many, in W.
+	DecodeBusyW float64
+	// DecodeW is the power each decoding request adds, in W.
+	DecodeW float64
 }
 
 // Coefficients returns the learned model. It is safe from any goroutine.
 func (l *Ledger) Coefficients() Coefficients {
 	f := func(i int) float64 { return math.Float64frombits(l.coef[i].Load()) }
-	return Coefficients{f(fStatic), f(fOutput), f(fPrefill), f(fPrefillBusy), f(fInput)}
+	return Coefficients{f(fStatic), f(fOutput), f(fPrefill), f(fPrefillBusy), f(fInput), f(fDecodeBusy), f(fDecode)}
 }
 
 func satSub(a, b uint64) uint64 {

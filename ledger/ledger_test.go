@@ -249,38 +249,63 @@ func FuzzCoverage(f *testing.F) {
 			lo := int64(rng.IntN(260)) - 30
 			hi := lo + int64(rng.IntN(260))
 			lo, hi = max(lo, a), min(hi, b)
-			parts[i] = part{lo: lo, hi: max(lo, hi)}
+			parts[i] = part{lo: lo, hi: max(lo, hi), pfLo: lo, pfHi: max(lo, hi), rho: 0.1 + rng.Float64()}
 		}
 		l := &Ledger{}
-		covered := l.coverage(parts, a, b, false)
-		want := make([]float64, len(parts))
-		var wantCovered float64
-		for x := a; x < b; x++ {
-			k := 0
+		for _, kind := range []int{spanActive, spanPrefill} {
+			covered := l.coverage(parts, a, b, kind, true)
+			if got := l.coverage(parts, a, b, kind, false); got != covered {
+				t.Fatalf("kind %d: measuring alone covers %v, with shares %v", kind, got, covered)
+			}
+			var spans []span
 			for _, p := range parts {
-				if p.lo <= x && x < p.hi {
-					k++
+				if p.hi > p.lo {
+					spans = append(spans, span{p.lo, p.hi})
 				}
 			}
-			if k == 0 {
-				continue
+			if got := l.union(spans, a, b); got != covered {
+				t.Fatalf("union of the spans %v, coverage %v", got, covered)
 			}
-			wantCovered++
-			for i, p := range parts {
-				if p.lo <= x && x < p.hi {
-					want[i] += 1 / float64(k)
+			want := make([]float64, len(parts))
+			var wantCovered float64
+			for x := a; x < b; x++ {
+				var w float64
+				for _, p := range parts {
+					if p.lo <= x && x < p.hi {
+						w += weightOf(p, kind)
+					}
+				}
+				if w == 0 {
+					continue
+				}
+				wantCovered++
+				for i, p := range parts {
+					if p.lo <= x && x < p.hi {
+						want[i] += weightOf(p, kind) / w
+					}
 				}
 			}
-		}
-		if d := covered - wantCovered; d > 1e-6 || d < -1e-6 {
-			t.Fatalf("covered %v, want %v", covered, wantCovered)
-		}
-		for i := range parts {
-			if d := parts[i].cov - want[i]; d > 1e-6 || d < -1e-6 {
-				t.Fatalf("part %d [%d,%d): %v, want %v", i, parts[i].lo, parts[i].hi, parts[i].cov, want[i])
+			if d := covered - wantCovered; d > 1e-6 || d < -1e-6 {
+				t.Fatalf("kind %d: covered %v, want %v", kind, covered, wantCovered)
+			}
+			for i := range parts {
+				got := parts[i].cov
+				if kind == spanPrefill {
+					got = parts[i].pfShare
+				}
+				if d := got - want[i]; d > 1e-6 || d < -1e-6 {
+					t.Fatalf("kind %d: part %d [%d,%d): %v, want %v", kind, i, parts[i].lo, parts[i].hi, got, want[i])
+				}
 			}
 		}
 	})
+}
+
+func weightOf(p part, kind int) float64 {
+	if kind == spanPrefill {
+		return p.rho
+	}
+	return 1
 }
 
 // TestStuckCounterFinalizes: a counter that stops stepping (a stuck,

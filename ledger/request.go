@@ -29,13 +29,23 @@ type Request struct {
 	// Written by the sampler, read by anyone.
 	mj      atomic.Uint64 // energy split to the request so far
 	through atomic.Int64  // every device has split up to here
-	outThru atomic.Uint64 // output tokens the split covers
-	inThru  atomic.Uint64
 	final   atomic.Bool
 	flags   atomic.Uint32
 	next    *Request // inbox link, written before publication
 
 	st sampled // owned by the sampler
+
+	// The sampler's estimate as of its last Settle: estMJ is the split
+	// part plus a provisional split of the intervals pushed but not yet
+	// split; powPrice holds two float32s, its recent power in W (low bits)
+	// and the modelled energy of one of its output tokens in J (high).
+	// From its last report: seenRate holds the output tokens seen (low
+	// 32 bits) and the rate, tokens per ns as a float32 (high), at which
+	// the rest are taken to come from extFrom on.
+	estMJ    atomic.Uint64
+	powPrice atomic.Uint64
+	seenRate atomic.Uint64
+	extFrom  atomic.Int64
 }
 
 // Flags say why a request's figure is approximate, or that it got none.
@@ -119,7 +129,7 @@ func (r *Request) FirstToken() (int64, bool) {
 	if r.st.pfEnd < 0 || r.out.Load() == 0 {
 		return 0, false
 	}
-	return r.st.pfEnd, true
+	return r.st.pfEnd + r.st.step, true
 }
 
 // Flags returns the request's Flag bits.
@@ -127,9 +137,13 @@ func (r *Request) Flags() uint32 { return r.flags.Load() }
 
 func (r *Request) setFlag(f uint32) { r.flags.Or(f) }
 
-// Estimate returns the request's energy so far plus an estimate, from the
-// ledger's current model, of the part not yet split up to t. It is
-// lock-free and allocates nothing.
+// Estimate returns the request's energy up to t as well as it is known
+// now: the energy split to it so far, the sampler's provisional split of
+// the intervals pushed but not yet split (with the current model, prefill
+// and decode included), its recent power for the time after the newest
+// counter step, and the model's energy per output token for the tokens
+// it reported after the sampler last looked. It is lock-free and
+// allocates nothing.
 func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	// final is loaded first: the sampler adds to mj before it stores
 	// final, so a final request's mj is complete.
@@ -137,29 +151,37 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 		return r.mj.Load()
 	}
 	mj := r.mj.Load()
-	through := r.through.Load()
-	if t <= through {
+	est := max(mj, r.estMJ.Load())
+	thru := max(l.provThru.Load(), r.through.Load(), r.start)
+	var add float64
+	if t > thru {
+		w := float64(math.Float32frombits(uint32(r.powPrice.Load())))
+		if w <= 0 {
+			// Nothing split or weighed for it yet: a share of the recent
+			// power.
+			w = math.Float64frombits(l.avgW.Load()) / float64(max(1, l.activeN.Load()))
+		}
+		add += w * float64(t-thru) / 1e6
+	}
+	// The provisional split and the power above count the tokens after
+	// the request's last report at its rate; the tokens it reported
+	// beyond (or short of) that cost the model's energy per output token.
+	seen, rate := unpackSeenRate(r.seenRate.Load())
+	tokens := float64(r.out.Load()) - float64(seen)
+	tokens -= rate * float64(max(0, t-r.extFrom.Load()))
+	price := float64(math.Float32frombits(uint32(r.powPrice.Load() >> 32)))
+	if price <= 0 {
+		price = math.Float64frombits(l.jOutBits.Load())
+	}
+	add += price * tokens * 1000
+	switch {
+	case add >= 0:
+		return est + uint64(min(add, 1<<62))
+	case -add >= float64(est-mj):
 		return mj
+	default:
+		return est - uint64(-add)
 	}
-	var c [nFeat]float64
-	for i := range c {
-		c[i] = math.Float64frombits(l.coef[i].Load())
-	}
-	n := max(1, l.activeN.Load())
-	sec := float64(t-max(through, r.start)) / 1e9
-	var est float64
-	if c == ([nFeat]float64{}) {
-		// No model yet: a time share of the recent power.
-		est = math.Float64frombits(l.avgW.Load()) * sec / float64(n)
-	} else {
-		est = c[fStatic] * sec / float64(n)
-		est += c[fOutput] * float64(r.out.Load()-min(r.out.Load(), r.outThru.Load()))
-		est += c[fInput] * float64(r.in.Load()-min(r.in.Load(), r.inThru.Load()))
-	}
-	if est <= 0 || math.IsNaN(est) {
-		return mj
-	}
-	return mj + uint64(min(est*1000, 1<<62))
 }
 
 // point is one observed report: the cumulative counts first seen at a read,
@@ -172,15 +194,41 @@ type point struct {
 // sampled is the sampler's own view of a request.
 type sampled struct {
 	pts     []point
-	known   int64  // the latest report time; every interval up to it is known
-	pfEnd   int64  // end of prefill: the first output token; -1 unknown
+	known   int64 // the latest report time; every interval up to it is known
+	pfEnd   int64 // one decode step before the first output token; -1 unknown
+	step    int64 // that decode step, ns
+	endSeen bool
+	powW    float32 // the power last given to the request, W
+	end     int64
 	firstN  uint64 // tokens of a first report that was a chunk, until the next report places the prefill
 	firstT  int64
-	endSeen bool
-	end     int64
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
-	inline [3]point
+	inline [2]point
+}
+
+// packSeenRate packs tokens seen and a rate in tokens per ns into one
+// word, so that a reader loads them as a pair.
+func packSeenRate(seen uint64, rate float64) uint64 {
+	return uint64(uint32(min(seen, math.MaxUint32))) | uint64(math.Float32bits(float32(rate)))<<32
+}
+
+// unpackSeenRate undoes packSeenRate.
+func unpackSeenRate(v uint64) (uint64, float64) {
+	return uint64(uint32(v)), float64(math.Float32frombits(uint32(v >> 32)))
+}
+
+// ownRate returns the request's output tokens per ns since its prefill,
+// as reported, or 0 before its prefill is placed for good.
+func (s *sampled) ownRate() float64 {
+	if s.pfEnd < 0 || s.firstN > 0 || len(s.pts) == 0 {
+		return 0
+	}
+	last := s.pts[len(s.pts)-1]
+	if last.t <= s.pfEnd || last.out == 0 {
+		return 0
+	}
+	return float64(last.out) / float64(last.t-s.pfEnd)
 }
 
 // activeIn reports whether the request was active in (a, b].
@@ -197,12 +245,25 @@ func (s *sampled) span(start, a, b int64) (int64, int64) {
 	return lo, max(lo, hi)
 }
 
+// prefillEnd returns the end of the prefill, shift decode steps after
+// pfEnd (see Ledger.shift), or -1 when it is not placed.
+func (s *sampled) prefillEnd(shift float64) int64 {
+	if s.pfEnd < 0 {
+		return -1
+	}
+	e := s.pfEnd + int64(shift*float64(s.step))
+	if s.endSeen {
+		e = min(e, s.end)
+	}
+	return e
+}
+
 // prefill returns the prefill window [start, end]; with no output seen
 // yet it runs to horizonEnd.
-func (s *sampled) prefill(start, horizonEnd int64) (int64, int64) {
+func (s *sampled) prefill(start, horizonEnd int64, shift float64) (int64, int64) {
 	switch {
 	case s.pfEnd >= 0:
-		return start, s.pfEnd
+		return start, s.prefillEnd(shift)
 	case s.endSeen:
 		return start, s.end
 	default:
@@ -212,8 +273,8 @@ func (s *sampled) prefill(start, horizonEnd int64) (int64, int64) {
 
 // outputIn returns the output tokens produced in (a, b], spreading each
 // report's tokens evenly since the previous report, and the first report's
-// since the end of prefill.
-func (s *sampled) outputIn(a, b int64) float64 {
+// since pfEnd, the end of prefill (-1 when not placed).
+func (s *sampled) outputIn(a, b, pfEnd int64) float64 {
 	var sum float64
 	for m := 1; m < len(s.pts); m++ {
 		p0, p1 := s.pts[m-1], s.pts[m]
@@ -225,8 +286,8 @@ func (s *sampled) outputIn(a, b int64) float64 {
 			break
 		}
 		lo := p0.t
-		if p0.out == 0 && s.pfEnd >= 0 {
-			lo = min(max(s.pfEnd, p0.t), p1.t)
+		if p0.out == 0 && pfEnd >= 0 {
+			lo = min(max(pfEnd, p0.t), p1.t)
 		}
 		sum += float64(d) * overlap(lo, p1.t, a, b)
 	}

@@ -1,6 +1,9 @@
 package ledger
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // attributable returns the part of e that belongs to the attributed
 // processes on device d.
@@ -17,28 +20,66 @@ func attributable(d *device, e uint64) uint64 {
 // up to which every running request has reported; an interval ending after
 // it is being split at the horizon; with mark, the requests that had not
 // reported past it are flagged, and so are requests on a shared device.
-func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]float64, unowned float64) {
+func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shift float64) (x [nFeat]float64, unowned float64) {
 	forced := b > minKnown
 	parts := l.parts[:0]
-	for _, r := range l.active {
+	running := 0
+	for idx, r := range l.active {
 		s := &r.st
 		if !s.activeIn(r.start, a, b) {
 			continue
 		}
 		lo, hi := s.span(r.start, a, b)
-		pfLo, pfHi := s.prefill(r.start, max(s.known, b))
 		in := float64(s.pts[len(s.pts)-1].in)
+		pfEnd := s.prefillEnd(shift)
+		if prov && pfEnd < 0 && !s.endSeen {
+			if sec, ok := l.ttft.predict(in); ok && r.start+int64(sec*nsPerSecond) < b {
+				pfEnd = r.start + int64(sec*nsPerSecond)
+			}
+		}
+		pfLo, pfHi := r.start, pfEnd
+		if pfEnd < 0 {
+			pfLo, pfHi = s.prefill(r.start, max(s.known, b), shift)
+		}
 		pLo, pHi := max(pfLo, a), min(pfHi, b)
-		parts = append(parts, part{
-			r:    r,
-			lo:   lo,
-			hi:   hi,
-			pfLo: pLo,
-			pfHi: max(pLo, pHi),
-			out:  s.outputIn(a, b),
-			pf:   float64(max(0, pHi-pLo)),
-			in:   in * overlap(pfLo, pfHi, a, b),
-		})
+		// Filled in place, field by field: a part is large. The shares
+		// and weights are left as they were; coverage and weigh set them
+		// before they are read.
+		if len(parts) < cap(parts) {
+			parts = parts[:len(parts)+1]
+		} else {
+			parts = append(parts, part{})
+		}
+		p := &parts[len(parts)-1]
+		p.r, p.idx, p.lo, p.hi = r, idx, lo, hi
+		p.pfLo, p.pfHi = pLo, max(pLo, pHi)
+		p.out, p.in = s.outputIn(a, b, pfEnd), in*overlap(pfLo, pfHi, a, b)
+		p.rho, p.tail = 0, 0
+		p.dLo = hi // no decode until the prefill is placed
+		if pfEnd >= 0 {
+			p.dLo = min(max(lo, pfEnd), hi)
+		}
+		if t0 := s.pts[len(s.pts)-1].t; s.endSeen && s.step > 0 && s.end > t0 && hi > t0 && lo < t0+s.step {
+			// A request stays in the batch for up to a step after its
+			// last token: it weighs in decode's split for that time as at
+			// its rate, though it produced nothing.
+			t1 := min(s.end, t0+s.step)
+			p.tail = s.ownRate() * float64(max(0, min(hi, t1)-max(lo, t0)))
+		}
+		if prov && !s.endSeen {
+			// Tokens not reported yet come at the request's rate.
+			// Only past its last report: the published origin may be an
+			// earlier report that predicted this one.
+			if _, rate := unpackSeenRate(r.seenRate.Load()); rate > 0 {
+				p.out += rate * float64(max(0, hi-max(lo, r.extFrom.Load(), s.pts[len(s.pts)-1].t)))
+			}
+		}
+		if p.pfHi > p.pfLo {
+			p.rho = l.prefillRate(r, in, pfEnd)
+		}
+		if !s.endSeen {
+			running++
+		}
 		if mark && forced && !s.endSeen && s.known < b {
 			r.setFlag(FlagForced)
 		}
@@ -46,10 +87,27 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]
 			r.setFlag(FlagShared)
 		}
 	}
-	l.parts = parts
-	unowned = l.unowned.st.outputIn(a, b)
-	l.coverage(parts, a, b, false)
-	busy := l.coverage(parts, a, b, true)
+	l.parts, l.running = parts, running
+	unowned = l.unowned.st.outputIn(a, b, l.unowned.st.pfEnd)
+	// A split needs each part's share of the time; the prefill and
+	// decode shares only where the learned model weighs by them (decode's
+	// when no token came in the interval).
+	shares := mark || prov
+	if shares {
+		l.coverage(parts, a, b, spanActive, true)
+	}
+	model := shares && d.m.usable && !l.cfg.WeightsFixed
+	busy := l.coverage(parts, a, b, spanPrefill, model)
+	noTokens := unowned == 0
+	if model {
+		for i := range parts {
+			if parts[i].out > 0 || parts[i].tail > 0 {
+				noTokens = false
+				break
+			}
+		}
+	}
+	dbusy := l.coverage(parts, a, b, spanDecode, model && noTokens)
 
 	wo, wi := l.tokenWeights()
 	x[fStatic] = float64(b-a) / nsPerSecond
@@ -60,15 +118,204 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark bool) (x [nFeat]
 			x[fOutput] += wo*p.out + wi*p.in
 		} else {
 			x[fOutput] += p.out
-			x[fPrefill] += p.pf / nsPerSecond
+			x[fPrefill] += float64(p.pfHi-p.pfLo) / nsPerSecond
 			x[fInput] += p.in
+			x[fDecode] += float64(p.hi-p.dLo) / nsPerSecond
 		}
 	}
 	if !l.cfg.WeightsFixed {
 		x[fPrefillBusy] = busy / nsPerSecond
+		x[fDecodeBusy] = dbusy / nsPerSecond
 	}
 	return x, unowned
 }
+
+// extrapolate sets, for provisional splits and estimates, the instant
+// since which r's output tokens are not reported yet and the rate at
+// which they are taken to come: its own since its prefill, or the recent
+// requests'. A request that ended, or is still in prefill, has none (rate
+// 0). It publishes them with the tokens seen, for [Ledger.Estimate]; the
+// sampler calls it when r reports.
+func (l *Ledger) extrapolate(r *Request) {
+	s := &r.st
+	last := s.pts[len(s.pts)-1]
+	if s.endSeen {
+		// Estimates after End are not what they are for, and an ended
+		// request is not extrapolated: leave them.
+		return
+	}
+	var extFrom int64
+	var extRate float64
+	pfEnd := s.prefillEnd(l.shift)
+	if pfEnd < 0 && !s.endSeen {
+		if sec, ok := l.ttft.predict(float64(last.in)); ok {
+			pfEnd = r.start + int64(sec*nsPerSecond)
+		}
+	}
+	if !s.endSeen && pfEnd >= 0 {
+		rate := s.ownRate()
+		if s.firstN > 0 && last.t > s.pfEnd && s.pfEnd >= 0 {
+			rate = float64(s.firstN) / float64(last.t-s.pfEnd)
+		}
+		if rate <= 0 {
+			rate = l.rate
+		}
+		extFrom, extRate = max(last.t, pfEnd), rate
+	}
+	// Stores cost far more than loads, and a request that streams at a
+	// steady rate reports what the published figures already predict:
+	// publish only when they predict the tokens seen by half a token or
+	// more, or the rate moved by 2% or more.
+	seen0, rate0 := unpackSeenRate(r.seenRate.Load())
+	from0 := r.extFrom.Load()
+	predicted := float64(seen0) + rate0*float64(max(0, last.t-from0))
+	if (extRate == 0) == (rate0 == 0) && math.Abs(predicted-float64(last.out)) < 0.5 &&
+		math.Abs(extRate-rate0) < 0.02*rate0 && (from0 >= last.t) == (extFrom > last.t) {
+		return
+	}
+	r.seenRate.Store(packSeenRate(last.out, extRate))
+	r.extFrom.Store(extFrom)
+}
+
+// learnFeatures returns the features of (a, b] as features does, for
+// learning: it keeps no per-request parts, only the prefill and decode
+// spans whose union it measures, so that a busy sampler writes little per
+// request.
+func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
+	pf, dec := l.pfSpans[:0], l.decSpans[:0]
+	var out, pfNS, in, decNS float64
+	for _, r := range l.active {
+		s := &r.st
+		if !s.activeIn(r.start, a, b) {
+			continue
+		}
+		lo, hi := s.span(r.start, a, b)
+		pfEnd := s.prefillEnd(shift)
+		pfLo, pfHi := r.start, pfEnd
+		if pfEnd < 0 {
+			pfLo, pfHi = s.prefill(r.start, max(s.known, b), shift)
+		}
+		if pLo, pHi := max(pfLo, a), min(pfHi, b); pHi > pLo {
+			pf = append(pf, span{pLo, pHi})
+			pfNS += float64(pHi - pLo)
+		}
+		if pfEnd >= 0 {
+			if dLo := min(max(lo, pfEnd), hi); hi > dLo {
+				dec = append(dec, span{dLo, hi})
+				decNS += float64(hi - dLo)
+			}
+		}
+		out += s.outputIn(a, b, pfEnd)
+		in += float64(s.pts[len(s.pts)-1].in) * overlap(pfLo, pfHi, a, b)
+	}
+	l.pfSpans, l.decSpans = pf, dec
+	unowned := l.unowned.st.outputIn(a, b, l.unowned.st.pfEnd)
+	wo, wi := l.tokenWeights()
+	x[fStatic] = float64(b-a) / nsPerSecond
+	if l.cfg.WeightsFixed {
+		x[fOutput] = wo*(unowned+out) + wi*in
+		return x
+	}
+	x[fOutput] = unowned + out
+	x[fPrefill] = pfNS / nsPerSecond
+	x[fInput] = in
+	x[fDecode] = decNS / nsPerSecond
+	x[fPrefillBusy] = l.union(pf, a, b) / nsPerSecond
+	x[fDecodeBusy] = l.union(dec, a, b) / nsPerSecond
+	return x
+}
+
+// span is a non-empty time span within an interval.
+type span struct{ lo, hi int64 }
+
+// union returns the time in (a, b] that spans cover, as coverage counts
+// it: exactly while few spans start or end inside the interval, and the
+// spans' total, at most the interval, beyond that.
+func (l *Ledger) union(spans []span, a, b int64) float64 {
+	full, partial := 0, 0
+	var sumLen float64
+	for _, s := range spans {
+		if s.lo == a && s.hi == b {
+			full++
+		} else {
+			partial++
+		}
+		sumLen += float64(s.hi - s.lo)
+	}
+	dt := float64(b - a)
+	switch {
+	case full+partial == 0:
+		return 0
+	case full > 0 || partial == 0:
+		return dt
+	case partial > maxExactPartial:
+		return min(dt, sumLen)
+	}
+	edges := append(l.edges[:0], a, b)
+	for _, s := range spans {
+		edges = append(edges, s.lo, s.hi)
+	}
+	for i := 1; i < len(edges); i++ {
+		for j := i; j > 0 && edges[j] < edges[j-1]; j-- {
+			edges[j], edges[j-1] = edges[j-1], edges[j]
+		}
+	}
+	l.edges = edges
+	var covered float64
+	for k := 0; k+1 < len(edges); k++ {
+		s0, s1 := edges[k], edges[k+1]
+		if s1 <= s0 {
+			continue
+		}
+		for _, s := range spans {
+			if s.lo <= s0 && s.hi >= s1 {
+				covered += float64(s1 - s0)
+				break
+			}
+		}
+	}
+	return covered
+}
+
+// prefillRate returns r's weight among concurrent prefills: the input
+// tokens it processes per second of its prefill (the recent requests'
+// average when its prompt is not reported). Batched prefill is
+// compute-bound, and each request's part of the compute is its prompt
+// tokens, so a prompt five times longer in the same time takes five times
+// the share. A prefill still running is timed by the learned prefill time
+// for its prompt, or by how long it has run if that is longer.
+func (l *Ledger) prefillRate(r *Request, in float64, pfEnd int64) float64 {
+	s := &r.st
+	var dur float64
+	switch {
+	case pfEnd >= 0:
+		dur = float64(pfEnd - r.start)
+	case s.endSeen:
+		dur = float64(s.end - r.start)
+	default:
+		if sec, ok := l.ttft.predict(in); ok {
+			dur = sec * nsPerSecond
+		}
+		dur = max(dur, float64(s.known-r.start))
+	}
+	if in <= 0 {
+		// Its prompt is not reported (yet): it weighs as the recent
+		// prompts did, not by its length, which says little.
+		if l.rhoAvg > 0 {
+			return l.rhoAvg
+		}
+		return 1 / minPrefillNS
+	}
+	rho := in / max(dur, minPrefillNS)
+	if pfEnd >= 0 {
+		l.rhoAvg += 0.02 * (rho - l.rhoAvg)
+	}
+	return rho
+}
+
+// minPrefillNS bounds a prefill's length from below in its rate, so that
+// a request whose first token came at once does not weigh without bound.
+const minPrefillNS = 5e6
 
 // tokenWeights returns the weights of output and input tokens in the
 // fixed-weight and fallback splits.
@@ -97,12 +344,33 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 	y := float64(attributable(d, e)) / 1000
 	lambda := math.Exp(-float64(b-a) / DefaultForget)
 	search := len(l.active) <= maxLagSearch
+	idle := len(l.active) == 0 && len(l.unowned.st.pts) <= 1
+	var x [nFeat]float64
 	for c, lag := range lags {
 		if !search && c != d.best {
 			continue
 		}
-		x, _ := l.features(d, a-lag, b-lag, minKnown, false)
+		if !idle || c == 0 {
+			// With nothing active every lag sees the same features.
+			x = l.learnFeatures(a-lag, b-lag, l.shift)
+		}
 		d.cands[c].add(x, y, lambda)
+		if c == d.best {
+			// An interval with nothing in it measures the static power,
+			// which changes far more slowly than the rest: it is kept
+			// for idleForget, so that a long busy stretch does not lose it.
+			li := math.Exp(-float64(b-a) / idleForget)
+			d.idleY, d.idleT = li*d.idleY, li*d.idleT
+			if x[fStatic] > 0 && x == ([nFeat]float64{fStatic: x[fStatic]}) {
+				d.idleY += y
+				d.idleT += x[fStatic]
+			}
+		}
+		if c == d.best && search {
+			// The other placement of the prefill's end, at the chosen
+			// lag, for chooseLag to weigh against it.
+			d.alt.add(l.learnFeatures(a-lag, b-lag, 1-l.shift), y, lambda)
+		}
 	}
 	// About the last ten seconds' power, for estimates before the model.
 	w := y / (float64(b-a) / nsPerSecond)
@@ -121,6 +389,13 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 // keeps a sampler tick cheap.
 func (l *Ledger) chooseLag(d *device) {
 	d.solves++
+	if known := d.idleT >= minIdleSeconds; known {
+		w := d.idleY / d.idleT
+		for c := range d.cands {
+			d.cands[c].idleKnown, d.cands[c].idleW = true, w
+		}
+		d.alt.idleKnown, d.alt.idleW = true, w
+	}
 	switch {
 	case d.solves%32 == 1 || !d.m.usable:
 	case d.solves%4 == 1:
@@ -134,14 +409,55 @@ func (l *Ledger) chooseLag(d *device) {
 	for c := range d.cands {
 		m := &d.cands[c]
 		m.solve()
-		if !m.usable || m.n <= 0 {
+		if !m.usable || m.count() <= 0 {
 			continue
 		}
-		if r := m.rss(m.theta) / m.n; r < bestRSS {
+		if r := m.rss(m.theta) / m.count(); r < bestRSS {
 			best, bestRSS = c, r
 		}
 	}
 	d.best, d.lag, d.m = best, lags[best], d.cands[best]
+	d.alt.solve()
+	d.wantFlip = d.alt.usable && d.alt.count() > 0 && !math.IsInf(bestRSS, 1) &&
+		d.alt.rss(d.alt.theta)/d.alt.count() < flipMargin*bestRSS
+}
+
+// minIdleSeconds is how much idle time, within idleForget, the ledger
+// needs before it takes the static power as measured on it.
+const (
+	minIdleSeconds = 0.5
+	idleForget     = 1800e9 // ns
+)
+
+// flipMargin is how much less residual per interval the other placement
+// of the prefill's end must leave before the ledger takes it.
+const flipMargin = 0.95
+
+// maybeFlip moves every prefill's end to the other placement when every
+// device that can tell finds that it explains the steps clearly better;
+// the models swap with their alternatives, which learned under it.
+func (l *Ledger) maybeFlip() {
+	want := false
+	for i := range l.devs {
+		d := &l.devs[i]
+		if d.lost || !d.alt.usable {
+			continue
+		}
+		if !d.wantFlip {
+			return
+		}
+		want = true
+	}
+	if !want {
+		return
+	}
+	l.shift = 1 - l.shift
+	for i := range l.devs {
+		d := &l.devs[i]
+		d.cands[d.best], d.alt = d.alt, d.cands[d.best]
+		d.m = d.cands[d.best]
+		d.wantFlip = false
+	}
 }
 
 // split divides the energy e metered by device d over (a, b] among the
@@ -156,7 +472,32 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		l.unattributed.Add(attr)
 		return
 	}
-	_, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, true)
+	w := l.weigh(d, a, b, attr, minKnown, true, false)
+	parts := l.parts
+	given := give(w.static, parts, byCoverage, w.dt)
+	given += give(attr-w.static, parts, w.by, w.total)
+	l.unattributed.Add(attr - given)
+	if l.running > 0 {
+		l.noteShares(w, attr, false)
+	}
+}
+
+// weighing is how an interval's attributable energy is to be split: its
+// static part by coverage out of dt, the rest by w.by out of total.
+type weighing struct {
+	static    uint64
+	dt, total float64
+	by        int
+	tokPrice  float64 // modelled energy of one output token, decode power included, J
+}
+
+// weigh fills l.parts with the requests active in the interval (a, b] of
+// device d (before the device's lag is applied) and their coverage and
+// weights for splitting attr, its attributable energy. With prov, a
+// request still silent after its expected prefill is taken to be
+// decoding since then, as the provisional split assumes.
+func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark, prov bool) weighing {
+	x, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, mark, prov, l.shift)
 	a, b = a-d.lag, b-d.lag
 	parts := l.parts
 	dt := float64(b - a)
@@ -164,13 +505,38 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	th := d.m.theta
 	learned := d.m.usable
 
-	var static uint64
+	w := weighing{dt: dt, by: byWeight}
 	if learned || d.m.fixed[fStatic] {
-		static = min(attr, uint64(th[fStatic]*dt/nsPerSecond*1000))
+		w.static = min(attr, uint64(th[fStatic]*dt/nsPerSecond*1000))
 	}
-	given := give(static, parts, byCoverage, dt)
-	dyn := attr - static
+	dyn := attr - w.static
 
+	// The modelled prefill energy of the interval is shared by the
+	// rate-weighted prefill time; the modelled decode power by the output
+	// tokens each decoder produced in it (its token rate), or by decode
+	// time when none was produced.
+	var pfPerNS, decPerTok, decPerNS float64
+	if learned && !l.cfg.WeightsFixed {
+		if x[fPrefillBusy] > 0 {
+			pfPerNS = (th[fPrefill]*x[fPrefill] + th[fPrefillBusy]*x[fPrefillBusy]) / (x[fPrefillBusy] * nsPerSecond)
+		}
+		decJ := th[fDecodeBusy]*x[fDecodeBusy] + th[fDecode]*x[fDecode]
+		tok := x[fOutput]
+		for i := range parts {
+			tok += parts[i].tail
+		}
+		if tok > 0 {
+			decPerTok = decJ / tok
+		} else if x[fDecodeBusy] > 0 {
+			decPerNS = decJ / (x[fDecodeBusy] * nsPerSecond)
+		}
+		if !prov && x[fOutput] > 0 {
+			// The recent intervals price the tokens the estimates have
+			// not seen: energy per token moves with the batch.
+			l.jOut += (1 - math.Exp(-dt/jOutForget)) * (th[fOutput] + decPerTok - l.jOut)
+		}
+	}
+	w.tokPrice = th[fOutput] + decPerTok
 	var total float64
 	for i := range parts {
 		p := &parts[i]
@@ -178,8 +544,8 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 		case l.cfg.WeightsFixed:
 			p.weight = wo*p.out + wi*p.in
 		case learned:
-			p.tokJ = th[fOutput]*p.out + th[fInput]*p.in
-			p.pfJ = th[fPrefill]*p.pf/nsPerSecond + th[fPrefillBusy]*p.pfShare/nsPerSecond
+			p.tokJ = w.tokPrice*p.out + decPerTok*p.tail + th[fInput]*p.in + decPerNS*p.decShare
+			p.pfJ = pfPerNS * p.pfShare
 			p.weight = p.tokJ + p.pfJ
 		default:
 			p.weight = p.out + fallbackInput*p.in
@@ -191,7 +557,7 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	case l.cfg.WeightsFixed:
 		unownedW = wo * unowned
 	case learned:
-		unownedW = th[fOutput] * unowned
+		unownedW = (th[fOutput] + decPerTok) * unowned
 	default:
 		unownedW = unowned
 	}
@@ -199,17 +565,133 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	if learned && !l.cfg.WeightsFixed && total > 0 {
 		total = l.spreadResidual(parts, float64(dyn)/1000, unownedW)
 	}
-	if total > 0 {
-		given += give(dyn, parts, byWeight, total)
-	} else {
-		var cov float64
+	w.total = total
+	if total <= 0 {
+		w.by, w.total = byCoverage, 0
 		for i := range parts {
-			cov += parts[i].cov
+			w.total += parts[i].cov
 		}
-		given += give(dyn, parts, byCoverage, cov)
 	}
-	l.unattributed.Add(attr - given)
+	return w
 }
+
+// noteShares records, for each request in l.parts, the power it was given
+// in the interval just weighed (for estimates of what is not split yet),
+// and with prov adds its share to its provisional energy.
+func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
+	static, dyn := float64(w.static), float64(attr-w.static)
+	for i := range l.parts {
+		p := &l.parts[i]
+		var mj float64
+		if w.dt > 0 {
+			mj = static * p.cov / w.dt
+		}
+		if w.total > 0 {
+			if w.by == byWeight {
+				mj += dyn * p.weight / w.total
+			} else {
+				mj += dyn * p.cov / w.total
+			}
+		}
+		if mj < 0 || math.IsNaN(mj) {
+			mj = 0
+		}
+		s := &p.r.st
+		if s.endSeen {
+			continue // no estimate is wanted after End
+		}
+		if prov {
+			acc := &l.provAcc[p.idx]
+			acc.mj += mj
+			if p.out > 0 {
+				acc.tok += p.out
+				acc.tokJ += w.tokPrice * p.out
+			}
+		}
+		if span := p.hi - p.lo; span > 0 {
+			s.powW = float32(mj / float64(span) * 1e6) // mJ/ns to W
+		}
+	}
+}
+
+// provisional splits, with the current model, the intervals of every
+// device that are pushed but not yet split, adding each request's share
+// to its provisional energy, and returns the instant (on the requests'
+// clock) through which it did so, and whether it ran. Many pending
+// intervals are merged into at most provBudget/active groups, so that the
+// work stays O(active) per read and bounded. It runs only when a device
+// stepped or split since it last ran: otherwise what it would find is
+// what it published then. running says some request has not ended.
+func (l *Ledger) provisional(t, minKnown int64, split, running bool) (int64, bool) {
+	if !running {
+		// Every request has ended: no estimate is wanted.
+		return t, true
+	}
+	stepped := split
+	for i := range l.devs {
+		if w := l.devs[i].ring.Written(); w != l.devs[i].provWritten {
+			l.devs[i].provWritten, stepped = w, true
+		}
+	}
+	if !stepped {
+		return 0, false
+	}
+	// Many requests at once make each pass costly; then it runs less
+	// often, and estimates lean on each request's recent power for
+	// longer.
+	if n := len(l.active); n > provBudget && t-l.provLast < provGap*int64(n/provBudget) {
+		return 0, false
+	}
+	l.provLast = t
+	l.provAcc = l.provAcc[:0] // sized when there is something to weigh
+	thru := t
+	groups := min(provMaxGroups, max(1, provBudget/len(l.active)))
+	for i := range l.devs {
+		d := &l.devs[i]
+		if d.lost || !d.primed {
+			continue
+		}
+		newest := d.ring.Written()
+		if newest == 0 || newest-1 < d.next {
+			thru = min(thru, d.prevT-d.lag)
+			continue
+		}
+		first := max(d.next, d.ring.Oldest())
+		n := newest - first
+		per := max(1, (n+uint64(groups)-1)/uint64(groups))
+		a, ea := d.prevT, d.prevE
+		for j := first; j < newest; j += per {
+			p, ok := d.ring.At(min(j+per, newest) - 1)
+			if !ok {
+				break
+			}
+			if p.T > a {
+				if len(l.provAcc) != len(l.active) {
+					l.provAcc = slices.Grow(l.provAcc[:0], len(l.active))[:len(l.active)]
+					clear(l.provAcc)
+				}
+				attr := attributable(d, satSub(p.EnergyMJ, ea))
+				w := l.weigh(d, a, p.T, attr, minKnown, false, true)
+				l.noteShares(w, attr, true)
+			}
+			a, ea = p.T, p.EnergyMJ
+		}
+		thru = min(thru, a-d.lag)
+	}
+	return thru, true
+}
+
+// jOutForget is the time constant, in ns, of the energy per output token
+// that estimates use.
+const jOutForget = 2e9
+
+// provBudget bounds the request-intervals one provisional pass weighs,
+// and provMaxGroups the groups of intervals on one device.
+const (
+	provBudget    = 1024
+	provMaxGroups = 128
+	provGap       = 50e6 // ns between passes per provBudget requests beyond the first
+)
 
 // Relative uncertainties of the modelled parts of a request's energy in an
 // interval. Prefill's energy varies with the prompt, the batch and the
@@ -221,37 +703,51 @@ const (
 )
 
 // spreadResidual turns the modelled weights (in J) into the requests'
-// expected shares of the dynamic energy dynJ: each gets its modelled energy
-// plus a part of the residual dynJ − Σ modelled in proportion to its
-// variance, which is the least-squares estimate of each part given their
-// sum. When that would make a share negative it keeps the plain
-// proportional weights. It returns the new total weight.
+// expected shares of the dynamic energy dynJ. The residual, dynJ − Σ
+// modelled, is laid on the two pools in proportion to their variances
+// (the prefill pool's far larger: prefill power varies with the prompts,
+// the batch and the kernels; decode's with the batch only), which is the
+// least-squares estimate of each pool given their sum; within a pool it is
+// shared like the pool itself, since what the model misses is the pool's
+// total, not how its requests divide it. When that would make a share
+// negative, that pool is emptied and the rest laid on the other. It
+// returns the new total weight.
 func (l *Ledger) spreadResidual(parts []part, dynJ, unownedJ float64) float64 {
-	modelled := unownedJ
-	v := sq(tokenUncertainty * unownedJ)
+	pf, tok := 0.0, unownedJ
 	for i := range parts {
-		p := &parts[i]
-		modelled += p.weight
-		v += sq(prefillUncertainty*p.pfJ) + sq(tokenUncertainty*p.tokJ)
+		pf += parts[i].pfJ
+		tok += parts[i].weight - parts[i].pfJ
 	}
-	if v <= 0 || modelled <= 0 {
+	modelled := pf + tok
+	vPf, vTok := sq(prefillUncertainty*pf), sq(tokenUncertainty*tok)
+	if vPf+vTok <= 0 || modelled <= 0 {
 		return modelled
 	}
 	resid := dynJ - modelled
-	for i := range parts {
-		p := &parts[i]
-		if p.weight+resid*(sq(prefillUncertainty*p.pfJ)+sq(tokenUncertainty*p.tokJ))/v < 0 {
-			return modelled
-		}
+	// Each pool takes its part of the residual; a pool that would go
+	// below zero is emptied and the rest goes to the other, so that large
+	// negative residuals move energy as large positive ones do.
+	rPf := resid * vPf / (vPf + vTok)
+	rTok := resid - rPf
+	if pf+rPf < 0 {
+		rPf, rTok = -pf, rTok+pf+rPf
+	} else if tok+rTok < 0 {
+		rPf, rTok = rPf+tok+rTok, -tok
 	}
-	uw := unownedJ + resid*sq(tokenUncertainty*unownedJ)/v
-	if uw < 0 {
+	var kPf, kTok float64 = 1, 1
+	if pf > 0 {
+		kPf = max(0, 1+rPf/pf)
+	}
+	if tok > 0 {
+		kTok = max(0, 1+rTok/tok)
+	}
+	if kPf == 0 && kTok == 0 {
 		return modelled
 	}
-	total := uw
+	total := unownedJ * kTok
 	for i := range parts {
 		p := &parts[i]
-		p.weight += resid * (sq(prefillUncertainty*p.pfJ) + sq(tokenUncertainty*p.tokJ)) / v
+		p.weight = p.pfJ*kPf + (p.weight-p.pfJ)*kTok
 		total += p.weight
 	}
 	return total
@@ -287,57 +783,86 @@ func give(e uint64, parts []part, by int, total float64) uint64 {
 	return given
 }
 
-// coverage sets each part's share of the interval's time, in ns, and
-// returns the time covered: at every instant the time is shared equally
-// among the requests active then (in prefill, with prefill set), and time
-// with none is nobody's. It is exact while few requests start or end inside
-// the interval, and proportional to active time beyond that.
-func (l *Ledger) coverage(parts []part, a, b int64, prefill bool) float64 {
+// Span kinds for coverage.
+const (
+	spanActive  = iota // the request's active span; shares in cov
+	spanPrefill        // its prefill, weighted by rho; shares in pfShare
+	spanDecode         // its decode; shares in decShare
+)
+
+// coverage sets each part's share of the interval's time, in ns, for the
+// spans of kind (with shares; without, it only measures), and returns the
+// time covered: at every instant the time
+// is shared among the requests whose span holds it, in proportion to
+// their weights (rho for prefill, equal otherwise), and time with none is
+// nobody's. It is exact while few requests start or end inside the
+// interval, and proportional to weighted span time beyond that.
+func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float64 {
 	dt := float64(b - a)
 	span := func(p *part) (int64, int64) {
-		if prefill {
+		switch kind {
+		case spanPrefill:
 			return p.pfLo, p.pfHi
+		case spanDecode:
+			return p.dLo, p.hi
 		}
 		return p.lo, p.hi
 	}
 	out := func(p *part) *float64 {
-		if prefill {
+		switch kind {
+		case spanPrefill:
 			return &p.pfShare
+		case spanDecode:
+			return &p.decShare
 		}
 		return &p.cov
 	}
+	weight := func(p *part) float64 {
+		if kind == spanPrefill && p.rho > 0 {
+			return p.rho
+		}
+		return 1
+	}
 	full, partial := 0, 0
-	var sumLen float64
+	var fullW, sumLen, sumWLen float64
 	for i := range parts {
 		p := &parts[i]
-		*out(p) = 0
+		if shares {
+			*out(p) = 0
+		}
 		lo, hi := span(p)
 		switch {
 		case hi <= lo:
 		case lo == a && hi == b:
 			full++
+			fullW += weight(p)
 		default:
 			partial++
 		}
 		sumLen += float64(max(0, hi-lo))
+		sumWLen += weight(p) * float64(max(0, hi-lo))
 	}
 	switch {
 	case full+partial == 0:
 		return 0
+	case !shares && partial == 0:
+		return dt
+	case !shares && partial > maxExactPartial:
+		return min(dt, sumLen)
 	case partial == 0:
 		for i := range parts {
 			if lo, hi := span(&parts[i]); lo == a && hi == b {
-				*out(&parts[i]) = dt / float64(full)
+				*out(&parts[i]) = dt * weight(&parts[i]) / fullW
 			}
 		}
 		return dt
 	case partial > maxExactPartial:
-		// Approximate: active time, scaled so that the total never
+		// Approximate: weighted span time, scaled so that the total never
 		// exceeds the interval.
 		covered := min(dt, sumLen)
 		for i := range parts {
 			lo, hi := span(&parts[i])
-			*out(&parts[i]) = float64(max(0, hi-lo)) * covered / sumLen
+			*out(&parts[i]) = weight(&parts[i]) * float64(max(0, hi-lo)) * covered / sumWLen
 		}
 		return covered
 	}
@@ -358,33 +883,39 @@ func (l *Ledger) coverage(parts []part, a, b int64, prefill bool) float64 {
 		lo, hi := span(p)
 		return hi > lo && (lo != a || hi != b)
 	}
-	var fullShare, covered float64
+	var fullShare, covered float64 // fullShare: time per unit weight of a full span
 	for k := 0; k+1 < len(edges); k++ {
 		s0, s1 := edges[k], edges[k+1]
 		if s1 <= s0 {
 			continue
 		}
-		n := full
+		w := fullW
 		for i := range parts {
 			if lo, hi := span(&parts[i]); isPartial(&parts[i]) && lo <= s0 && hi >= s1 {
-				n++
+				w += weight(&parts[i])
 			}
 		}
-		if n == 0 {
+		if w == 0 {
 			continue
 		}
 		covered += float64(s1 - s0)
-		share := float64(s1-s0) / float64(n)
+		if !shares {
+			continue
+		}
+		share := float64(s1-s0) / w
 		fullShare += share
 		for i := range parts {
 			if lo, hi := span(&parts[i]); isPartial(&parts[i]) && lo <= s0 && hi >= s1 {
-				*out(&parts[i]) += share
+				*out(&parts[i]) += share * weight(&parts[i])
 			}
 		}
 	}
+	if !shares {
+		return covered
+	}
 	for i := range parts {
 		if lo, hi := span(&parts[i]); lo == a && hi == b {
-			*out(&parts[i]) = fullShare
+			*out(&parts[i]) = fullShare * weight(&parts[i])
 		}
 	}
 	return covered

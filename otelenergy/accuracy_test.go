@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,7 +56,19 @@ type accScenario struct {
 	GPU simgpu.Config
 	// Idealized runs simgpu's idealized model.
 	Idealized bool
-	Seed      uint64
+	// WindowFrac > 0 makes the counter integrate only that fraction of
+	// each period (simgpu's CounterWindow).
+	WindowFrac float64
+	// InputAtEnd reports the prompt's tokens only at the end, as a proxy
+	// that reads them from a streamed response's final usage does.
+	InputAtEnd bool
+	// Busy from the start: the first requests start at once, not after a
+	// second of idle, so the board is never seen idle before it serves.
+	BusyFromStart bool
+	// FirstAtPrefillEnd produces the first token when the prefill ends,
+	// not one decode step later, as the previous simulator did.
+	FirstAtPrefillEnd bool
+	Seed              uint64
 }
 
 var accTarget = accScenario{
@@ -73,7 +88,9 @@ func (s accScenario) with(f func(*accScenario)) accScenario {
 }
 
 // accScenarios are the scenarios BenchmarkAttribution reports; the first
-// three carry the targets of docs/attribution.md.
+// three carry the targets of docs/attribution.md. The held-out ones
+// change what the ledger was not developed against: periods, seeds, power
+// levels and batch behaviour.
 var accScenarios = []struct {
 	name string
 	sc   accScenario
@@ -87,8 +104,61 @@ var accScenarios = []struct {
 		s.GPU.GainSpread = 0.05
 		s.GPU.Noise = 0.2
 	})},
+	{"jitter5ms", accTarget.with(func(s *accScenario) { s.GPU.UpdateJitter = 5 * time.Millisecond })},
+	{"jitter5ms-per-token", accTarget.with(func(s *accScenario) {
+		s.GPU.UpdateJitter = 5 * time.Millisecond
+		s.GPU.Decode = simgpu.DecodePerToken
+	})},
+	{"noise20", accTarget.with(func(s *accScenario) { s.GPU.Noise = 0.2 })},
 	{"two-gpus", accTarget.with(func(s *accScenario) { s.GPU.Devices = 2 })},
 	{"prefill-power-30", accTarget.with(func(s *accScenario) { s.GPU.PrefillPowerSpread = 0.3 })},
+	// The previous simulator's sharing: k prefills draw √k × their mean
+	// power, each its own power factor's part, whatever its prompt.
+	{"sqrtk-power-factor", accTarget.with(func(s *accScenario) {
+		s.GPU.PrefillShare = simgpu.ShareByPowerFactor
+		s.GPU.PrefillPowerSpread = 0.3
+	})},
+	// Decode as a fixed energy per token, whatever the batch.
+	{"per-token-decode", accTarget.with(func(s *accScenario) { s.GPU.Decode = simgpu.DecodePerToken })},
+	// Everything as the previous simulator had it.
+	{"previous-physics", accTarget.with(func(s *accScenario) {
+		s.GPU.PrefillShare = simgpu.ShareByPowerFactor
+		s.GPU.Decode = simgpu.DecodePerToken
+		s.FirstAtPrefillEnd = true
+	})},
+	{"first-token-at-prefill-end", accTarget.with(func(s *accScenario) { s.FirstAtPrefillEnd = true })},
+	{"windowed-counter", accTarget.with(func(s *accScenario) { s.WindowFrac = 0.25 })},
+	{"heldout-periods", accTarget.with(func(s *accScenario) {
+		s.Periods = []time.Duration{33 * time.Millisecond, 75 * time.Millisecond}
+		s.Seed = 17
+	})},
+	{"heldout-busy-from-start", accTarget.with(func(s *accScenario) {
+		s.BusyFromStart = true
+		s.MaxGap = 20 * time.Millisecond
+		s.Seed = 61
+	})},
+	{"input-at-end", accTarget.with(func(s *accScenario) { s.InputAtEnd = true })},
+	{"heldout-seeds", accTarget.with(func(s *accScenario) { s.Seed = 29 })},
+	// An H200-like board: lower idle, decode memory-bound at far lower
+	// power, prefill near a higher limit.
+	{"heldout-power", accTarget.with(func(s *accScenario) {
+		s.GPU.IdleWatts = 70
+		s.GPU.PrefillWatts = 450
+		s.GPU.DecodeCurve = []simgpu.BatchPower{
+			{Batch: 1, Watts: 70}, {Batch: 8, Watts: 160}, {Batch: 16, Watts: 190}, {Batch: 64, Watts: 260}, {Batch: 256, Watts: 330},
+		}
+		s.GPU.JoulesPerToken = 0.05
+		s.Seed = 41
+	})},
+	// Continuous batching: every request decodes at the same rate, and a
+	// busier batch: 32 slots of shorter requests.
+	{"heldout-engine", accTarget.with(func(s *accScenario) {
+		s.Concurrency = 32
+		s.MinRate, s.MaxRate = 25, 25
+		s.MinLen, s.MaxLen = 500*time.Millisecond, 4*time.Second
+		s.MaxPrompt = 2000
+		s.Seed = 53
+	})},
 	{"idealized", accTarget.with(func(s *accScenario) { s.Idealized = true })},
 }
 
@@ -102,6 +172,10 @@ type accFigures struct {
 	SplitMJ, AttributedMJ, UnattributedMJ, OtherMJ uint64
 	ConservationPct                                float64
 	Coefficients                                   ledger.Coefficients
+	// Final and Estimate are each request's signed error, in %, of its
+	// final figure and of End's estimate; Period is its counter period.
+	Final, Estimate []float64
+	Period          []time.Duration
 }
 
 func (f accFigures) String() string {
@@ -127,35 +201,44 @@ type accRequest struct {
 	pending  int     // tokens produced but not reported
 	endOnly  bool
 	estimate uint64
+	dbgMJ    uint64
+	dbgThru  int64
 }
 
 // runAccuracy runs sc at every period and pools the figures.
 func runAccuracy(tb testing.TB, sc accScenario) accFigures {
 	tb.Helper()
-	var errs, est []float64
 	var f accFigures
 	for i, p := range sc.Periods {
 		e, es, g := runAccuracyOnce(tb, sc, p, sc.Seed*1000+uint64(i))
-		errs, est = append(errs, e...), append(est, es...)
+		f.Final, f.Estimate = append(f.Final, e...), append(f.Estimate, es...)
+		for range e {
+			f.Period = append(f.Period, p)
+		}
 		f.SplitMJ += g.SplitMJ
 		f.AttributedMJ += g.AttributedMJ
 		f.UnattributedMJ += g.UnattributedMJ
 		f.OtherMJ += g.OtherMJ
 		f.Coefficients = g.Coefficients
 	}
-	f.Requests = len(errs)
-	f.MeanErrPct, f.P99ErrPct, f.MaxErrPct = summarize(errs)
-	f.EstMeanErrPct, f.EstP99ErrPct, _ = summarize(est)
+	f.Requests = len(f.Final)
+	f.MeanErrPct, f.P99ErrPct, f.MaxErrPct = summarize(f.Final)
+	f.EstMeanErrPct, f.EstP99ErrPct, _ = summarize(f.Estimate)
 	diff := int64(f.AttributedMJ+f.UnattributedMJ+f.OtherMJ) - int64(f.SplitMJ)
 	f.ConservationPct = math.Abs(float64(diff)) / float64(max(f.SplitMJ, 1)) * 100
 	return f
 }
 
+// summarize returns the mean, 99th percentile and maximum of the
+// absolute values of xs.
 func summarize(xs []float64) (mean, p99, maxv float64) {
 	if len(xs) == 0 {
 		return 0, 0, 0
 	}
-	s := slices.Clone(xs)
+	s := make([]float64, len(xs))
+	for i, x := range xs {
+		s[i] = math.Abs(x)
+	}
 	slices.Sort(s)
 	var sum float64
 	for _, x := range s {
@@ -169,6 +252,9 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 	clock := &accClock{base: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
 	gc := sc.GPU
 	gc.UpdatePeriod, gc.Seed, gc.Now = period, seed, clock.now
+	if sc.WindowFrac > 0 {
+		gc.CounterWindow = time.Duration(float64(period) * sc.WindowFrac)
+	}
 	if sc.Idealized {
 		gc = simgpu.Idealized(gc)
 	}
@@ -188,6 +274,9 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 	free := make([]int64, sc.Concurrency) // ms at which each slot starts its next request
 	for i := range free {
 		free[i] = 1000 + rng.Int64N(int64(sc.MaxGap/time.Millisecond)+1)
+		if sc.BusyFromStart {
+			free[i] -= 980 // after the first sample, which tracking needs
+		}
 	}
 	var done []*accRequest
 	durMS := sc.Duration.Milliseconds()
@@ -205,7 +294,7 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 			}
 			stepAcc(mon, r, sc, ms)
 			if ms >= r.end {
-				finishAcc(mon, r)
+				finishAcc(mon, r, sc)
 				done = append(done, r)
 				slots[i] = nil
 				free[i] = ms + 1 + rng.Int64N(int64(sc.MaxGap/time.Millisecond)+1)
@@ -215,6 +304,9 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 		if ms >= nextSample {
 			mon.Sample()
 			nextSample += interval
+		}
+		if os.Getenv("OTELENERGY_ACC_COEF") != "" && ms%5000 == 0 {
+			tb.Logf("t=%ds %+v", ms/1000, mon.ledger.Coefficients())
 		}
 		if ms > durMS+1000 && allNil(slots) && ms > lastEnd+horizon {
 			break
@@ -229,8 +321,20 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 		if truth <= 0 {
 			continue
 		}
-		errs = append(errs, math.Abs(float64(st.EnergyMJ())-truth)/truth*100)
-		est = append(est, math.Abs(float64(r.estimate)-truth)/truth*100)
+		if v := os.Getenv("OTELENERGY_ACC_DEBUG"); v != "" {
+			threshold, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				threshold = 7
+			}
+			if e := math.Abs(float64(st.EnergyMJ())-truth) / truth * 100; e >= threshold {
+				pf, _ := st.FirstToken()
+				tb.Logf("final %+.0f%% [%d, %d] ms rate %.0f prompt %d out %d endOnly %v: truth %.0f final %d est %d; prefill end %d, ledger %d",
+					(float64(st.EnergyMJ())-truth)/truth*100, r.start, r.end, r.rate, r.job.InputTokens(), r.job.OutputTokens(), r.endOnly, truth, st.EnergyMJ(), r.estimate,
+					r.job.PrefillEnd().Sub(gpu.Start()).Milliseconds(), pf/1e6)
+			}
+		}
+		errs = append(errs, (float64(st.EnergyMJ())-truth)/truth*100)
+		est = append(est, (float64(r.estimate)-truth)/truth*100)
 		f.AttributedMJ += st.EnergyMJ()
 	}
 	f.SplitMJ = mon.ledger.SplitMJ()
@@ -263,10 +367,17 @@ func startAcc(mon *Monitor, gpu *simgpu.GPU, rng *rand.Rand, sc accScenario, ctx
 		rate:    sc.MinRate + rng.Float64()*(sc.MaxRate-sc.MinRate),
 		endOnly: rng.Float64() < sc.EndOnly,
 	}
-	mon.AddInputTokens(r.req, prompt)
-	// The first token comes when the simulated prefill ends; the clock
-	// and the GPU start together.
-	r.next = float64(r.job.PrefillEnd().Sub(gpu.Start())) / float64(time.Millisecond)
+	if !sc.InputAtEnd {
+		mon.AddInputTokens(r.req, prompt)
+	}
+	r.job.SetDecodeRate(r.rate)
+	// The first token comes one decode step after the simulated prefill
+	// ends; the clock and the GPU start together.
+	first := r.job.FirstTokenAt()
+	if sc.FirstAtPrefillEnd {
+		first = r.job.PrefillEnd()
+	}
+	r.next = float64(first.Sub(gpu.Start())) / float64(time.Millisecond)
 	return r
 }
 
@@ -288,49 +399,103 @@ func stepAcc(mon *Monitor, r *accRequest, sc accScenario, ms int64) {
 	}
 }
 
-func finishAcc(mon *Monitor, r *accRequest) {
+func finishAcc(mon *Monitor, r *accRequest, sc accScenario) {
 	if r.pending > 0 {
 		mon.AddTokens(r.req, r.pending)
 		r.pending = 0
 	}
+	if sc.InputAtEnd {
+		mon.AddInputTokens(r.req, r.job.InputTokens())
+	}
 	r.job.End()
+	r.dbgMJ = r.req.st.EnergyMJ()
 	res := r.req.End()
 	r.estimate = res.EnergyMJ
 }
 
 // TestAttributionAccuracy holds the ledger to its figures in
 // docs/attribution.md on the hardware-like simulator, and checks that it
-// conserves energy exactly. The mean errors are held to the targets the
-// project set (2%, 3% and 5%); the p99 bounds are the measured figures with
-// a margin, above those targets (5%, 8% and 15%), which this simulator's
-// per-request prefill power does not let the ledger reach.
+// conserves energy exactly. Each bound is the figure measured with a
+// margin for changes elsewhere: the final figure's mean and p99, then
+// End's estimate's. The first three scenarios carry the project's
+// targets (2% / 5%, 3% / 8%, 5% / 15%; the estimate 5% / 20% on
+// streaming); the held-out ones change what the ledger was not developed
+// against.
 func TestAttributionAccuracy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the accuracy harness simulates minutes of serving")
 	}
-	bounds := map[string][2]float64{
-		"streaming": {2, 8},
-		"chunks16":  {3, 15},
-		"endonly30": {5, 20},
+	bounds := map[string][4]float64{
+		"streaming":                  {1, 5, 1.2, 7},
+		"chunks16":                   {1.6, 10, 2.2, 15},
+		"endonly30":                  {1.8, 10, 4.5, 42},
+		"first-token-at-prefill-end": {1, 5, 1.2, 7},
+		"heldout-periods":            {1.1, 4.5, 1.3, 5},
+		"heldout-seeds":              {1, 6, 1.2, 9},
+		"heldout-power":              {1.6, 8.5, 2.2, 25},
+		"heldout-engine":             {2.3, 11, 3.2, 26},
+		// Known weaknesses (docs/attribution.md): held to what they are.
+		"heldout-busy-from-start": {7, 25, 7.5, 32},
+		"input-at-end":            {3, 16, 3.5, 21},
 	}
-	for _, s := range accScenarios[:3] {
+	for _, s := range accScenarios {
+		b, ok := bounds[s.name]
+		if !ok {
+			continue
+		}
 		t.Run(s.name, func(t *testing.T) {
 			f := runAccuracy(t, s.sc)
 			t.Log(f)
 			if f.AttributedMJ+f.UnattributedMJ+f.OtherMJ != f.SplitMJ {
 				t.Errorf("conservation: %d + %d + %d != %d mJ", f.AttributedMJ, f.UnattributedMJ, f.OtherMJ, f.SplitMJ)
 			}
-			if b := bounds[s.name]; f.MeanErrPct > b[0] || f.P99ErrPct > b[1] {
-				t.Errorf("error mean %.2f%% p99 %.2f%%, bounds %.0f%% and %.0f%%", f.MeanErrPct, f.P99ErrPct, b[0], b[1])
+			if f.MeanErrPct > b[0] || f.P99ErrPct > b[1] {
+				t.Errorf("final: error mean %.2f%% p99 %.2f%%, bounds %.1f%% and %.1f%%", f.MeanErrPct, f.P99ErrPct, b[0], b[1])
+			}
+			if f.EstMeanErrPct > b[2] || f.EstP99ErrPct > b[3] {
+				t.Errorf("End's estimate: error mean %.2f%% p99 %.2f%%, bounds %.1f%% and %.1f%%", f.EstMeanErrPct, f.EstP99ErrPct, b[2], b[3])
 			}
 		})
 	}
 }
 
+// TestAttributionAccuracyOne runs the scenario OTELENERGY_ACC_QUICK names
+// (at the counter period OTELENERGY_ACC_PERIOD alone, when set) and logs
+// its figures; with OTELENERGY_ACC_DEBUG it logs every request whose final
+// figure is off by at least that many percent (7 if it is not a number). It is for working on the ledger and skips
+// otherwise.
+func TestAttributionAccuracyOne(t *testing.T) {
+	name := os.Getenv("OTELENERGY_ACC_QUICK")
+	if name == "" {
+		t.Skip("set OTELENERGY_ACC_QUICK to a scenario's name")
+	}
+	for _, s := range accScenarios {
+		if s.name != name {
+			continue
+		}
+		sc := s.sc
+		if p := os.Getenv("OTELENERGY_ACC_PERIOD"); p != "" {
+			d, err := time.ParseDuration(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc.Periods = []time.Duration{d}
+		}
+		t.Log(runAccuracy(t, sc))
+		return
+	}
+	t.Fatalf("no scenario %q", name)
+}
+
 // BenchmarkAttribution reports each scenario's per-request error against
-// the simulator's ground truth (err%-mean, err%-p99) and how far the
-// split is from conserving energy (conservation%).
+// the simulator's ground truth, pooled over its counter periods: of the
+// final figure (err%-mean, err%-p99), of End's estimate (est%-mean,
+// est%-p99), and how far the split is from conserving energy
+// (conservation%). With OTELENERGY_ACC_OUT set to a path, it writes every
+// request's signed errors there as tab-separated values (scenario,
+// period in ms, final %, estimate %), which tools/accplot draws.
 func BenchmarkAttribution(b *testing.B) {
+	var out []string
 	for _, s := range accScenarios {
 		b.Run(s.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -341,8 +506,18 @@ func BenchmarkAttribution(b *testing.B) {
 			b.ReportMetric(f.MeanErrPct, "err%-mean")
 			b.ReportMetric(f.P99ErrPct, "err%-p99")
 			b.ReportMetric(f.ConservationPct, "conservation%")
-			b.ReportMetric(f.EstMeanErrPct, "err%-estimate-mean")
+			b.ReportMetric(f.EstMeanErrPct, "est%-mean")
+			b.ReportMetric(f.EstP99ErrPct, "est%-p99")
 			b.Logf("%s: %v", s.name, f)
+			for i := range f.Final {
+				out = append(out, fmt.Sprintf("%s\t%d\t%.4f\t%.4f", s.name, f.Period[i].Milliseconds(), f.Final[i], f.Estimate[i]))
+			}
 		})
+	}
+	if path := os.Getenv("OTELENERGY_ACC_OUT"); path != "" && len(out) > 0 {
+		data := "scenario\tperiod_ms\tfinal_pct\testimate_pct\n" + strings.Join(out, "\n") + "\n"
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

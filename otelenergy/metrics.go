@@ -37,7 +37,7 @@ type instruments struct {
 	anomalyOpts             [][4]metric.ObserveOption
 	outOpt, inOpt, liveOpt  metric.ObserveOption
 	capacityOpt, expiredOpt metric.ObserveOption
-	coefOpts                [5]metric.ObserveOption
+	coefOpts                [7]metric.ObserveOption
 }
 
 func deviceAttrs(d Device) []attribute.KeyValue {
@@ -62,7 +62,7 @@ func newInstruments(m *Monitor) (*instruments, error) {
 		capacityOpt: set(reasonKey.String("capacity")),
 		expiredOpt:  set(reasonKey.String("expired")),
 	}
-	for i, c := range []string{"static_power", "output_token_energy", "prefill_power", "prefill_busy_power", "input_token_energy"} {
+	for i, c := range []string{"static_power", "output_token_energy", "prefill_power", "prefill_busy_power", "input_token_energy", "decode_busy_power", "decode_power"} {
 		in.coefOpts[i] = set(coefficientKey.String(c))
 	}
 	for _, d := range m.devs {
@@ -112,7 +112,7 @@ func newInstruments(m *Monitor) (*instruments, error) {
 	in.dropped = ic("otelenergy.requests.dropped", "{request}",
 		"Requests the ledger could not attribute fully: beyond its capacity, or not ended within the maximum age.")
 	in.coef = fg("otelenergy.ledger.coefficient", "1",
-		"The ledger's learned energy model, summed over devices: static_power, prefill_power and prefill_busy_power in W, output_token_energy and input_token_energy in J per token.")
+		"The ledger's learned energy model, summed over devices: static_power, prefill_power, prefill_busy_power, decode_busy_power and decode_power in W, output_token_energy and input_token_energy in J per token.")
 	var err error
 	in.processes, err = meter.Int64ObservableGauge("otelenergy.device.processes", metric.WithUnit("{process}"),
 		metric.WithDescription("Compute processes on the device at the source's latest listing."))
@@ -178,7 +178,7 @@ func (in *instruments) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(in.dropped, int64(m.ledger.Dropped()), in.capacityOpt)
 	o.ObserveInt64(in.dropped, int64(m.ledger.Expired()), in.expiredOpt)
 	c := m.ledger.Coefficients()
-	for i, v := range [5]float64{c.StaticW, c.OutputJ, c.PrefillW, c.PrefillBusyW, c.InputJ} {
+	for i, v := range [7]float64{c.StaticW, c.OutputJ, c.PrefillW, c.PrefillBusyW, c.InputJ, c.DecodeBusyW, c.DecodeW} {
 		o.ObserveFloat64(in.coef, v, in.coefOpts[i])
 	}
 	if last := m.lastSample.Load(); last >= 0 {

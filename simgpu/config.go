@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -23,7 +24,60 @@ const (
 	DefaultPrefillPowerSpread   = 0.1
 	DefaultUpdatePeriod         = 100 * time.Millisecond
 	DefaultInitialCounter       = 1_000_000
+	// DefaultBatchJoulesPerToken is JoulesPerToken under [DecodeBatch]:
+	// the small part of decode energy that scales with the tokens
+	// themselves (sampling, the KV cache's growth), beside the batch's
+	// busy power.
+	DefaultBatchJoulesPerToken = 0.02
+	DefaultDecodeStep          = 25 * time.Millisecond
 )
+
+// PrefillShare is how concurrent prefills share a board's prefill power.
+type PrefillShare int
+
+const (
+	// ShareByTokenRate, the default, shares the prefill power among the
+	// jobs in prefill by their prompt tokens per unit of prefill time:
+	// batched prefill is compute-bound, and each job's part of the
+	// compute is the prompt tokens it processes.
+	ShareByTokenRate PrefillShare = iota
+	// ShareByPowerFactor shares it by each job's power factor, as if every
+	// prefill drew its own power whatever its prompt.
+	ShareByPowerFactor
+)
+
+// DecodeModel is how decode draws energy.
+type DecodeModel int
+
+const (
+	// DecodeBatch, the default, draws decode as power: with n jobs
+	// decoding, each board draws DecodeCurve(n) above idle, shared among
+	// the decoding jobs by their token rates ([Job.SetDecodeRate]), plus
+	// JoulesPerToken per output token. Decode is memory-bound, so the
+	// power rises with the batch far slower than the tokens do, and the
+	// energy per token falls with the batch.
+	DecodeBatch DecodeModel = iota
+	// DecodePerToken draws decode only as JoulesPerToken per output token,
+	// whatever the batch.
+	DecodePerToken
+)
+
+// BatchPower is one point of a decode power curve: Watts above idle per
+// board while Batch jobs decode.
+type BatchPower struct {
+	Batch int
+	Watts float64
+}
+
+// DefaultDecodeCurve is decode power above a 100 W idle per board, from
+// the ML.ENERGY leaderboard (v3, vLLM, Llama-3.1-8B on one H100: board
+// power 486 W at batch 8, 513 W at 16, ... 688 W at 512), with a single
+// decoding request at 300 W, where memory-bound decode of a small batch
+// lies. Between points the power is linear in log2(batch); past the last
+// point it stays flat.
+var DefaultDecodeCurve = []BatchPower{
+	{1, 200}, {8, 386}, {16, 413}, {32, 460}, {64, 510}, {128, 569}, {256, 591}, {512, 591},
+}
 
 // Limits that [New] enforces.
 const (
@@ -57,8 +111,39 @@ type Config struct {
 
 	// JoulesPerToken is the decode energy of one output token, in J, for
 	// the whole job: each board is charged JoulesPerToken / Devices.
-	// Default [DefaultJoulesPerToken] (Llama-3.1-8B on H100 at batch 64).
+	// Default [DefaultBatchJoulesPerToken] under [DecodeBatch], where the
+	// batch's power carries most of decode, and [DefaultJoulesPerToken]
+	// (Llama-3.1-8B on H100 at batch 64) under [DecodePerToken].
 	JoulesPerToken float64
+
+	// Decode selects decode's physics. Default [DecodeBatch].
+	Decode DecodeModel
+
+	// DecodeCurve is the decode power above idle per board against the
+	// number of jobs decoding, under [DecodeBatch]: points in ascending
+	// Batch (at least 1) with non-negative Watts; the power is linear in
+	// log2(batch) between points, proportional to the batch below the
+	// first and flat past the last. Nil selects [DefaultDecodeCurve].
+	DecodeCurve []BatchPower
+
+	// DecodeStep is the time from a job's prefill end to its first token,
+	// one decode step, for a job whose rate is not set
+	// ([Job.SetDecodeRate]); a job with a rate takes 1/rate. It also
+	// gives such a job its weight in sharing decode power (1/DecodeStep
+	// tokens/s). Default [DefaultDecodeStep].
+	DecodeStep time.Duration
+
+	// PrefillShare selects how concurrent prefills share prefill power.
+	// Default [ShareByTokenRate].
+	PrefillShare PrefillShare
+
+	// CounterWindow, when non-zero, makes the counter integrate only the
+	// last CounterWindow of every step's period before its sample instant,
+	// scaled by UpdatePeriod / CounterWindow, as a counter built on a
+	// part-time power sensor would (about 25 ms of every 100 ms on
+	// A100/H100). The truth stays the energy really consumed. It must not
+	// exceed UpdatePeriod. Default 0: the counter integrates everything.
+	CounterWindow time.Duration
 
 	// JoulesPerInputToken is a fixed energy per prompt token, in J for the
 	// whole job, charged at [GPU.Begin] and split over the boards like
@@ -174,7 +259,9 @@ type Config struct {
 //   - the steps aligned with creation (Phase = UpdatePeriod, defaulted
 //     first), no jitter, no lag, gain exactly 1;
 //   - TokensAtRead, so that a read that sees a step sees every token
-//     produced before it.
+//     produced before it;
+//   - decode as energy per token ([DecodePerToken]) and a counter that
+//     integrates everything.
 //
 // Noise, Devices, the counter's range and the clock are kept. Call it on
 // a Config that already holds the UpdatePeriod wanted: changing
@@ -200,6 +287,8 @@ func Idealized(c Config) Config {
 	c.Gain = 1
 	c.GainSpread = 0
 	c.TokensAtRead = true
+	c.Decode = DecodePerToken
+	c.CounterWindow = 0
 	return c
 }
 
@@ -213,6 +302,15 @@ func (c Config) resolve() (Config, error) {
 	}
 	if c.JoulesPerToken == 0 {
 		c.JoulesPerToken = DefaultJoulesPerToken
+		if c.Decode == DecodeBatch {
+			c.JoulesPerToken = DefaultBatchJoulesPerToken
+		}
+	}
+	if c.DecodeCurve == nil {
+		c.DecodeCurve = DefaultDecodeCurve
+	}
+	if c.DecodeStep == 0 {
+		c.DecodeStep = DefaultDecodeStep
 	}
 	if c.PrefillWatts == 0 {
 		c.PrefillWatts = DefaultPrefillWatts
@@ -281,8 +379,41 @@ func (c Config) resolve() (Config, error) {
 		return c, fmt.Errorf("%w: UpdateJitter = %v, want [0, UpdatePeriod/2)", ErrInvalidConfig, c.UpdateJitter)
 	case c.ReportLag < 0 || c.ReportLag > MaxReportLag:
 		return c, fmt.Errorf("%w: ReportLag = %v, want 0..%v", ErrInvalidConfig, c.ReportLag, MaxReportLag)
+	case c.Decode != DecodeBatch && c.Decode != DecodePerToken:
+		return c, fmt.Errorf("%w: Decode = %d", ErrInvalidConfig, c.Decode)
+	case c.PrefillShare != ShareByTokenRate && c.PrefillShare != ShareByPowerFactor:
+		return c, fmt.Errorf("%w: PrefillShare = %d", ErrInvalidConfig, c.PrefillShare)
+	case c.DecodeStep < 0:
+		return c, fmt.Errorf("%w: DecodeStep = %v", ErrInvalidConfig, c.DecodeStep)
+	case c.CounterWindow < 0 || c.CounterWindow > c.UpdatePeriod:
+		return c, fmt.Errorf("%w: CounterWindow = %v, want 0..UpdatePeriod", ErrInvalidConfig, c.CounterWindow)
 	case c.CounterMax != 0 && c.InitialCounter > c.CounterMax:
 		return c, fmt.Errorf("%w: InitialCounter %d above CounterMax %d", ErrInvalidConfig, c.InitialCounter, c.CounterMax)
 	}
+	for i, p := range c.DecodeCurve {
+		if p.Batch < 1 || p.Watts < 0 || math.IsNaN(p.Watts) || math.IsInf(p.Watts, 0) || (i > 0 && p.Batch <= c.DecodeCurve[i-1].Batch) {
+			return c, fmt.Errorf("%w: DecodeCurve[%d] = %+v", ErrInvalidConfig, i, p)
+		}
+	}
+	c.DecodeCurve = slices.Clone(c.DecodeCurve)
 	return c, nil
+}
+
+// decodeWatts returns the decode power above idle per board with n jobs
+// decoding, from curve.
+func decodeWatts(curve []BatchPower, n int) float64 {
+	if n <= 0 || len(curve) == 0 {
+		return 0
+	}
+	if n <= curve[0].Batch {
+		return curve[0].Watts * float64(n) / float64(curve[0].Batch)
+	}
+	for i := 1; i < len(curve); i++ {
+		if n <= curve[i].Batch {
+			p, q := curve[i-1], curve[i]
+			f := math.Log2(float64(n)/float64(p.Batch)) / math.Log2(float64(q.Batch)/float64(p.Batch))
+			return p.Watts + f*(q.Watts-p.Watts)
+		}
+	}
+	return curve[len(curve)-1].Watts
 }

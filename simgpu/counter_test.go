@@ -164,7 +164,7 @@ func TestGain(t *testing.T) {
 // A token produced at a step's sample instant belongs to the next step;
 // one produced before it, to this step.
 func TestTokensAtStepInstant(t *testing.T) {
-	g, clk := newGPU(t, simgpu.Config{Phase: 100 * time.Millisecond, NoPrefill: true})
+	g, clk := newGPU(t, simgpu.Config{Phase: 100 * time.Millisecond, NoPrefill: true, Decode: simgpu.DecodePerToken})
 	j := g.Begin(0)
 	clk.at(50)
 	j.Tokens(10) // 1.5 J
@@ -198,7 +198,7 @@ func TestLongJump(t *testing.T) {
 }
 
 func TestClockBackwards(t *testing.T) {
-	g, clk := newGPU(t, simgpu.Config{Phase: 100 * time.Millisecond, NoPrefill: true})
+	g, clk := newGPU(t, simgpu.Config{Phase: 100 * time.Millisecond, NoPrefill: true, Decode: simgpu.DecodePerToken})
 	clk.at(250)
 	before := read(t, g, 0)
 	clk.at(120)

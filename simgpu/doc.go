@@ -6,8 +6,9 @@
 //
 // The physics is deliberately not the one an attribution ledger assumes:
 // prefill draws power for a time that is neither fixed nor proportional to
-// the prompt, concurrent prefills share a board sublinearly, and the counter
-// is a staircase with a phase of its own. [Idealized] gives the old
+// the prompt, concurrent prefills share a board sublinearly and by compute,
+// decode power follows the batch, not the tokens, and the counter is a
+// staircase with a phase of its own (optionally blind outside a window). [Idealized] gives the old
 // simulator's model, idle power × time plus a fixed cost per token, for
 // tests that need exact arithmetic.
 //
@@ -34,26 +35,40 @@
 //
 // Each board's power at instant t is
 //
-//	IdleWatts + PrefillWatts × Σ f_pow / √k
+//	IdleWatts + PrefillWatts × Σ f_pow / √k + DecodeCurve(n)
 //
-// where the sum runs over the k jobs in prefill at t: a compute-bound
-// prefill already keeps much of the board busy, so k batched prefills
-// draw √k times their mean power rather than k times it, and each draws
-// its own PrefillWatts × f_pow / √k. Prefill energy per prompt token
-// therefore varies with the prompt's length (through PrefillBase), with
-// the job's draws and with how many prefills overlap it.
+// where the sum runs over the k jobs in prefill at t and n is the number
+// of jobs past their prefill (decoding) and not ended. A compute-bound
+// prefill already keeps much of the board busy, so k batched prefills draw
+// √k times their mean power rather than k times it. By default
+// ([ShareByTokenRate]) the jobs in prefill share that power by their
+// prompt tokens per second of prefill, input / nominal length: batched
+// prefill shares the board by compute, so a prompt five times longer
+// takes about five times the share. [ShareByPowerFactor] shares it by f_pow
+// instead, each job drawing its own PrefillWatts × f_pow / √k. Prefill
+// energy per prompt token therefore varies with the prompt's length
+// (through PrefillBase), with the job's draws and with what overlaps it.
 //
-// Decode is memory-bound and drawn as energy per token: [Job.Tokens](n)
-// adds JoulesPerToken × n × f_noise / Devices to every board at that
-// instant, f_noise uniform in [1-Noise, 1+Noise) per call. Begin adds
+// Decode is memory-bound. Under [DecodeBatch] (the default) the board draws
+// DecodeCurve(n) above idle while n jobs decode, a curve that rises far
+// slower than n (ML.ENERGY's H100 figures: 486 W board power at batch 8,
+// 688 W at 512), so energy per token falls with the batch; the decoding
+// jobs share it by their token rates ([Job.SetDecodeRate]; equal rates by
+// default, as under continuous batching). A job's first token is due one
+// decode step after its prefill ends ([Job.FirstTokenAt]). Every
+// [Job.Tokens](n) call also adds JoulesPerToken × n × f_noise / Devices to
+// every board at that instant, f_noise uniform in [1-Noise, 1+Noise) per
+// call; under [DecodePerToken] that is all of decode. Begin adds
 // JoulesPerInputToken × input tokens / Devices to every board at its
 // instant. Board b's energy is all of this times its gain g_b (Gain,
 // spread by GainSpread), and the package reports energy only in these
 // gained millijoules.
 //
-// The defaults model Llama-3.1-8B-class serving on H100s: 100 W idle with
-// a model loaded, 0.15 J per output token, 300 W of prefill for 80 ms plus
-// 0.25 ms per prompt token with a 30 % spread.
+// The defaults model Llama-3.1-8B-class serving on an H100 under vLLM:
+// 100 W idle with a CUDA context and a model loaded, 300 W of prefill for
+// 80 ms plus 0.25 ms per prompt token with a 30 % spread, decode power
+// along [DefaultDecodeCurve] plus 0.02 J per output token, a first token
+// 25 ms after the prefill for a job whose rate is not set.
 //
 // # Counter
 //
@@ -81,6 +96,12 @@
 // simulator's counter, which charged every token produced before a read
 // to the step that read crossed.
 //
+// With [Config.CounterWindow] W, the counter integrates only [s_k - W, s_k)
+// before each step's sample instant s_k = τ_k - ReportLag, scaled by
+// UpdatePeriod / W, as a counter fed by a part-time power sensor would:
+// under constant power it is exact, and a load that changes within a
+// period aliases. Token energy counts, scaled, when it falls in a window.
+//
 // # Faults
 //
 // [GPU.InjectReset] zeroes a counter now, as a driver reload does; later
@@ -99,7 +120,10 @@
 // summed over the boards and times their gains, the job's own prefill
 // power over its prefill, its own token energy, and its share of idle
 // power: at each instant idle power is split equally among the jobs active
-// then (from Begin to End). Idle energy at instants with no active job is
+// then (from Begin to End), and its share of prefill and decode power by
+// the rules above. This is the meaning an attribution ledger gives a
+// request's share: the static power split by time among the requests
+// active, the rest to the work each caused. Idle energy at instants with no active job is
 // nobody's and is counted by [GPU.UnownedEnergyMJ]. So the jobs' truths
 // plus the unowned energy equal the boards' energy, up to float rounding.
 //
@@ -110,7 +134,8 @@
 // a given Seed, clock and sequence of calls gives the same readings and
 // truths every time. Every method is safe for concurrent use; one mutex
 // serializes them, and each costs O(active jobs + boards) per prefill end
-// it advances past, plus O(boards × ReportLag / UpdatePeriod). The GPU keeps
+// it advances past, plus O(boards × ReportLag / UpdatePeriod), plus, with a
+// CounterWindow, O(boards × span / UpdatePeriod) for the span advanced. The GPU keeps
 // no reference to an ended job.
 //
 // The package does not import otelenergy, whose tests import it.

@@ -8,7 +8,8 @@ import (
 )
 
 // One board at 100 W idle runs one request: a prefill at 300 W extra, then
-// 100 tokens at once. The counter steps at 50 ms, 150 ms, 250 ms, ...
+// decode, alone in its batch at 200 W extra, and 100 tokens at once. The
+// counter steps at 50 ms, 150 ms, 250 ms, ...
 func Example() {
 	clk := newFakeClock()
 	g, err := simgpu.New(simgpu.Config{
@@ -32,7 +33,7 @@ func Example() {
 	readAt(50)
 	readAt(120)
 	clk.Set(job.PrefillEnd())
-	job.Tokens(100) // 100 × 0.15 J
+	job.Tokens(100) // 100 × 0.02 J
 	readAt(250)
 	clk.at(300)
 	job.End()
@@ -45,7 +46,7 @@ func Example() {
 	// read at  40 ms: 1000000 mJ
 	// read at  50 ms: 1020000 mJ
 	// read at 120 ms: 1020000 mJ
-	// read at 250 ms: 1094000 mJ
-	// read at 350 ms: 1104000 mJ
-	// job: 99000 mJ, nobody's: 5000 mJ, board: 104000 mJ
+	// read at 250 ms: 1095000 mJ
+	// read at 350 ms: 1115000 mJ
+	// job: 110000 mJ, nobody's: 5000 mJ, board: 115000 mJ
 }

@@ -147,6 +147,13 @@ func TestInvalidConfig(t *testing.T) {
 		{"noise", simgpu.Config{Noise: 1}},
 		{"max watts", simgpu.Config{MaxWatts: -1}},
 		{"initial above max", simgpu.Config{CounterMax: 10, InitialCounter: 11}},
+		{"decode model", simgpu.Config{Decode: 7}},
+		{"prefill share", simgpu.Config{PrefillShare: -1}},
+		{"decode step", simgpu.Config{DecodeStep: -1}},
+		{"window", simgpu.Config{CounterWindow: 101 * time.Millisecond}},
+		{"curve batch", simgpu.Config{DecodeCurve: []simgpu.BatchPower{{0, 10}}}},
+		{"curve order", simgpu.Config{DecodeCurve: []simgpu.BatchPower{{4, 10}, {4, 20}}}},
+		{"curve watts", simgpu.Config{DecodeCurve: []simgpu.BatchPower{{1, math.NaN()}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := simgpu.New(tc.cfg); !errors.Is(err, simgpu.ErrInvalidConfig) {
@@ -159,7 +166,8 @@ func TestInvalidConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := g.Config()
-	if c.Devices != 1 || c.IdleWatts != 100 || c.JoulesPerToken != 0.15 || c.PrefillWatts != 300 ||
+	if c.Devices != 1 || c.IdleWatts != 100 || c.JoulesPerToken != 0.02 || c.PrefillWatts != 300 ||
+		c.Decode != simgpu.DecodeBatch || len(c.DecodeCurve) != len(simgpu.DefaultDecodeCurve) || c.DecodeStep != 25*time.Millisecond ||
 		c.UpdatePeriod != 100*time.Millisecond || c.Gain != 1 || c.InitialCounter != initial || c.Now == nil {
 		t.Fatalf("defaults = %+v", c)
 	}

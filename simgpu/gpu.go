@@ -34,7 +34,10 @@ type GPU struct {
 	period int64 // ns
 	lag    int64 // ns
 	jitter int64 // ns
-	devs   []source.Device
+	window int64 // ns; 0 for a counter that integrates everything
+	// windowScale is UpdatePeriod / CounterWindow.
+	windowScale float64
+	devs        []source.Device
 
 	mu       sync.Mutex
 	cur      int64 // ns since start; the physics is integrated up to here
@@ -54,6 +57,10 @@ type board struct {
 	phase int64 // ns in [0, period)
 	cont  float64
 	imp   float64
+	// mcont and mimp are what a windowed counter integrates of cont and
+	// imp, already scaled to the whole period; unused without a window.
+	mcont float64
+	mimp  float64
 
 	// pending holds, in ascending k, the samples of the steps whose
 	// sample instant has passed and that no later step has superseded:
@@ -96,10 +103,14 @@ func New(c Config) (*GPU, error) {
 		period:   int64(c.UpdatePeriod),
 		lag:      int64(c.ReportLag),
 		jitter:   int64(c.UpdateJitter),
+		window:   int64(c.CounterWindow),
 		rng:      rand.New(rand.NewPCG(c.Seed, 0x6a6f6273)),
 		boards:   make([]board, c.Devices),
 		devs:     make([]source.Device, c.Devices),
 		counterM: c.CounterMax,
+	}
+	if g.window > 0 {
+		g.windowScale = float64(g.period) / float64(g.window)
 	}
 	if g.counterM == math.MaxUint64 {
 		g.counterM = 0
@@ -307,24 +318,36 @@ func (g *GPU) advance() {
 func (g *GPU) integrate(t1 int64) {
 	t0 := g.cur
 	dt := float64(t1 - t0)
-	var k, pfSum float64
+	var k, pfSum, pfWeight, decWeight float64
+	decoding := 0
 	for _, j := range g.active {
 		if j.inPrefill {
 			k++
 			pfSum += j.powerFactor
+			pfWeight += j.prefillWeight()
+		} else {
+			decoding++
+			decWeight += j.decodeWeight()
 		}
 	}
 	// Concurrent prefills share a board sublinearly: k of them draw
-	// √k × their mean power, split in proportion to their power factors.
-	perFactor := 0.0 // W per unit of power factor, per board
+	// √k × their mean power.
+	pfWatts := 0.0 // per board
 	if k > 0 {
-		perFactor = g.cfg.PrefillWatts / math.Sqrt(k)
+		pfWatts = g.cfg.PrefillWatts * pfSum / math.Sqrt(k)
 	}
-	watts := g.cfg.IdleWatts + perFactor*pfSum
+	decWatts := 0.0
+	if g.cfg.Decode == DecodeBatch {
+		decWatts = decodeWatts(g.cfg.DecodeCurve, decoding)
+	}
+	watts := g.cfg.IdleWatts + pfWatts + decWatts
 	for i := range g.boards {
 		g.sampleSteps(i, t1, watts)
 		b := &g.boards[i]
 		b.cont += b.gain * watts * dt / 1e6
+		if g.window > 0 {
+			b.mcont += b.gain * watts * float64(g.windowed(i, t0, t1)) * g.windowScale / 1e6
+		}
 	}
 	idleMJ := g.gainSum * g.cfg.IdleWatts * dt / 1e6
 	if len(g.active) == 0 {
@@ -334,11 +357,38 @@ func (g *GPU) integrate(t1 int64) {
 	}
 	for _, j := range g.active {
 		j.truth += idleMJ
-		if j.inPrefill {
-			j.truth += g.gainSum * perFactor * j.powerFactor * dt / 1e6
+		switch {
+		case j.inPrefill && g.cfg.PrefillShare == ShareByPowerFactor:
+			j.truth += g.gainSum * pfWatts * j.powerFactor / pfSum * dt / 1e6
+		case j.inPrefill:
+			j.truth += g.gainSum * pfWatts * j.prefillWeight() / pfWeight * dt / 1e6
+		case decWatts > 0:
+			j.truth += g.gainSum * decWatts * j.decodeWeight() / decWeight * dt / 1e6
 		}
 	}
 	g.cur = t1
+}
+
+// windowed returns how much of (t0, t1] board i's counter integrates: the
+// parts that lie in the window [s_k - CounterWindow, s_k) before some
+// step's sample instant s_k. g.mu is held.
+func (g *GPU) windowed(i int, t0, t1 int64) int64 {
+	var n int64
+	for k := g.lastStep(i, t0, g.lag); ; k++ {
+		s := g.stepAt(i, k, g.lag)
+		if s-g.window >= t1 {
+			break
+		}
+		n += max(0, min(t1, s)-max(t0, s-g.window))
+	}
+	return n
+}
+
+// inWindow reports whether an impulse at t falls in one of board i's
+// counter windows. g.mu is held.
+func (g *GPU) inWindow(i int, t int64) bool {
+	s := g.stepAt(i, g.lastStep(i, t, g.lag)+1, g.lag)
+	return t >= s-g.window
 }
 
 // sampleSteps records board i's samples in (g.cur, t1], at the power
@@ -360,11 +410,12 @@ func (g *GPU) sampleSteps(i int, t1 int64, watts float64) {
 		if s > t1 {
 			break
 		}
-		b.pending = append(b.pending, sample{
-			k:    k,
-			cont: b.cont + b.gain*watts*float64(s-g.cur)/1e6,
-			imp:  b.imp,
-		})
+		smp := sample{k: k, cont: b.cont + b.gain*watts*float64(s-g.cur)/1e6, imp: b.imp}
+		if g.window > 0 {
+			smp.cont = b.mcont + b.gain*watts*float64(g.windowed(i, g.cur, s))*g.windowScale/1e6
+			smp.imp = b.mimp
+		}
+		b.pending = append(b.pending, smp)
 	}
 	b.nextSample = k
 }
@@ -381,6 +432,9 @@ func (g *GPU) publish(i int) {
 	b.pending = append(b.pending[:0], b.pending[1:]...)
 	if g.cfg.TokensAtRead {
 		s.imp = b.imp
+		if g.window > 0 {
+			s.imp = b.mimp
+		}
 	}
 	b.pubE = s.cont + s.imp
 }

@@ -17,6 +17,8 @@ type Job struct {
 	prefillEnd  int64
 	inPrefill   bool
 	powerFactor float64
+	nominal     int64   // the prefill's length as drawn at Begin, ns
+	rate        float64 // decode tokens/s, the job's weight in sharing decode power
 	input       int
 	output      int64
 	idx         int // index in g.active; -1 once ended
@@ -49,12 +51,50 @@ func (g *GPU) Begin(inputTokens int) *Job {
 		prefillEnd:  g.cur + dur,
 		inPrefill:   dur > 0,
 		powerFactor: pf,
+		nominal:     dur,
+		rate:        1e9 / float64(max(g.cfg.DecodeStep, 1)),
 		input:       inputTokens,
 		idx:         len(g.active),
 	}
 	g.active = append(g.active, j)
 	g.chargeTokens(j, g.cfg.JoulesPerInputToken*float64(inputTokens))
 	return j
+}
+
+// prefillWeight is j's weight in sharing prefill power by token rate: the
+// prompt tokens it processes per second of its prefill (a prompt of none
+// counts as one token). g.mu is held.
+func (j *Job) prefillWeight() float64 {
+	return float64(max(j.input, 1)) / float64(max(j.nominal, 1))
+}
+
+// decodeWeight is j's weight in sharing decode power. g.mu is held.
+func (j *Job) decodeWeight() float64 { return j.rate }
+
+// SetDecodeRate sets j's decode rate in tokens per second: its weight in
+// sharing the batch's decode power, and the length of its first decode
+// step ([Job.FirstTokenAt]). A job whose rate is never set weighs
+// 1/DecodeStep, as under continuous batching, where every decoding job
+// gets one token per step. A non-positive or non-finite rate is ignored.
+func (j *Job) SetDecodeRate(tokensPerSecond float64) {
+	if !(tokensPerSecond > 0) || math.IsInf(tokensPerSecond, 0) {
+		return
+	}
+	g := j.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.advance()
+	j.rate = tokensPerSecond
+}
+
+// FirstTokenAt returns when j's first output token is due: one decode step
+// (1/rate, or DecodeStep) after [Job.PrefillEnd]. A workload that produces
+// its first token then gets the whole prefill and its first step.
+func (j *Job) FirstTokenAt() time.Time {
+	j.g.mu.Lock()
+	defer j.g.mu.Unlock()
+	step := time.Duration(math.Round(1e9 / j.rate))
+	return j.g.start.Add(time.Duration(j.prefillEnd) + step)
 }
 
 // chargeTokens charges joules of token energy now, split evenly over the
@@ -65,7 +105,11 @@ func (g *GPU) chargeTokens(j *Job, joules float64) {
 	}
 	perBoard := joules * 1000 / float64(len(g.boards))
 	for i := range g.boards {
-		g.boards[i].imp += g.boards[i].gain * perBoard
+		b := &g.boards[i]
+		b.imp += b.gain * perBoard
+		if g.window > 0 && g.inWindow(i, g.cur) {
+			b.mimp += b.gain * perBoard * g.windowScale
+		}
 	}
 	j.truth += g.gainSum * perBoard
 }

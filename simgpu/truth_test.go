@@ -93,6 +93,9 @@ func TestConservation(t *testing.T) {
 		{"hardware", simgpu.Config{Devices: 3, GainSpread: 0.05, Noise: 0.1, UpdateJitter: 5 * time.Millisecond,
 			ReportLag: 30 * time.Millisecond, JoulesPerInputToken: 0.01, Seed: 7}},
 		{"idealized", simgpu.Idealized(simgpu.Config{Devices: 2})},
+		{"variants", simgpu.Config{Devices: 2, PrefillShare: simgpu.ShareByPowerFactor, Decode: simgpu.DecodePerToken,
+			PrefillPowerSpread: 0.3, CounterWindow: 25 * time.Millisecond, Seed: 5}},
+		{"windowed batch", simgpu.Config{CounterWindow: 10 * time.Millisecond, UpdatePeriod: 20 * time.Millisecond, Seed: 6}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g, clk := newGPU(t, tc.cfg)
@@ -166,7 +169,7 @@ func TestPrefill(t *testing.T) {
 		}
 	})
 	t.Run("early tokens", func(t *testing.T) {
-		g, clk := newGPU(t, simgpu.Config{PrefillSpread: -1, PrefillPowerSpread: -1, JoulesPerToken: 1})
+		g, clk := newGPU(t, simgpu.Config{PrefillSpread: -1, PrefillPowerSpread: -1, JoulesPerToken: 1, Decode: simgpu.DecodePerToken})
 		j := g.Begin(0)
 		clk.at(30)
 		j.Tokens(1)
