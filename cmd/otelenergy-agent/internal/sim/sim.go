@@ -71,6 +71,9 @@ func New(n int, now func() time.Time) (*Node, error) {
 	for b := range n {
 		g, err := simgpu.New(simgpu.Config{
 			Devices: 1, IdleWatts: idleWatts, JoulesPerToken: joulesPerTok, NoPrefill: true,
+			// A process's active energy is its tokens times their energy,
+			// which is its ground truth (ActiveMJ), whatever the batch.
+			Decode:   simgpu.DecodePerToken,
 			MaxWatts: 1500, Seed: uint64(b + 1), Now: now,
 		})
 		if err != nil {
