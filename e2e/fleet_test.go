@@ -30,8 +30,12 @@ import (
 )
 
 const (
-	fleetStreams   = 200
-	fleetTokens    = 24
+	fleetStreams = 200
+	// fleetTokens at the app's 100 tokens/s makes each stream about 2 s
+	// long, inside the 1-8 s requests whose End() error docs/attribution.md
+	// states. A stream shorter than a few counter periods ends with most of
+	// its energy not yet metered, and its estimate is coarser (docs/proxy.md).
+	fleetTokens    = 200
 	fleetHorizon   = 10 * time.Second // the default, under which docs/attribution.md states End's error
 	fleetService   = "otelenergy-proxy"
 	frontService   = "otelenergy-front"
