@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -52,33 +51,10 @@ func TestAgentEndToEnd(t *testing.T) {
 	jaegerBin := filepath.Join(binDir, "jaeger")
 	prom3Bin := filepath.Join(binDir, "prometheus3")
 	agentBin := filepath.Join(binDir, "otelenergy-agent")
-	// In parallel, as TestEndToEnd builds: cold, Jaeger and Prometheus 3
-	// take minutes each; warm, go build relinks nothing.
-	noWork := append(os.Environ(), "GOWORK=off")
-	builds := []struct {
-		name, dir, bin string
-		args           []string
-	}{
-		{"jaeger", filepath.Join(root, "e2e"), jaegerBin, []string{"-modfile=go.mod", "github.com/jaegertracing/jaeger/cmd/jaeger"}},
-		{"prometheus 3", filepath.Join(root, "e2e"), prom3Bin, []string{"-modfile=prom3.mod", "github.com/prometheus/prometheus/cmd/prometheus"}},
+	buildAll(ctx, t, append(backendBuilds(root, jaegerBin, prom3Bin),
 		// The agent's module replaces the library with the checkout.
-		{"agent", filepath.Join(root, "cmd", "otelenergy-agent"), agentBin, []string{"."}},
-	}
-	buildErrs := make([]error, len(builds))
-	var wg sync.WaitGroup
-	for i, b := range builds {
-		wg.Go(func() {
-			start := time.Now()
-			buildErrs[i] = runCommand(ctx, buildTimeout, b.dir, noWork, "go", append([]string{"build", "-o", b.bin}, b.args...)...)
-			t.Logf("build %s took %v", b.name, time.Since(start).Round(100*time.Millisecond))
-		})
-	}
-	wg.Wait()
-	for i, err := range buildErrs {
-		if err != nil {
-			t.Fatalf("build %s: %v", builds[i].name, err)
-		}
-	}
+		goBuild{"agent", filepath.Join(root, "cmd", "otelenergy-agent"), append(os.Environ(), "GOWORK=off"), []string{"-o", agentBin, "."}},
+	))
 
 	p := freePorts(t, 10)
 	ports := backendPorts{

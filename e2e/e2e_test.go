@@ -91,28 +91,7 @@ func TestEndToEnd(t *testing.T) {
 	// finds the binaries up to date and relinks nothing.
 	jaegerBin := filepath.Join(binDir, "jaeger")
 	prom3Bin := filepath.Join(binDir, "prometheus3")
-	builds := []struct{ name, bin, modfile, pkg string }{
-		{"jaeger", jaegerBin, "go.mod", "github.com/jaegertracing/jaeger/cmd/jaeger"},
-		{"prometheus 3", prom3Bin, "prom3.mod", "github.com/prometheus/prometheus/cmd/prometheus"},
-	}
-	buildErrs := make([]error, len(builds))
-	var wg sync.WaitGroup
-	for i, b := range builds {
-		wg.Go(func() {
-			start := time.Now()
-			// -modfile works only outside a workspace; the root's go.work
-			// lies above e2e/.
-			buildErrs[i] = runCommand(ctx, buildTimeout, filepath.Join(root, "e2e"), append(os.Environ(), "GOWORK=off"),
-				"go", "build", "-modfile="+b.modfile, "-o", b.bin, b.pkg)
-			t.Logf("build %s took %v", b.name, time.Since(start).Round(100*time.Millisecond))
-		})
-	}
-	wg.Wait()
-	for i, err := range buildErrs {
-		if err != nil {
-			t.Fatalf("build %s: %v", builds[i].name, err)
-		}
-	}
+	buildAll(ctx, t, backendBuilds(root, jaegerBin, prom3Bin))
 	clk.mark("build jaeger and prometheus 3")
 
 	promBin, err := findPrometheus(ctx, binDir)
@@ -221,7 +200,7 @@ type checks struct {
 func (c *checks) serverSpans(t *testing.T) {
 	var n, withEnergy int
 	err := poll(c.ctx, assertTimeout, func() error {
-		spans, err := jaegerSpans(c.ctx, c.jaegerURL, serviceName, c.appStart.Add(-time.Minute), time.Now().Add(time.Minute))
+		spans, err := jaegerSpans(c.ctx, c.jaegerURL, serviceName, c.appStart.Add(-time.Minute), time.Now().Add(time.Minute), 20)
 		if err != nil {
 			return err
 		}
@@ -478,6 +457,49 @@ storage:
   tsdb:
     out_of_order_time_window: 30m
 `))
+
+// goBuild is one go build the end-to-end tests run: args after "build",
+// in dir, with env (nil: this process's).
+type goBuild struct {
+	name, dir string
+	env       []string
+	args      []string
+}
+
+// backendBuilds are the builds of Jaeger and Prometheus 3 from e2e/'s
+// modfiles. -modfile works only outside a workspace; the root's go.work
+// lies above e2e/.
+func backendBuilds(root, jaegerBin, prom3Bin string) []goBuild {
+	noWork := append(os.Environ(), "GOWORK=off")
+	dir := filepath.Join(root, "e2e")
+	return []goBuild{
+		{"jaeger", dir, noWork, []string{"-modfile=go.mod", "-o", jaegerBin, "github.com/jaegertracing/jaeger/cmd/jaeger"}},
+		{"prometheus 3", dir, noWork, []string{"-modfile=prom3.mod", "-o", prom3Bin, "github.com/prometheus/prometheus/cmd/prometheus"}},
+	}
+}
+
+// buildAll runs builds in parallel and fails the test if any fails. Cold,
+// Jaeger and Prometheus 3 are minutes of compiling and about 2 GB of
+// memory each, and in parallel they overlap downloads with compiling;
+// warm, go build finds them up to date and relinks nothing.
+func buildAll(ctx context.Context, t *testing.T, builds []goBuild) {
+	t.Helper()
+	errs := make([]error, len(builds))
+	var wg sync.WaitGroup
+	for i, b := range builds {
+		wg.Go(func() {
+			start := time.Now()
+			errs[i] = runCommand(ctx, buildTimeout, b.dir, b.env, "go", append([]string{"build"}, b.args...)...)
+			t.Logf("build %s took %v", b.name, time.Since(start).Round(100*time.Millisecond))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("build %s: %v", builds[i].name, err)
+		}
+	}
+}
 
 func startJaeger(ctx context.Context, t *testing.T, bin string, ports backendPorts) {
 	t.Helper()
@@ -1003,13 +1025,13 @@ func (s otlpSpan) number(key string) (float64, bool) {
 	return 0, false
 }
 
-// jaegerSpans returns the spans of up to 20 traces of service in [from, to].
-func jaegerSpans(ctx context.Context, base, service string, from, to time.Time) ([]otlpSpan, error) {
+// jaegerSpans returns the spans of up to n traces of service in [from, to].
+func jaegerSpans(ctx context.Context, base, service string, from, to time.Time, n int) ([]otlpSpan, error) {
 	q := url.Values{
 		"query.service_name":   {service},
 		"query.start_time_min": {from.UTC().Format(time.RFC3339Nano)},
 		"query.start_time_max": {to.UTC().Format(time.RFC3339Nano)},
-		"query.num_traces":     {"20"},
+		"query.num_traces":     {strconv.Itoa(n)},
 	}
 	var r struct {
 		Result struct {

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,39 +72,15 @@ func TestFleet(t *testing.T) {
 	jaegerBin, prom3Bin := filepath.Join(binDir, "jaeger"), filepath.Join(binDir, "prometheus3")
 	appBin, proxyBin := filepath.Join(binDir, "app"), filepath.Join(binDir, "otelenergy-proxy")
 	driveBin := filepath.Join(binDir, "fleetdrive")
-	// In parallel, as TestEndToEnd builds: cold, Jaeger and Prometheus 3
-	// take minutes each; warm, go build relinks nothing.
 	noWork := append(os.Environ(), "GOWORK=off")
-	builds := []struct {
-		name, dir string
-		env       []string
-		args      []string
-	}{
-		// -modfile works only outside a workspace.
-		{"jaeger", filepath.Join(root, "e2e"), noWork, []string{"-modfile=go.mod", "-o", jaegerBin, "github.com/jaegertracing/jaeger/cmd/jaeger"}},
-		{"prometheus 3", filepath.Join(root, "e2e"), noWork, []string{"-modfile=prom3.mod", "-o", prom3Bin, "github.com/prometheus/prometheus/cmd/prometheus"}},
-		{"app", filepath.Join(root, "example"), nil, []string{"-o", appBin, "./app"}},
+	buildAll(ctx, t, append(backendBuilds(root, jaegerBin, prom3Bin),
+		goBuild{"app", filepath.Join(root, "example"), nil, []string{"-o", appBin, "./app"}},
 		// The proxy's module resolves the library through the workspace.
-		{"proxy", filepath.Join(root, "cmd", "otelenergy-proxy"), append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work")), []string{"-o", proxyBin, "."}},
+		goBuild{"proxy", filepath.Join(root, "cmd", "otelenergy-proxy"), append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work")), []string{"-o", proxyBin, "."}},
 		// The streams' driver lives in the integration module, which
 		// requires openai-go; this module stays free of it.
-		{"fleetdrive", filepath.Join(root, "integration"), noWork, []string{"-o", driveBin, "./cmd/fleetdrive"}},
-	}
-	buildErrs := make([]error, len(builds))
-	var wg sync.WaitGroup
-	for i, b := range builds {
-		wg.Go(func() {
-			start := time.Now()
-			buildErrs[i] = runCommand(ctx, buildTimeout, b.dir, b.env, "go", append([]string{"build"}, b.args...)...)
-			t.Logf("build %s took %v", b.name, time.Since(start).Round(100*time.Millisecond))
-		})
-	}
-	wg.Wait()
-	for i, err := range buildErrs {
-		if err != nil {
-			t.Fatalf("build %s: %v", builds[i].name, err)
-		}
-	}
+		goBuild{"fleetdrive", filepath.Join(root, "integration"), noWork, []string{"-o", driveBin, "./cmd/fleetdrive"}},
+	))
 	clk.mark("build")
 
 	p := freePorts(t, 16)
@@ -164,7 +139,7 @@ func TestFleet(t *testing.T) {
 	var finals map[string]float64 // final energy.millijoules by trace
 	t.Run("every front trace has a proxy span with energy", func(t *testing.T) {
 		err := poll(ctx, assertTimeout, func() error {
-			spans, err := jaegerTraces(ctx, jaegerURL, frontService, began.Add(-time.Second), time.Now(), 2*fleetStreams)
+			spans, err := jaegerSpans(ctx, jaegerURL, frontService, began.Add(-time.Second), time.Now(), 2*fleetStreams)
 			if err != nil {
 				return err
 			}
@@ -394,33 +369,4 @@ func listenLoopback(t *testing.T) net.Listener {
 		t.Fatal(err)
 	}
 	return ln
-}
-
-// jaegerTraces is jaegerSpans for up to n traces.
-func jaegerTraces(ctx context.Context, base, service string, from, to time.Time, n int) ([]otlpSpan, error) {
-	q := url.Values{
-		"query.service_name":   {service},
-		"query.start_time_min": {from.UTC().Format(time.RFC3339Nano)},
-		"query.start_time_max": {to.UTC().Format(time.RFC3339Nano)},
-		"query.num_traces":     {strconv.Itoa(n)},
-	}
-	var r struct {
-		Result struct {
-			ResourceSpans []struct {
-				ScopeSpans []struct {
-					Spans []otlpSpan `json:"spans"`
-				} `json:"scopeSpans"`
-			} `json:"resourceSpans"`
-		} `json:"result"`
-	}
-	if err := getJSON(ctx, base+"/api/v3/traces?"+q.Encode(), &r); err != nil {
-		return nil, err
-	}
-	var spans []otlpSpan
-	for _, rs := range r.Result.ResourceSpans {
-		for _, ss := range rs.ScopeSpans {
-			spans = append(spans, ss.Spans...)
-		}
-	}
-	return spans, nil
 }
