@@ -28,7 +28,13 @@ CGO_ENABLED=0 go build "${pkgs[@]}"
 CGO_ENABLED=0 go vet "${pkgs[@]}"
 
 step "benchmark smoke run (-benchtime=1x)"
-go test -run '^$' -bench . -benchtime 1x "${pkgs[@]}" >/dev/null
+benchlog=$(mktemp)
+if ! go test -run '^$' -bench . -benchtime 1x "${pkgs[@]}" >"$benchlog" 2>&1; then
+	grep -v '^\(Benchmark\|goos\|goarch\|pkg\|cpu\)' "$benchlog" | tail -60
+	rm -f "$benchlog"
+	exit 1
+fi
+rm -f "$benchlog"
 
 if [ -d integration ] && [ -f integration/go.mod ]; then
 	step "integration: the official openai-go client through the gateway to the demo app"

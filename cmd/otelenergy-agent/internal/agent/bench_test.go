@@ -38,6 +38,9 @@ func (d *benchDevice) GetTotalEnergyConsumption() (uint64, nvml.Return) {
 	return d.energy, nvml.SUCCESS
 }
 func (d *benchDevice) GetEnforcedPowerLimit() (uint32, nvml.Return) { return 700_000, nvml.SUCCESS }
+func (d *benchDevice) GetPowerManagementLimitConstraints() (uint32, uint32, nvml.Return) {
+	return 200_000, 700_000, nvml.SUCCESS
+}
 func (d *benchDevice) GetMigMode() (int, int, nvml.Return) {
 	return nvml.DEVICE_MIG_DISABLE, nvml.DEVICE_MIG_DISABLE, nvml.SUCCESS
 }
