@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Runs every test of otelenergy: vet, the unit tests under the race detector,
 # a build without cgo, a smoke run of every benchmark, the real-client
-# integration tests (their own module), and the end-to-end test against real
-# Jaeger v2, Prometheus 2 and Prometheus 3 (the e2e module provisions all
-# three; cold, building Jaeger and Prometheus 3 takes 20 to 40 minutes on two
-# cores, depending on what else runs).
+# integration tests (their own module), the strict decoding of the
+# deployment manifests (their own module), and the end-to-end tests against
+# real Jaeger v2, Prometheus 2 and Prometheus 3 (the e2e module provisions
+# all three; cold, building Jaeger and Prometheus 3 takes 15 to 40 minutes
+# on two cores, depending on what else runs).
 #
-# The library and the examples are two modules of one workspace (go.work),
-# so that the examples' exporters never enter the library's go.mod; pkgs
-# names both. The integration and e2e modules stay out of the workspace
+# The library, the examples and the two binaries (cmd/otelenergy-proxy,
+# cmd/otelenergy-agent) are modules of one workspace (go.work), so that the
+# examples' and binaries' exporters never enter the library's go.mod; pkgs
+# names them all. The integration, deploy and e2e modules stay out of the workspace
 # (their dependencies must not change the library's build), so they run
 # with GOWORK=off.
 set -euo pipefail
@@ -47,6 +49,6 @@ if [ -d deploy ] && [ -f deploy/go.mod ]; then
 fi
 
 if [ -d e2e ] && [ -f e2e/e2e_test.go ]; then
-	step "end-to-end: app -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP)"
+	step "end-to-end: app, a fleet of two proxies, and the agent -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP)"
 	(cd e2e && GOWORK=off go test -count=1 -v -timeout 60m ./...)
 fi
