@@ -201,7 +201,8 @@ func (m *Monitor) Devices() []Device {
 
 // Ring returns a read-only view of device i's counter steps: each point is
 // a step at its estimated instant, with the device's cumulative energy and
-// the output tokens counted by then. It fails with [ErrInvalidDevice] for
+// the output token total of the sample that found the step (the total
+// [Monitor.Totals] reports as of that sample). It fails with [ErrInvalidDevice] for
 // an index outside [Monitor.Devices].
 func (m *Monitor) Ring(i int) (ring.View, error) {
 	if m == nil || i < 0 || i >= len(m.devs) {
