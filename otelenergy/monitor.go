@@ -58,8 +58,9 @@ type Monitor struct {
 	// the sampler publishes outTokens and inTokens at each sample as the
 	// ledger's [ledger.Ledger.Tokens] plus unowned (reported outside any
 	// tracked request) plus late (reported to a request the ledger had
-	// already let go). Each report is in exactly one of the three, and
-	// each of them never decreases, so neither do the totals.
+	// already let go). A report is in at most one of the three, and in
+	// exactly one from the sample that adopts its request on; each of
+	// them never decreases, so neither do the totals.
 	outTokens   atomic.Uint64
 	inTokens    atomic.Uint64
 	unownedOut  atomic.Uint64
@@ -202,8 +203,8 @@ func (m *Monitor) Devices() []Device {
 // Ring returns a read-only view of device i's counter steps: each point is
 // a step at its estimated instant, with the device's cumulative energy and
 // the output token total of the sample that found the step (the total
-// [Monitor.Totals] reports as of that sample). It fails with [ErrInvalidDevice] for
-// an index outside [Monitor.Devices].
+// [Monitor.Totals] reports as of that sample). It fails with
+// [ErrInvalidDevice] for an index outside [Monitor.Devices].
 func (m *Monitor) Ring(i int) (ring.View, error) {
 	if m == nil || i < 0 || i >= len(m.devs) {
 		return ring.View{}, fmt.Errorf("%w: index %d", ErrInvalidDevice, i)
@@ -520,9 +521,10 @@ func (m *Monitor) tokens() (out, in uint64) {
 // totals from the requests' counters at each sample, so [Monitor.Totals]
 // and the exported token counter include a report from the next sample
 // on. Tokens outside any tracked request take one more atomic add, on a
-// counter shared by the Monitor. It never allocates and never blocks. A negative n, or one above 2^24, is rejected
-// and counted. On a nil Monitor it does nothing, so handlers can call it
-// whether or not energy metering could start.
+// counter shared by the Monitor. It never allocates and never blocks. A
+// negative n, or one above 2^24, is rejected and counted. On a nil
+// Monitor it does nothing, so handlers can call it whether or not energy
+// metering could start.
 //
 // Tokens reported in one call are taken as produced evenly since the
 // request's previous report, so a handler that reports in chunks or only
