@@ -105,6 +105,12 @@ type Ledger struct {
 	avgW         atomic.Uint64        // float64 bits: recent attributable power, summed over devices
 	jOutBits     atomic.Uint64        // float64 bits of jOut
 	provThru     atomic.Int64         // the provisional split covers every request up to here
+
+	// retiredOut and retiredIn sum the tokens of the requests let go, as
+	// counted when they were (see retire); tokOut and tokIn publish them
+	// plus the active requests' counts at the last Observe.
+	retiredOut, retiredIn atomic.Uint64
+	tokOut, tokIn         atomic.Uint64
 }
 
 type device struct {
@@ -322,9 +328,18 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	// A report first seen at this read happened in (prev, t].
 	rep := prev + (t-prev)/2
 	l.drain(l.adopt)
+	var out, in uint64
 	for _, r := range l.active {
 		l.observe(r, t, rep)
+		// Active requests are never retired: their counts are plain.
+		out += r.out.Load()
+		in += r.in.Load()
 	}
+	// No active request retires during the pass (only the sampler side
+	// retires them; Add retires only requests it refuses, never active),
+	// so none is counted twice or missed between the two sums.
+	l.tokOut.Store(l.retiredOut.Load() + out)
+	l.tokIn.Store(l.retiredIn.Load() + in)
 	if u := &l.unowned; len(u.st.pts) > 0 {
 		if last := u.st.pts[len(u.st.pts)-1]; last.out != uOut || last.in != uIn {
 			u.st.pts = append(u.st.pts, point{t: max(rep, last.t), out: uOut, in: uIn})
@@ -359,6 +374,7 @@ func (l *Ledger) adopt(r *Request) {
 // drop refuses r: it gets nothing, is final at once and is counted.
 func (l *Ledger) drop(r *Request) {
 	l.dropped.Add(1)
+	l.retire(r)
 	r.setFlag(FlagDropped)
 	r.final.Store(true)
 }
@@ -699,6 +715,7 @@ func (l *Ledger) Flush(final func(*Request)) {
 		l.settle(l.prevRead, true, final)
 	}
 	l.drain(func(r *Request) {
+		l.retire(r)
 		r.setFlag(FlagFlushed)
 		r.final.Store(true)
 	})
@@ -713,14 +730,33 @@ func (l *Ledger) Flush(final func(*Request)) {
 	clear(l.active)
 	l.active = l.active[:0]
 	l.setActive(0)
+	// Nothing is active or waiting: the retired counts are every
+	// request's.
+	l.tokOut.Store(l.retiredOut.Load())
+	l.tokIn.Store(l.retiredIn.Load())
 }
 
-// release returns r's timeline to the free list.
+// release retires r and returns its timeline to the free list.
 func (l *Ledger) release(r *Request) {
+	l.retire(r)
 	if cap(r.st.pts) > len(r.st.inline) && len(l.free) < 1024 {
 		l.free = append(l.free, r.st.pts[:0])
 	}
 	r.st.pts = nil
+}
+
+// retire takes r's token counts into the retired totals and marks its
+// counters, in one atomic operation each, so that every later report is
+// seen by its caller as not counted here (see retiredBit). It is called
+// once per request: when it is released, dropped or flushed from the
+// inbox.
+func (l *Ledger) retire(r *Request) {
+	if o := r.out.Or(retiredBit) &^ retiredBit; o != 0 {
+		l.retiredOut.Add(o)
+	}
+	if i := r.in.Or(retiredBit) &^ retiredBit; i != 0 {
+		l.retiredIn.Add(i)
+	}
 }
 
 // prune drops the points of r's timeline that every device has split
@@ -750,6 +786,15 @@ func (l *Ledger) Unattributed() uint64 { return l.unattributed.Load() }
 // OtherProcesses returns the energy, in mJ, that belonged to other
 // processes on shared devices.
 func (l *Ledger) OtherProcesses() uint64 { return l.other.Load() }
+
+// Tokens returns the output and input tokens of every request the ledger
+// was handed: the counts of those it has let go (finalized, flushed or
+// dropped), as they were then, plus the active requests' counts at the
+// last Observe. Requests still waiting for the sampler count from the
+// Observe that adopts them, and reports refused by AddOutput or AddInput
+// (false) never count here. So each report counts at most once, and each
+// figure never decreases. Safe from any goroutine.
+func (l *Ledger) Tokens() (out, in uint64) { return l.tokOut.Load(), l.tokIn.Load() }
 
 // Dropped returns how many requests got nothing because the ledger was
 // full.

@@ -90,17 +90,28 @@ const notEnded = math.MinInt64
 // Start returns the request's start time.
 func (r *Request) Start() int64 { return r.start }
 
-// AddOutput counts n output tokens produced now. Safe from any goroutine.
-func (r *Request) AddOutput(n uint64) { r.out.Add(n) }
+// retiredBit is set in a request's token counters when the ledger lets
+// the request go (it is finalized, flushed or dropped): the ledger takes
+// the counts below it into [Ledger.Tokens] in the same atomic operation,
+// so every report is counted there exactly once, by the ledger when its
+// add came first and by the caller when AddOutput or AddInput reports
+// false.
+const retiredBit = 1 << 63
 
-// AddInput counts n input tokens. Safe from any goroutine.
-func (r *Request) AddInput(n uint64) { r.in.Add(n) }
+// AddOutput counts n output tokens produced now. Safe from any goroutine;
+// one atomic add. It reports whether the ledger counts them in
+// [Ledger.Tokens]: false once the ledger has let the request go, and the
+// caller then counts them elsewhere if it keeps totals.
+func (r *Request) AddOutput(n uint64) bool { return r.out.Add(n)&retiredBit == 0 }
+
+// AddInput counts n input tokens, as [Request.AddOutput] does.
+func (r *Request) AddInput(n uint64) bool { return r.in.Add(n)&retiredBit == 0 }
 
 // Output returns the output tokens reported so far.
-func (r *Request) Output() uint64 { return r.out.Load() }
+func (r *Request) Output() uint64 { return r.out.Load() &^ retiredBit }
 
 // Input returns the input tokens reported so far.
-func (r *Request) Input() uint64 { return r.in.Load() }
+func (r *Request) Input() uint64 { return r.in.Load() &^ retiredBit }
 
 // End marks the request ended at t. Only the first call counts, even
 // among concurrent calls; it must follow every AddOutput and AddInput of
@@ -126,7 +137,7 @@ func (r *Request) EnergyMJ() uint64 { return r.mj.Load() }
 // produced none. It is for the sampler side, such as the finalize
 // callback: the request path must not call it.
 func (r *Request) FirstToken() (int64, bool) {
-	if r.st.pfEnd < 0 || r.out.Load() == 0 {
+	if r.st.pfEnd < 0 || r.Output() == 0 {
 		return 0, false
 	}
 	return r.st.pfEnd + r.st.step, true
@@ -167,7 +178,7 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	// the request's last report at its rate; the tokens it reported
 	// beyond (or short of) that cost the model's energy per output token.
 	seen, rate := unpackSeenRate(r.seenRate.Load())
-	tokens := float64(r.out.Load()) - float64(seen)
+	tokens := float64(r.Output()) - float64(seen)
 	tokens -= rate * float64(max(0, t-r.extFrom.Load()))
 	price := float64(math.Float32frombits(uint32(r.powPrice.Load() >> 32)))
 	if price <= 0 {

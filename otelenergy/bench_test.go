@@ -42,6 +42,35 @@ func BenchmarkAddTokens(b *testing.B) {
 		b.StopTimer()
 		req.End()
 	})
+	// The parallel pair: each goroutine reports to a request of its own,
+	// against each goroutine adding to a counter of its own on a cache
+	// line of its own. A count shared by every report would make the
+	// cores contend for its line.
+	b.Run("baseline-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			n := new(struct {
+				atomic.Uint64
+				_ [56]byte
+			})
+			for pb.Next() {
+				n.Add(1)
+			}
+		})
+	})
+	b.Run("request-parallel", func(b *testing.B) {
+		r := newRig(b, ideal(simgpu.Config{}))
+		r.m.Sample()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			req := r.m.StartRequest(context.Background())
+			var ctx context.Context = req
+			for pb.Next() {
+				r.m.AddTokens(ctx, 1)
+			}
+			req.End()
+		})
+	})
 }
 
 // dropExporter drops every span: the benchmarks measure the request path,

@@ -58,8 +58,15 @@
 //   - [Monitor.StartRequest]: two allocations (the Request context and the
 //     state the ledger keeps after it ends) and one compare-and-swap on one
 //     of sixteen stacks. No lock.
-//   - [Monitor.AddTokens], [Monitor.AddInputTokens]: two atomic adds and
-//     a context lookup. No lock, no allocation.
+//   - [Monitor.AddTokens], [Monitor.AddInputTokens]: a context lookup and
+//     one atomic add, on the request's own counter, for a request the
+//     ledger tracks; nothing every request shares. The Monitor's token
+//     totals are derived by the sampler at each sample, from the tracked
+//     requests' counters, the counts of the requests it has let go, and
+//     the reports outside any tracked request (one more atomic add, on a
+//     shared counter, for those), so [Monitor.Totals] and the exported
+//     token counter show a report from the next sample on, like energy.
+//     No lock, no allocation.
 //   - [Request.End]: atomic stores and loads. No lock, no allocation.
 //   - The middleware and interceptors: StartRequest, End, one span
 //     attribute set of at most six attributes, and, with [NewSpanExporter]

@@ -170,8 +170,11 @@ func (in *instruments) observe(_ context.Context, o metric.Observer) error {
 			o.ObserveInt64(in.processes, int64(s.Processes), in.idOpts[i])
 		}
 	}
-	o.ObserveInt64(in.tokens, int64(m.outTokens.Load()), in.outOpt)
-	o.ObserveInt64(in.tokens, int64(m.inTokens.Load()), in.inOpt)
+	// Tokens as of the last sample, like the energy above: the sampler
+	// sums them from the requests' own counters.
+	outTok, inTok := m.tokens()
+	o.ObserveInt64(in.tokens, int64(outTok), in.outOpt)
+	o.ObserveInt64(in.tokens, int64(inTok), in.inOpt)
 	o.ObserveFloat64(in.unattributed, float64(m.ledger.Unattributed())/1000)
 	o.ObserveFloat64(in.other, float64(m.ledger.OtherProcesses())/1000)
 	o.ObserveInt64(in.rejected, int64(m.rejected.Load()))

@@ -53,10 +53,21 @@ type Monitor struct {
 	devs  []*device
 	epoch time.Time
 
+	// Token totals are derived, not counted on the request path: a
+	// tracked request's report is one atomic add on its own counter, and
+	// the sampler publishes outTokens and inTokens at each sample as the
+	// ledger's [ledger.Ledger.Tokens] plus unowned (reported outside any
+	// tracked request) plus late (reported to a request the ledger had
+	// already let go). A report is in at most one of the three, and in
+	// exactly one from the sample that adopts its request on; each of
+	// them never decreases, so neither do the totals.
 	outTokens   atomic.Uint64
 	inTokens    atomic.Uint64
 	unownedOut  atomic.Uint64
 	unownedIn   atomic.Uint64
+	lateOut     atomic.Uint64
+	lateIn      atomic.Uint64
+	flushed     atomic.Bool // the ledger was flushed: totals are computed on demand
 	rejected    atomic.Uint64
 	sampleNanos atomic.Int64 // duration of the last sampling pass
 	shut        atomic.Bool
@@ -102,6 +113,11 @@ type device struct {
 	lost       atomic.Bool
 	period     atomic.Int64 // learned counter update period, ns; 0 unknown
 	share      atomic.Pointer[source.Share]
+	// pend is the step the current sampling pass found, pushed once the
+	// pass has published the token totals; sampler-only.
+	pend       bool
+	pendT      int64
+	pendEnergy uint64
 }
 
 // runInfo is a run plus everything the request path needs from it, built
@@ -186,8 +202,9 @@ func (m *Monitor) Devices() []Device {
 
 // Ring returns a read-only view of device i's counter steps: each point is
 // a step at its estimated instant, with the device's cumulative energy and
-// the output tokens counted by then. It fails with [ErrInvalidDevice] for
-// an index outside [Monitor.Devices].
+// the output token total of the sample that found the step (the total
+// [Monitor.Totals] reports as of that sample). It fails with
+// [ErrInvalidDevice] for an index outside [Monitor.Devices].
 func (m *Monitor) Ring(i int) (ring.View, error) {
 	if m == nil || i < 0 || i >= len(m.devs) {
 		return ring.View{}, fmt.Errorf("%w: index %d", ErrInvalidDevice, i)
@@ -277,6 +294,7 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 	if exited {
 		m.sampleMu.Lock()
 		m.ledger.Flush(m.finalize)
+		m.flushed.Store(true)
 		m.sampleMu.Unlock()
 	}
 	m.pending.flush()
@@ -346,6 +364,7 @@ func (m *Monitor) sampleLocked() {
 	}
 	// t is now the end of the pass: the tokens are read after every device.
 	m.ledger.Observe(t, m.unownedOut.Load(), m.unownedIn.Load())
+	m.publishTokens()
 	// Settle on every step, and now and then without one, so that requests
 	// become final even while a device is stuck, failing or lost.
 	if stepped || t-m.lastSettle >= int64(m.cfg.horizon)/4 {
@@ -450,20 +469,62 @@ func (m *Monitor) checkBound(d *device, step tracker.Step, t int64) {
 	d.bounded = true
 }
 
+// push records a step of d at at, with the device's cumulative energy.
+// It is pushed into the ring by publishTokens, after the pass's token
+// totals are known, so that the point's Tokens are the totals published
+// with it. Settle, the rings' only reader on the sampler side, runs after.
 func (m *Monitor) push(d *device, at int64, total uint64) {
-	if back, ok := d.ring.Back(0); ok && at < back.T {
-		at = back.T
-	}
-	if err := d.ring.Push(ring.Point{T: at, EnergyMJ: total, Tokens: m.outTokens.Load()}); err != nil {
-		otel.Handle(err) // unreachable: at never goes backwards
+	d.pend, d.pendT, d.pendEnergy = true, at, total
+}
+
+// publishTokens publishes the token totals as of the ledger's latest
+// Observe and pushes the pass's steps with them. Sampler side.
+func (m *Monitor) publishTokens() {
+	out, in := m.tokenTotals()
+	m.outTokens.Store(out)
+	m.inTokens.Store(in)
+	for _, d := range m.devs {
+		if !d.pend {
+			continue
+		}
+		d.pend = false
+		at := d.pendT
+		if back, ok := d.ring.Back(0); ok && at < back.T {
+			at = back.T
+		}
+		if err := d.ring.Push(ring.Point{T: at, EnergyMJ: d.pendEnergy, Tokens: out}); err != nil {
+			otel.Handle(err) // unreachable: at never goes backwards
+		}
 	}
 }
 
-// AddTokens counts n output tokens: in the Monitor's totals, and in the
-// request carried by ctx if there is one. It is a few atomic adds, never
-// allocates and never blocks. A negative n, or one above 2^24, is rejected
-// and counted. On a nil Monitor it does nothing, so handlers can call it
-// whether or not energy metering could start.
+// tokenTotals sums the three disjoint parts of the token totals: the
+// ledger's as of its latest Observe (or flush), and the unowned and late
+// reports as of now.
+func (m *Monitor) tokenTotals() (out, in uint64) {
+	out, in = m.ledger.Tokens()
+	return out + m.unownedOut.Load() + m.lateOut.Load(), in + m.unownedIn.Load() + m.lateIn.Load()
+}
+
+// tokens returns the token totals: as of the last sample, or as of now
+// once the ledger is flushed, when nothing is left for a sample to sum.
+func (m *Monitor) tokens() (out, in uint64) {
+	if m.flushed.Load() {
+		return m.tokenTotals()
+	}
+	return m.outTokens.Load(), m.inTokens.Load()
+}
+
+// AddTokens counts n output tokens: in the request carried by ctx if there
+// is one, and in the Monitor's totals. For a request the ledger tracks it
+// is one atomic add, on that request's own counter: the sampler sums the
+// totals from the requests' counters at each sample, so [Monitor.Totals]
+// and the exported token counter include a report from the next sample
+// on. Tokens outside any tracked request take one more atomic add, on a
+// counter shared by the Monitor. It never allocates and never blocks. A
+// negative n, or one above 2^24, is rejected and counted. On a nil
+// Monitor it does nothing, so handlers can call it whether or not energy
+// metering could start.
 //
 // Tokens reported in one call are taken as produced evenly since the
 // request's previous report, so a handler that reports in chunks or only
@@ -492,19 +553,21 @@ func (m *Monitor) addTokens(ctx context.Context, n int, input bool) {
 	// reported outside any request.
 	owned := r != nil && r.st.m == m
 	tracked := owned && r.st.tracked
+	// A tracked request's counter is summed into the totals until the
+	// ledger lets the request go (final, dropped or flushed); a report
+	// after that (a request that outlived its maximum age, or reports
+	// after its End or Shutdown) is refused there and counted as late.
 	switch {
 	case input:
-		m.inTokens.Add(uint64(n))
-		if owned {
-			r.st.AddInput(uint64(n))
+		if owned && !r.st.AddInput(uint64(n)) {
+			m.lateIn.Add(uint64(n))
 		}
 		if !tracked {
 			m.unownedIn.Add(uint64(n))
 		}
 	default:
-		m.outTokens.Add(uint64(n))
-		if owned {
-			r.st.AddOutput(uint64(n))
+		if owned && !r.st.AddOutput(uint64(n)) {
+			m.lateOut.Add(uint64(n))
 		}
 		if !tracked {
 			m.unownedOut.Add(uint64(n))
@@ -578,11 +641,12 @@ func (m *Monitor) snapshot(t int64) runscope.Snapshot {
 	if t < 0 {
 		t = max(m.lastSample.Load(), 0)
 	}
+	out, in := m.tokens()
 	s := runscope.Snapshot{
 		T:              t,
 		EnergyMJ:       make([]uint64, len(m.devs)),
-		OutputTokens:   m.outTokens.Load(),
-		InputTokens:    m.inTokens.Load(),
+		OutputTokens:   out,
+		InputTokens:    in,
 		UnattributedMJ: m.ledger.Unattributed(),
 	}
 	for i, d := range m.devs {
@@ -591,9 +655,11 @@ func (m *Monitor) snapshot(t int64) runscope.Snapshot {
 	return s
 }
 
-// Totals returns the process-cumulative totals as of now: energy per device
-// as of the last sample, tokens as of now. A run's own view is
-// run.Since(m.Totals()).
+// Totals returns the process-cumulative totals as of the last sample:
+// energy per device and tokens alike, so a report made since the last
+// sample shows from the next one, at most one sampling interval later
+// ([WithInterval]). After Shutdown, tokens are as of now. It never waits
+// for the sampler. A run's own view is run.Since(m.Totals()).
 func (m *Monitor) Totals() Snapshot {
 	if m == nil {
 		return Snapshot{}

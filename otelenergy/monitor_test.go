@@ -166,6 +166,7 @@ func TestAddTokensRejectsBadCounts(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.add(ctx, s.n)
+		r.m.Sample() // the totals are as of the last sample
 		tot := r.m.Totals()
 		if rej := r.m.Stats().RejectedTokenReports; tot.OutputTokens != s.wantOut || tot.InputTokens != s.wantIn || rej != s.wantReject {
 			t.Fatalf("after %q: out=%d in=%d rejected=%d; want %d, %d, %d", s.name,
