@@ -255,6 +255,7 @@ func TestMonitorConcurrentSafe(t *testing.T) {
 		}
 	}()
 	wg.Wait()
+	r.m.Sample() // token totals are as of the last sample
 	tot := r.m.Totals()
 	if tot.OutputTokens != workers*per || tot.InputTokens != 2*workers*per {
 		t.Fatalf("tokens %d/%d, want %d/%d", tot.OutputTokens, tot.InputTokens, workers*per, 2*workers*per)
