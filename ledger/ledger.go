@@ -105,6 +105,13 @@ type Ledger struct {
 	avgW         atomic.Uint64        // float64 bits: recent attributable power, summed over devices
 	jOutBits     atomic.Uint64        // float64 bits of jOut
 	provThru     atomic.Int64         // the provisional split covers every request up to here
+	// provN is the number of requests active at provThru; live packs the
+	// number of active requests not ended at the last settle (low 32
+	// bits) with the inbox's ended counts summed just before it counted
+	// them (high 32 bits, modulo 2³²). Estimate derives from them the
+	// requests running now (Ledger.runningNow).
+	provN atomic.Int64
+	live  atomic.Uint64
 }
 
 type device struct {
@@ -211,7 +218,11 @@ type shard struct {
 	// room is this shard's part of the room the sampler last published:
 	// MaxActive less the active requests, spread over the shards.
 	room atomic.Int64
-	_    [40]byte
+	// ended counts the tracked requests [Ledger.End] ended whose
+	// requests hash to this stack, so that an estimate can tell how many
+	// requests are still running without a lock (see Ledger.runningNow).
+	ended atomic.Int64
+	_     [32]byte
 }
 
 // A shard fills exactly one 64-byte cache line: these fail to compile
@@ -233,7 +244,7 @@ var (
 // stack's cache line while that stack has room. A full stack sends it on
 // to the next ones, so no request is refused while any stack has room.
 func (l *Ledger) Add(r *Request) {
-	first := int(uintptr(unsafe.Pointer(r))>>6) % inboxShards
+	first := shardOf(r)
 	if l.inbox[first].push(r) {
 		return
 	}
@@ -251,6 +262,50 @@ func (l *Ledger) Add(r *Request) {
 	}
 	l.fullGen.Store(g)
 	l.drop(r)
+}
+
+// End ends r at t, as [Request.End] does, and counts the end for the
+// estimates of the requests still running: as requests end, the static
+// power is shared among fewer, and [Ledger.Estimate] prices each one's
+// unsplit time with the share it gets among those still running. Use it
+// instead of Request.End for a request handed to [Ledger.Add]. It is
+// lock-free: a compare-and-swap on r, and one atomic add on the stack
+// of the inbox that r was pushed on.
+func (l *Ledger) End(r *Request, t int64) {
+	if !r.end.CompareAndSwap(notEnded, max(t, r.start)) || r.final.Load() {
+		// Ended before, or dropped, expired or flushed: the sampler no
+		// longer counts it as running.
+		return
+	}
+	l.inbox[shardOf(r)].ended.Add(1)
+}
+
+// shardOf returns the inbox stack Add tries first for r.
+func shardOf(r *Request) int { return int(uintptr(unsafe.Pointer(r))>>6) % inboxShards }
+
+// endedSum returns the ends [Ledger.End] counted, summed over the inbox.
+func (l *Ledger) endedSum() int64 {
+	var n int64
+	for i := range l.inbox {
+		n += l.inbox[i].ended.Load()
+	}
+	return n
+}
+
+// runningNow returns how many tracked requests are running now, as the
+// request path can tell without a lock: those not ended at the last
+// settle, plus those waiting in the inbox, less the ends counted since.
+// A request that ended or started during that settle may be counted once
+// too often or too seldom.
+func (l *Ledger) runningNow() int64 {
+	v := l.live.Load()
+	var queued, ended int64
+	for i := range l.inbox {
+		s := &l.inbox[i]
+		queued += s.queued.Load()
+		ended += s.ended.Load()
+	}
+	return int64(uint32(v)) + queued - int64(uint32(ended)-uint32(v>>32))
 }
 
 // push pushes r on s if s has room, and reports whether it did.
@@ -632,9 +687,18 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	if prov {
 		l.provThru.Store(provThru)
 	}
+	// The ended count is summed before the requests are looked at: an
+	// End between the two is then missed by neither (a request that ends
+	// in between is counted once too often, until the next settle).
+	endedSum := l.endedSum()
+	pThru := l.provThru.Load()
+	var live, atThru int64
 	kept := 0
 	for i, r := range l.active {
 		s := &r.st
+		if r.start < pThru && (!s.endSeen || s.end > pThru) {
+			atThru++
+		}
 		if s.endSeen && s.end <= through {
 			if s.end > stall {
 				r.setFlag(FlagForced)
@@ -648,13 +712,18 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			continue
 		}
 		r.through.Store(max(r.start, through))
-		if prov && !s.endSeen && i < len(l.provAcc) {
+		if prov && !s.endSeen {
 			// The estimate is published as one figure, the split part plus
 			// the provisional share of what follows, so that a reader never
 			// adds a provisional share to the real share of the same
 			// interval. Each is stored only when it changed: a store costs
-			// far more than a load.
-			acc := &l.provAcc[i]
+			// far more than a load. With nothing pending (the pass had
+			// nothing to weigh) it is the split part alone, and the power
+			// the split gave last.
+			var acc struct{ mj, tok, tokJ float64 }
+			if i < len(l.provAcc) {
+				acc = l.provAcc[i]
+			}
 			if v := r.mj.Load() + uint64(min(acc.mj, 1<<62)); v != r.estMJ.Load() {
 				r.estMJ.Store(v)
 			}
@@ -667,9 +736,18 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 				r.powPrice.Store(v)
 			}
 		}
+		if r.end.Load() == notEnded {
+			live++
+		}
 		l.prune(r, through)
 		l.active[kept] = r
 		kept++
+	}
+	if v := uint64(uint32(min(live, math.MaxUint32))) | uint64(uint32(endedSum))<<32; v != l.live.Load() {
+		l.live.Store(v)
+	}
+	if atThru != l.provN.Load() {
+		l.provN.Store(atThru)
 	}
 	clear(l.active[kept:])
 	l.active = l.active[:kept]

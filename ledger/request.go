@@ -161,6 +161,22 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 			// power.
 			w = math.Float64frombits(l.avgW.Load()) / float64(max(1, l.activeN.Load()))
 		}
+		// The static power is shared by time among the requests active
+		// at each instant, so the request's share of it moves with their
+		// number: n0 at thru, n1 now (itself included). Its share at
+		// thru, static/n0, is taken out of w, and the static part of
+		// (thru, t] priced at the mean of static/n(s) with n(s) going
+		// linearly from n0 to n1, which is exact for requests that end
+		// (or start) evenly over that time. The rest of w, the request's
+		// dynamic power, is carried as it was.
+		if static := math.Float64frombits(l.coef[fStatic].Load()); static > 0 {
+			n0 := float64(max(1, l.provN.Load()))
+			n1 := l.runningNow()
+			if _, ended := r.Ended(); ended {
+				n1++ // its own end is counted; it ran until t
+			}
+			w = max(0, w-static/n0) + static*invLogMean(n0, float64(max(1, n1)))
+		}
 		add += w * float64(t-thru) / 1e6
 	}
 	// The provisional split and the power above count the tokens after
@@ -182,6 +198,15 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	default:
 		return est - uint64(-add)
 	}
+}
+
+// invLogMean returns the mean of 1/n over n going linearly from a to b
+// (both positive): ln(a/b)/(a−b), the inverse of their logarithmic mean.
+func invLogMean(a, b float64) float64 {
+	if math.Abs(a-b) < 1e-9*a {
+		return 1 / a
+	}
+	return math.Log(a/b) / (a - b)
 }
 
 // point is one observed report: the cumulative counts first seen at a read,
