@@ -16,7 +16,6 @@ const (
 	DefaultForget    = 120e9   // ns: the model's memory
 	fallbackInput    = 0.1     // input-token weight before the model is learned
 	inboxShards      = 16      // StartRequest spreads over this many lock-free stacks
-	maxExactPartial  = 16      // partial spans in an interval split exactly by time
 	maxWarmActive    = 1024    // requests beyond which splits no longer wait for a young model
 	nsPerSecond      = float64(1e9)
 )
@@ -85,7 +84,7 @@ type Ledger struct {
 	free     [][]point
 	parts    []part
 	running  int // parts of requests not ended, in the last features
-	edges    []int64
+	sweep    []edge // coverage's and union's scratch
 	provLast int64 // when the last provisional pass ran
 	// pfSpans and decSpans are learnFeatures' scratch.
 	pfSpans, decSpans []span

@@ -162,8 +162,10 @@ func runBurst(tb testing.TB, n int, length, spread time.Duration, tokRate float6
 
 // TestEstimateBurstEnd holds End's estimate to the final figure when many
 // requests end at about the same time: neither biased (the mean signed
-// error) nor far off (the mean absolute error). Each bound is the figure
-// measured, pooled over seeds, with a margin.
+// error) nor far off (the mean absolute error); and the final figure to
+// the ground truth, which the split of an interval in which many requests
+// end must give the last of them (and not the idle time after them). Each
+// bound is the figure measured, pooled over seeds, with a margin.
 func TestEstimateBurstEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates half a minute of serving per seed")
@@ -173,8 +175,8 @@ func TestEstimateBurstEnd(t *testing.T) {
 		length            time.Duration
 		maxAbs, maxSigned float64
 	}{
-		{"2s", 2 * time.Second, 2.5, 1.5},
-		{"300ms", 300 * time.Millisecond, 9, 5},
+		{"2s", 2 * time.Second, 1, 0.75},
+		{"300ms", 300 * time.Millisecond, 3, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var f burstFigures
@@ -195,6 +197,9 @@ func TestEstimateBurstEnd(t *testing.T) {
 			}
 			t.Logf("pooled: n=%d estimate vs final: mean abs %.2f%%, signed %+.2f%%, %.0f%% low; vs truth: final %+.2f%%, estimate %+.2f%%",
 				f.n, f.meanAbsPct, f.signedPct, 100*f.lowFrac, f.finalTruthPct, f.estTruthPct)
+			if math.Abs(f.finalTruthPct) > 0.5 {
+				t.Errorf("final figure vs the ground truth: signed %+.2f%%, bound ±0.5%%", f.finalTruthPct)
+			}
 			if f.meanAbsPct > c.maxAbs || math.Abs(f.signedPct) > c.maxSigned {
 				t.Errorf("estimate vs final: mean abs %.2f%% signed %+.2f%%, bounds %.1f%% and ±%.1f%%", f.meanAbsPct, f.signedPct, c.maxAbs, c.maxSigned)
 			}
