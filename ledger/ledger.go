@@ -83,9 +83,9 @@ type Ledger struct {
 	rhoAvg   float64 // recent prefills' input tokens per ns
 	free     [][]point
 	parts    []part
-	running  int // parts of requests not ended, in the last features
-	sweep    []edge // coverage's and union's scratch
-	provLast int64 // when the last provisional pass ran
+	running  int      // parts of requests not ended, in the last features
+	sweep    []uint64 // coverage's and union's scratch: edge keys
+	provLast int64    // when the last provisional pass ran
 	// pfSpans and decSpans are learnFeatures' scratch.
 	pfSpans, decSpans []span
 	// provAcc holds, per active request by its index, what the

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"cmp"
 	"math"
 	"slices"
 )
@@ -230,29 +229,46 @@ func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
 type span struct{ lo, hi int64 }
 
 // union returns the time in (a, b] that spans cover, as coverage counts
-// it: exactly, by a sweep over the edges of the spans inside the interval.
+// it: exactly, by a sweep over the edges of the spans inside the interval,
+// while there are at most maxExactPartial of them.
 func (l *Ledger) union(spans []span, a, b int64) float64 {
 	ev := l.sweep[:0]
+	exact := b-a < 1<<edgeTBits && len(spans) < 1<<edgeIBits
+	var sumLen float64
+	hullLo, hullHi := b, a
 	for i, s := range spans {
 		switch {
 		case s.hi <= s.lo:
 		case s.lo == a && s.hi == b:
 			return float64(b - a)
 		default:
-			ev = append(ev, edge{s.lo, int32(i), true}, edge{s.hi, int32(i), false})
+			hullLo, hullHi = min(hullLo, s.lo), max(hullHi, s.hi)
+			sumLen += float64(s.hi - s.lo)
+			if exact && len(ev) < 2*maxExactPartial {
+				ev = append(ev, edgeKey(a, s.lo, i, true), edgeKey(a, s.hi, i, false))
+			} else {
+				exact = false
+			}
 		}
 	}
 	l.sweep = ev
-	slices.SortFunc(ev, func(x, y edge) int { return cmp.Compare(x.t, y.t) })
+	switch {
+	case hullHi <= hullLo:
+		return 0
+	case !exact:
+		return min(float64(b-a), sumLen, float64(hullHi-hullLo))
+	}
+	slices.Sort(ev)
 	var covered float64
 	open := 0
 	prev := a
-	for _, e := range ev {
+	for _, k := range ev {
+		t, _, start := edgeOf(a, k)
 		if open > 0 {
-			covered += float64(e.t - prev)
+			covered += float64(t - prev)
 		}
-		prev = e.t
-		if e.start {
+		prev = t
+		if start {
 			open++
 		} else {
 			open--
@@ -812,7 +828,9 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float
 	}
 	ev := l.sweep[:0]
 	full := 0
-	var fullW float64
+	exact := b-a < 1<<edgeTBits && len(parts) < 1<<edgeIBits
+	var fullW, sumLen, sumWLen float64
+	hullLo, hullHi := b, a
 	for i := range parts {
 		p := &parts[i]
 		if shares {
@@ -825,38 +843,61 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float
 			full++
 			fullW += weight(p)
 		default:
-			ev = append(ev, edge{lo, int32(i), true}, edge{hi, int32(i), false})
+			hullLo, hullHi = min(hullLo, lo), max(hullHi, hi)
+			sumLen += float64(hi - lo)
+			sumWLen += weight(p) * float64(hi-lo)
+			if exact && len(ev) < 2*maxExactPartial {
+				ev = append(ev, edgeKey(a, lo, i, true), edgeKey(a, hi, i, false))
+			} else {
+				exact = false
+			}
 		}
 	}
 	l.sweep = ev
 	switch {
-	case full+len(ev) == 0:
+	case full == 0 && hullHi <= hullLo:
 		return 0
 	case !shares && full > 0:
 		return dt
-	case len(ev) == 0:
+	case hullHi <= hullLo:
 		for i := range parts {
 			if lo, hi := span(&parts[i]); lo == a && hi == b {
 				*out(&parts[i]) = dt * weight(&parts[i]) / fullW
 			}
 		}
 		return dt
+	case !exact:
+		// Too many spans start or end inside the interval to sweep them
+		// at every split: weighted span time, scaled so that the total
+		// never exceeds the time the spans can cover.
+		covered := dt
+		if full == 0 {
+			covered = min(dt, sumLen, float64(hullHi-hullLo))
+		}
+		if shares {
+			for i := range parts {
+				lo, hi := span(&parts[i])
+				*out(&parts[i]) = weight(&parts[i]) * float64(max(0, hi-lo)) * covered / (sumWLen + fullW*dt)
+			}
+		}
+		return covered
 	}
-	slices.SortFunc(ev, func(x, y edge) int { return cmp.Compare(x.t, y.t) })
+	slices.Sort(ev)
 	// perW is the time per unit of weight so far; a span's share is its
 	// weight times perW's growth over it.
 	var perW, covered float64
 	w, open := fullW, 0
 	prev := a
-	for _, e := range ev {
-		if seg := float64(e.t - prev); seg > 0 && (full > 0 || open > 0) {
+	for _, k := range ev {
+		t, i, start := edgeOf(a, k)
+		if seg := float64(t - prev); seg > 0 && (full > 0 || open > 0) {
 			covered += seg
 			perW += seg / w
 		}
-		prev = e.t
-		p := &parts[e.i]
+		prev = t
+		p := &parts[i]
 		pw := weight(p)
-		if e.start {
+		if start {
 			w += pw
 			open++
 			if shares {
@@ -891,10 +932,25 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float
 	return covered
 }
 
-// edge is where a span inside an interval starts or ends, for coverage's
-// sweep: the part's index and which.
-type edge struct {
-	t     int64
-	i     int32
-	start bool
+// The sweep sorts the edges of the spans inside an interval as one word
+// each: the time since the interval's start (edgeTBits), the span's index
+// (edgeIBits) and whether it starts there (the low bit). maxExactPartial
+// bounds the spans swept in one interval; beyond, the split is
+// proportional to span time (see coverage).
+const (
+	edgeTBits       = 40 // 18 minutes in ns
+	edgeIBits       = 23
+	maxExactPartial = 512
+)
+
+func edgeKey(a, t int64, i int, start bool) uint64 {
+	k := uint64(t-a)<<(edgeIBits+1) | uint64(i)<<1
+	if start {
+		k |= 1
+	}
+	return k
+}
+
+func edgeOf(a int64, k uint64) (t int64, i int, start bool) {
+	return a + int64(k>>(edgeIBits+1)), int(k>>1) & (1<<edgeIBits - 1), k&1 == 1
 }
