@@ -1,0 +1,110 @@
+package ledger
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// TestRunningNowCountsEnds checks the count of running requests that
+// Estimate prices the static power with: the active requests not ended at
+// the last settle, plus those waiting in the inbox, less the ends
+// Ledger.End counted since; an end counts once, and a dropped request's
+// not at all.
+func TestRunningNowCountsEnds(t *testing.T) {
+	g := newRig(t, Config{Horizon: 1e9, MaxActive: 12})
+	g.step(0, 0, nil)
+	rs := make([]*Request, 10)
+	for i := range rs {
+		rs[i] = NewRequest(10, nil)
+		g.l.Add(rs[i])
+	}
+	if n := g.l.runningNow(); n != 10 {
+		t.Fatalf("10 requests waiting to be adopted: running %d", n)
+	}
+	g.step(100, 1000, nil)
+	if n := g.l.runningNow(); n != 10 {
+		t.Fatalf("10 adopted requests: running %d", n)
+	}
+	for _, r := range rs[:4] {
+		g.l.End(r, 150)
+	}
+	g.l.End(rs[0], 160) // counted once
+	if n := g.l.runningNow(); n != 6 {
+		t.Fatalf("4 of 10 ended: running %d, want 6", n)
+	}
+	late := []*Request{NewRequest(170, nil), NewRequest(170, nil), NewRequest(170, nil)}
+	for _, r := range late {
+		g.l.Add(r) // the last is beyond MaxActive: dropped
+	}
+	g.l.End(late[2], 180)
+	if late[2].Flags()&FlagDropped == 0 {
+		t.Fatal("the 13th request was not dropped")
+	}
+	if n := g.l.runningNow(); n != 8 {
+		t.Fatalf("6 running and 2 waiting: running %d, want 8", n)
+	}
+	g.step(200, 1000, nil)
+	if n := g.l.runningNow(); n != 8 {
+		t.Fatalf("after a settle: running %d, want 8", n)
+	}
+	g.l.End(late[0], 210)
+	if n := g.l.runningNow(); n != 7 {
+		t.Fatalf("one more ended: running %d, want 7", n)
+	}
+}
+
+// TestCoverageBeyondExact: with more spans inside an interval than the
+// sweep takes, the time split is proportional to span time, gives out
+// exactly the time covered, and never more than the spans' hull.
+func TestCoverageBeyondExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	a, b := int64(0), int64(100_000)
+	for _, withFull := range []bool{false, true} {
+		parts := make([]part, 2*maxExactPartial)
+		for i := range parts {
+			// A burst of ends in the first half of the interval.
+			hi := int64(rng.IntN(int(b / 2)))
+			parts[i] = part{lo: a, hi: hi}
+		}
+		if withFull {
+			parts[0].hi = b
+		}
+		l := &Ledger{}
+		covered := l.coverage(parts, a, b, spanActive, true)
+		var sum, hull float64
+		for _, p := range parts {
+			sum += p.cov
+			hull = max(hull, float64(p.hi-a))
+		}
+		if math.Abs(sum-covered) > 1e-6*covered {
+			t.Fatalf("full %v: shares add up to %v, covered %v", withFull, sum, covered)
+		}
+		if covered > hull {
+			t.Fatalf("full %v: covered %v, beyond the spans' hull %v", withFull, covered, hull)
+		}
+		if got := l.coverage(parts, a, b, spanActive, false); got != covered {
+			t.Fatalf("full %v: measuring alone covers %v, with shares %v", withFull, got, covered)
+		}
+	}
+}
+
+// BenchmarkCoverage is one interval's time split with many requests
+// ending inside it (the sweep) and beyond what it takes (proportional).
+func BenchmarkCoverage(b *testing.B) {
+	for _, n := range []int{100, 2 * maxExactPartial} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			parts := make([]part, n)
+			for i := range parts {
+				parts[i] = part{lo: 0, hi: int64(rng.IntN(100_000))}
+			}
+			l := &Ledger{}
+			b.ReportAllocs()
+			for b.Loop() {
+				l.coverage(parts, 0, 100_000, spanActive, true)
+			}
+		})
+	}
+}
