@@ -20,19 +20,19 @@ func TestRunningNowCountsEnds(t *testing.T) {
 		rs[i] = NewRequest(10, nil)
 		g.l.Add(rs[i])
 	}
-	if n := g.l.runningNow(); n != 10 {
+	if n, _, _ := g.l.runningNow(); n != 10 {
 		t.Fatalf("10 requests waiting to be adopted: running %d", n)
 	}
 	g.step(100, 1000, nil)
-	if n := g.l.runningNow(); n != 10 {
+	if n, _, _ := g.l.runningNow(); n != 10 {
 		t.Fatalf("10 adopted requests: running %d", n)
 	}
 	for _, r := range rs[:4] {
 		g.l.End(r, 150)
 	}
 	g.l.End(rs[0], 160) // counted once
-	if n := g.l.runningNow(); n != 6 {
-		t.Fatalf("4 of 10 ended: running %d, want 6", n)
+	if n, k, off := g.l.runningNow(); n != 6 || k != 4 || off != 4*50 {
+		t.Fatalf("4 of 10 ended 50 ns after the settle: running %d, want 6; %d ends %d ns after it, want 4 and 200", n, k, off)
 	}
 	late := []*Request{NewRequest(170, nil), NewRequest(170, nil), NewRequest(170, nil)}
 	for _, r := range late {
@@ -42,16 +42,51 @@ func TestRunningNowCountsEnds(t *testing.T) {
 	if late[2].Flags()&FlagDropped == 0 {
 		t.Fatal("the 13th request was not dropped")
 	}
-	if n := g.l.runningNow(); n != 8 {
+	if n, _, _ := g.l.runningNow(); n != 8 {
 		t.Fatalf("6 running and 2 waiting: running %d, want 8", n)
 	}
 	g.step(200, 1000, nil)
-	if n := g.l.runningNow(); n != 8 {
+	if n, _, _ := g.l.runningNow(); n != 8 {
 		t.Fatalf("after a settle: running %d, want 8", n)
 	}
 	g.l.End(late[0], 210)
-	if n := g.l.runningNow(); n != 7 {
+	if n, _, _ := g.l.runningNow(); n != 7 {
 		t.Fatalf("one more ended: running %d, want 7", n)
+	}
+}
+
+// TestStaticTime checks staticTime against ∫ ds/n(s) summed ns by ns for
+// k ends spread evenly over a part of the span at its end, at its start,
+// or over all of it: the profiles it assumes, which it must get to
+// rounding; and within 1% for ends in the middle of the span.
+func TestStaticTime(t *testing.T) {
+	const tau, n0 = 100_000, 100.0
+	for _, c := range []struct {
+		k      int
+		lo, hi float64 // the part of the span the ends spread over
+		tol    float64
+	}{{99, 0, 1, 1e-3}, {99, 0.8, 1, 1e-3}, {60, 0.9, 1, 1e-3}, {50, 0, 0.3, 1e-3}, {10, 0.4, 0.6, 1e-2}} {
+		var want, sumT float64
+		n := n0
+		for s := 0; s < tau; s++ {
+			x := (float64(s) + 0.5) / tau
+			n = n0
+			if x > c.lo {
+				n -= float64(c.k) * min(1, (x-c.lo)/(c.hi-c.lo))
+			}
+			want += 1 / n
+		}
+		for i := range c.k {
+			sumT += (c.lo + (c.hi-c.lo)*(float64(i)+0.5)/float64(c.k)) * tau
+		}
+		n1 := n0 - float64(c.k)
+		got := staticTime(tau, n0, n1, float64(c.k), sumT/float64(c.k))
+		if math.Abs(got-want) > c.tol*want {
+			t.Errorf("%d ends over [%.1f, %.1f] of the span: %v, want %v", c.k, c.lo, c.hi, got, want)
+		}
+	}
+	if got := staticTime(tau, n0, n0, 0, 0); got != tau/n0 {
+		t.Errorf("no ends: %v, want %v", got, tau/n0)
 	}
 }
 

@@ -104,13 +104,19 @@ type Ledger struct {
 	avgW         atomic.Uint64        // float64 bits: recent attributable power, summed over devices
 	jOutBits     atomic.Uint64        // float64 bits of jOut
 	provThru     atomic.Int64         // the provisional split covers every request up to here
-	// provN is the number of requests active at provThru; live packs the
+	// The running requests, for Estimate (see Ledger.runningNow). provN
+	// packs the number of requests active at provThru (low 32 bits) with
+	// how many of them had ended by the last settle (high 32 bits), and
+	// provOff sums those ends' times after provThru, ns. live packs the
 	// number of active requests not ended at the last settle (low 32
 	// bits) with the inbox's ended counts summed just before it counted
-	// them (high 32 bits, modulo 2³²). Estimate derives from them the
-	// requests running now (Ledger.runningNow).
-	provN atomic.Int64
-	live  atomic.Uint64
+	// them (high 32 bits, modulo 2³²); liveEndT is the inbox's endT then,
+	// and liveT the settle's time.
+	provN    atomic.Uint64
+	provOff  atomic.Int64
+	live     atomic.Uint64
+	liveEndT atomic.Uint64
+	liveT    atomic.Int64
 }
 
 type device struct {
@@ -221,7 +227,10 @@ type shard struct {
 	// requests hash to this stack, so that an estimate can tell how many
 	// requests are still running without a lock (see Ledger.runningNow).
 	ended atomic.Int64
-	_     [32]byte
+	// endT sums their end times, modulo 2⁶⁴: with ended, it tells when
+	// the ends since the last settle came, on average.
+	endT atomic.Uint64
+	_    [24]byte
 }
 
 // A shard fills exactly one 64-byte cache line: these fail to compile
@@ -276,35 +285,47 @@ func (l *Ledger) End(r *Request, t int64) {
 		// longer counts it as running.
 		return
 	}
-	l.inbox[shardOf(r)].ended.Add(1)
+	s := &l.inbox[shardOf(r)]
+	s.ended.Add(1)
+	s.endT.Add(uint64(r.end.Load()))
 }
 
 // shardOf returns the inbox stack Add tries first for r.
 func shardOf(r *Request) int { return int(uintptr(unsafe.Pointer(r))>>6) % inboxShards }
 
-// endedSum returns the ends [Ledger.End] counted, summed over the inbox.
-func (l *Ledger) endedSum() int64 {
+// endedSum returns the ends [Ledger.End] counted, summed over the inbox,
+// and the sum of their times (modulo 2⁶⁴).
+func (l *Ledger) endedSum() (int64, uint64) {
 	var n int64
+	var sum uint64
 	for i := range l.inbox {
 		n += l.inbox[i].ended.Load()
+		sum += l.inbox[i].endT.Load()
 	}
-	return n
+	return n, sum
 }
 
 // runningNow returns how many tracked requests are running now, as the
 // request path can tell without a lock: those not ended at the last
-// settle, plus those waiting in the inbox, less the ends counted since.
-// A request that ended or started during that settle may be counted once
-// too often or too seldom.
-func (l *Ledger) runningNow() int64 {
+// settle, plus those waiting in the inbox, less the ends counted since;
+// and the ends since then, with the sum of their times after the settle
+// (ns). A request that ended or started during that settle may be counted
+// once too often or too seldom.
+func (l *Ledger) runningNow() (n, ends, endOff int64) {
 	v := l.live.Load()
 	var queued, ended int64
+	var endT uint64
 	for i := range l.inbox {
 		s := &l.inbox[i]
 		queued += s.queued.Load()
 		ended += s.ended.Load()
+		endT += s.endT.Load()
 	}
-	return int64(uint32(v)) + queued - int64(uint32(ended)-uint32(v>>32))
+	k := uint32(ended) - uint32(v>>32)
+	// The times are summed modulo 2⁶⁴; their offsets from the settle's
+	// time are small, so their sum comes out exact.
+	endOff = int64(endT - l.liveEndT.Load() - uint64(k)*uint64(l.liveT.Load()))
+	return int64(uint32(v)) + queued - int64(k), int64(k), endOff
 }
 
 // push pushes r on s if s has room, and reports whether it did.
@@ -689,14 +710,18 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	// The ended count is summed before the requests are looked at: an
 	// End between the two is then missed by neither (a request that ends
 	// in between is counted once too often, until the next settle).
-	endedSum := l.endedSum()
+	endedSum, endT := l.endedSum()
 	pThru := l.provThru.Load()
-	var live, atThru int64
+	var live, atThru, thruEnded, thruOff int64
 	kept := 0
 	for i, r := range l.active {
 		s := &r.st
 		if r.start < pThru && (!s.endSeen || s.end > pThru) {
 			atThru++
+			if e := r.end.Load(); e != notEnded {
+				thruEnded++
+				thruOff += max(0, e-pThru)
+			}
 		}
 		if s.endSeen && s.end <= through {
 			if s.end > stall {
@@ -745,8 +770,15 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	if v := uint64(uint32(min(live, math.MaxUint32))) | uint64(uint32(endedSum))<<32; v != l.live.Load() {
 		l.live.Store(v)
 	}
-	if atThru != l.provN.Load() {
-		l.provN.Store(atThru)
+	if endT != l.liveEndT.Load() {
+		l.liveEndT.Store(endT)
+	}
+	l.liveT.Store(t)
+	if v := uint64(uint32(min(atThru, math.MaxUint32))) | uint64(uint32(min(thruEnded, math.MaxUint32)))<<32; v != l.provN.Load() {
+		l.provN.Store(v)
+	}
+	if thruOff != l.provOff.Load() {
+		l.provOff.Store(thruOff)
 	}
 	clear(l.active[kept:])
 	l.active = l.active[:kept]

@@ -165,17 +165,29 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 		// at each instant, so the request's share of it moves with their
 		// number: n0 at thru, n1 now (itself included). Its share at
 		// thru, static/n0, is taken out of w, and the static part of
-		// (thru, t] priced at the mean of static/n(s) with n(s) going
-		// linearly from n0 to n1, which is exact for requests that end
-		// (or start) evenly over that time. The rest of w, the request's
-		// dynamic power, is carried as it was.
+		// (thru, t] priced at static/n(s) integrated over a profile of
+		// n(s) that matches the ends' count and mean time (staticTime).
+		// The rest of w, the request's dynamic power, is carried as it
+		// was.
 		if static := math.Float64frombits(l.coef[fStatic].Load()); static > 0 {
-			n0 := float64(max(1, l.provN.Load()))
-			n1 := l.runningNow()
+			pn := l.provN.Load()
+			n0 := float64(max(1, uint32(pn)))
+			n1, ends, endOff := l.runningNow()
 			if _, ended := r.Ended(); ended {
 				n1++ // its own end is counted; it ran until t
 			}
-			w = max(0, w-static/n0) + static*invLogMean(n0, float64(max(1, n1)))
+			// The ends in (thru, t]: those the last settle saw after
+			// provThru, and those counted since, with their times.
+			pThru, liveT := l.provThru.Load(), l.liveT.Load()
+			k := float64(uint32(pn>>32)) + float64(ends)
+			var mean float64
+			if k > 0 {
+				mean = (float64(l.provOff.Load()) + float64(uint32(pn>>32))*float64(pThru-thru) +
+					float64(endOff) + float64(ends)*float64(liveT-thru)) / k
+			}
+			tau := float64(t - thru)
+			sec := staticTime(tau, n0, float64(max(1, n1)), k, mean) / tau
+			w = max(0, w-static/n0) + static*sec
 		}
 		add += w * float64(t-thru) / 1e6
 	}
@@ -200,13 +212,28 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	}
 }
 
-// invLogMean returns the mean of 1/n over n going linearly from a to b
-// (both positive): ln(a/b)/(a−b), the inverse of their logarithmic mean.
-func invLogMean(a, b float64) float64 {
-	if math.Abs(a-b) < 1e-9*a {
-		return 1 / a
+// staticTime returns ∫ ds/n(s) over a span of tau ns in which the number
+// of requests goes from n0 to n1 (both positive) through k ends whose mean
+// time is mean ns into the span: n(s) goes linearly from n0 to n1 over a
+// part of the span whose midpoint is that mean time, and stays n0 before
+// it or n1 after it. For ends spread evenly over the span that is the
+// mean of 1/n for n linear, ln(n0/n1)/(n0−n1) per ns; ends bunched at
+// the span's end leave most of it at n0.
+func staticTime(tau, n0, n1, k, mean float64) float64 {
+	if math.Abs(n0-n1) < 1e-9*n0 {
+		return tau / n0
 	}
-	return math.Log(a/b) / (a - b)
+	inv := math.Log(n0/n1) / (n0 - n1) // the mean of 1/n, n linear from n0 to n1
+	if k <= 0 || tau <= 0 || math.IsNaN(mean) {
+		return tau * inv
+	}
+	f := min(max(mean/tau, 0), 1)
+	if f >= 0.5 {
+		lin := 2 * (1 - f) * tau
+		return (tau-lin)/n0 + lin*inv
+	}
+	lin := 2 * f * tau
+	return lin*inv + (tau-lin)/n1
 }
 
 // point is one observed report: the cumulative counts first seen at a read,

@@ -172,11 +172,13 @@ func TestEstimateBurstEnd(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name              string
-		length            time.Duration
+		length, spread    time.Duration
 		maxAbs, maxSigned float64
 	}{
-		{"2s", 2 * time.Second, 1, 0.75},
-		{"300ms", 300 * time.Millisecond, 3, 2},
+		{"2s-ends-in-100ms", 2 * time.Second, 100 * time.Millisecond, 0.6, 0.5},
+		{"300ms-ends-in-100ms", 300 * time.Millisecond, 100 * time.Millisecond, 2, 1.5},
+		{"2s-ends-in-10ms", 2 * time.Second, 10 * time.Millisecond, 0.5, 0.5},
+		{"300ms-ends-in-10ms", 300 * time.Millisecond, 10 * time.Millisecond, 1.5, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var f burstFigures
@@ -185,7 +187,7 @@ func TestEstimateBurstEnd(t *testing.T) {
 				seeds = seeds[:1]
 			}
 			for _, s := range seeds {
-				g := runBurst(t, 100, c.length, 100*time.Millisecond, 100, s)
+				g := runBurst(t, 100, c.length, c.spread, 100, s)
 				t.Logf("seed %d: n=%d estimate vs final: mean abs %.2f%%, signed %+.2f%%, %.0f%% low; vs truth: final %+.2f%%, estimate %+.2f%%",
 					s, g.n, g.meanAbsPct, g.signedPct, 100*g.lowFrac, g.finalTruthPct, g.estTruthPct)
 				f.n += g.n
