@@ -111,7 +111,7 @@ type Ledger struct {
 	// number of active requests not ended at the last settle (low 32
 	// bits) with the inbox's ended counts summed just before it counted
 	// them (high 32 bits, modulo 2³²); liveEndT is the inbox's endT then,
-	// and liveT the settle's time.
+	// and liveT the time of the settle that stored them.
 	provN    atomic.Uint64
 	provOff  atomic.Int64
 	live     atomic.Uint64
@@ -767,13 +767,13 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 		l.active[kept] = r
 		kept++
 	}
-	if v := uint64(uint32(min(live, math.MaxUint32))) | uint64(uint32(endedSum))<<32; v != l.live.Load() {
+	// liveT is only the origin of the end times' offsets (see
+	// runningNow), so it moves only with what it refers to.
+	if v := uint64(uint32(min(live, math.MaxUint32))) | uint64(uint32(endedSum))<<32; v != l.live.Load() || endT != l.liveEndT.Load() {
 		l.live.Store(v)
-	}
-	if endT != l.liveEndT.Load() {
 		l.liveEndT.Store(endT)
+		l.liveT.Store(t)
 	}
-	l.liveT.Store(t)
 	if v := uint64(uint32(min(atThru, math.MaxUint32))) | uint64(uint32(min(thruEnded, math.MaxUint32)))<<32; v != l.provN.Load() {
 		l.provN.Store(v)
 	}

@@ -232,6 +232,9 @@ type span struct{ lo, hi int64 }
 // it: exactly, by a sweep over the edges of the spans inside the interval,
 // while there are at most maxExactPartial of them.
 func (l *Ledger) union(spans []span, a, b int64) float64 {
+	if len(spans) == 0 {
+		return 0
+	}
 	ev := l.sweep[:0]
 	exact := b-a < 1<<edgeTBits && len(spans) < 1<<edgeIBits
 	var sumLen float64
@@ -251,7 +254,9 @@ func (l *Ledger) union(spans []span, a, b int64) float64 {
 			}
 		}
 	}
-	l.sweep = ev
+	if cap(ev) != cap(l.sweep) {
+		l.sweep = ev // grown
+	}
 	switch {
 	case hullHi <= hullLo:
 		return 0
@@ -801,6 +806,9 @@ const (
 // a burst of requests ending together gives the last of them the growing
 // share that is theirs, and the time after the last one ended to nobody.
 func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float64 {
+	if len(parts) == 0 {
+		return 0
+	}
 	dt := float64(b - a)
 	span := func(p *part) (int64, int64) {
 		switch kind {
@@ -853,7 +861,9 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float
 			}
 		}
 	}
-	l.sweep = ev
+	if cap(ev) != cap(l.sweep) {
+		l.sweep = ev // grown
+	}
 	switch {
 	case full == 0 && hullHi <= hullLo:
 		return 0
