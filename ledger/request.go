@@ -105,7 +105,9 @@ func (r *Request) Input() uint64 { return r.in.Load() }
 // End marks the request ended at t. Only the first call counts, even
 // among concurrent calls; it must follow every AddOutput and AddInput of
 // the request in the goroutine that calls it, or be ordered after them by
-// the caller. It is one compare-and-swap.
+// the caller. It is one compare-and-swap. For a request handed to
+// [Ledger.Add], [Ledger.End] does the same and counts the end for the
+// estimates of the requests still running.
 func (r *Request) End(t int64) { r.end.CompareAndSwap(notEnded, max(t, r.start)) }
 
 // Ended reports whether End was called, and the end time.
