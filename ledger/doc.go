@@ -89,10 +89,12 @@
 // current model, the intervals pushed but not yet split (at most a bounded
 // number of groups of them), with each silent request's tokens
 // extrapolated at its rate since its last report. [Ledger.Estimate] adds
-// to the split energy that provisional share, the request's recent power
-// for the time since the newest step, and the model's price of the tokens
-// it reported beyond what was extrapolated. It is what End returns before
-// the figure is final.
+// to the split energy that provisional share, the request's power for the
+// time since the newest step, and the model's price of the tokens it
+// reported beyond what was extrapolated. Of that power, the static part
+// is priced with the share the request gets among the requests still
+// running, which [Ledger.End] counts as they end. It is what End returns
+// before the figure is final.
 //
 // # Guarantees
 //
@@ -100,7 +102,7 @@
 //     exactly, in integer millijoules. Each part is split by cumulative
 //     rounding, so the shares telescope.
 //   - The request path ([Ledger.Add], [Request.AddOutput],
-//     [Request.AddInput], [Request.End], [Ledger.Estimate]) takes no lock
+//     [Request.AddInput], [Ledger.End], [Request.End], [Ledger.Estimate]) takes no lock
 //     and allocates nothing: Add is an atomic add on its shard's count of
 //     waiting requests and one compare-and-swap on one of sixteen stacks, the rest
 //     are atomic operations on the request.

@@ -16,7 +16,6 @@ const (
 	DefaultForget    = 120e9   // ns: the model's memory
 	fallbackInput    = 0.1     // input-token weight before the model is learned
 	inboxShards      = 16      // StartRequest spreads over this many lock-free stacks
-	maxExactPartial  = 16      // partial spans in an interval split exactly by time
 	maxWarmActive    = 1024    // requests beyond which splits no longer wait for a young model
 	nsPerSecond      = float64(1e9)
 )
@@ -84,9 +83,9 @@ type Ledger struct {
 	rhoAvg   float64 // recent prefills' input tokens per ns
 	free     [][]point
 	parts    []part
-	running  int // parts of requests not ended, in the last features
-	edges    []int64
-	provLast int64 // when the last provisional pass ran
+	running  int      // parts of requests not ended, in the last features
+	sweep    []uint64 // coverage's and union's scratch: edge keys
+	provLast int64    // when the last provisional pass ran
 	// pfSpans and decSpans are learnFeatures' scratch.
 	pfSpans, decSpans []span
 	// provAcc holds, per active request by its index, what the
@@ -111,6 +110,20 @@ type Ledger struct {
 	// plus the active requests' counts at the last Observe.
 	retiredOut, retiredIn atomic.Uint64
 	tokOut, tokIn         atomic.Uint64
+
+	// The running requests, for Estimate (see Ledger.runningNow). provN
+	// packs the number of requests active at provThru (low 32 bits) with
+	// how many of them had ended by the last settle (high 32 bits), and
+	// provOff sums those ends' times after provThru, ns. live packs the
+	// number of active requests not ended at the last settle (low 32
+	// bits) with the inbox's ended counts summed just before it counted
+	// them (high 32 bits, modulo 2³²); liveEndT is the inbox's endT then,
+	// and liveT the time of the settle that stored them.
+	provN    atomic.Uint64
+	provOff  atomic.Int64
+	live     atomic.Uint64
+	liveEndT atomic.Uint64
+	liveT    atomic.Int64
 }
 
 type device struct {
@@ -217,7 +230,14 @@ type shard struct {
 	// room is this shard's part of the room the sampler last published:
 	// MaxActive less the active requests, spread over the shards.
 	room atomic.Int64
-	_    [40]byte
+	// ended counts the tracked requests [Ledger.End] ended whose
+	// requests hash to this stack, so that an estimate can tell how many
+	// requests are still running without a lock (see Ledger.runningNow).
+	ended atomic.Int64
+	// endT sums their end times, modulo 2⁶⁴: with ended, it tells when
+	// the ends since the last settle came, on average.
+	endT atomic.Uint64
+	_    [24]byte
 }
 
 // A shard fills exactly one 64-byte cache line: these fail to compile
@@ -239,7 +259,7 @@ var (
 // stack's cache line while that stack has room. A full stack sends it on
 // to the next ones, so no request is refused while any stack has room.
 func (l *Ledger) Add(r *Request) {
-	first := int(uintptr(unsafe.Pointer(r))>>6) % inboxShards
+	first := shardOf(r)
 	if l.inbox[first].push(r) {
 		return
 	}
@@ -257,6 +277,62 @@ func (l *Ledger) Add(r *Request) {
 	}
 	l.fullGen.Store(g)
 	l.drop(r)
+}
+
+// End ends r at t, as [Request.End] does, and counts the end for the
+// estimates of the requests still running: as requests end, the static
+// power is shared among fewer, and [Ledger.Estimate] prices each one's
+// unsplit time with the share it gets among those still running. Use it
+// instead of Request.End for a request handed to [Ledger.Add]. It is
+// lock-free: a compare-and-swap on r, and one atomic add on the stack
+// of the inbox that r was pushed on.
+func (l *Ledger) End(r *Request, t int64) {
+	if !r.end.CompareAndSwap(notEnded, max(t, r.start)) || r.final.Load() {
+		// Ended before, or dropped, expired or flushed: the sampler no
+		// longer counts it as running.
+		return
+	}
+	s := &l.inbox[shardOf(r)]
+	s.ended.Add(1)
+	s.endT.Add(uint64(r.end.Load()))
+}
+
+// shardOf returns the inbox stack Add tries first for r.
+func shardOf(r *Request) int { return int(uintptr(unsafe.Pointer(r))>>6) % inboxShards }
+
+// endedSum returns the ends [Ledger.End] counted, summed over the inbox,
+// and the sum of their times (modulo 2⁶⁴).
+func (l *Ledger) endedSum() (int64, uint64) {
+	var n int64
+	var sum uint64
+	for i := range l.inbox {
+		n += l.inbox[i].ended.Load()
+		sum += l.inbox[i].endT.Load()
+	}
+	return n, sum
+}
+
+// runningNow returns how many tracked requests are running now, as the
+// request path can tell without a lock: those not ended at the last
+// settle, plus those waiting in the inbox, less the ends counted since;
+// and the ends since then, with the sum of their times after the settle
+// (ns). A request that ended or started during that settle may be counted
+// once too often or too seldom.
+func (l *Ledger) runningNow() (n, ends, endOff int64) {
+	v := l.live.Load()
+	var queued, ended int64
+	var endT uint64
+	for i := range l.inbox {
+		s := &l.inbox[i]
+		queued += s.queued.Load()
+		ended += s.ended.Load()
+		endT += s.endT.Load()
+	}
+	k := uint32(ended) - uint32(v>>32)
+	// The times are summed modulo 2⁶⁴; their offsets from the settle's
+	// time are small, so their sum comes out exact.
+	endOff = int64(endT - l.liveEndT.Load() - uint64(k)*uint64(l.liveT.Load()))
+	return int64(uint32(v)) + queued - int64(k), int64(k), endOff
 }
 
 // push pushes r on s if s has room, and reports whether it did.
@@ -648,9 +724,22 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 	if prov {
 		l.provThru.Store(provThru)
 	}
+	// The ended count is summed before the requests are looked at: an
+	// End between the two is then missed by neither (a request that ends
+	// in between is counted once too often, until the next settle).
+	endedSum, endT := l.endedSum()
+	pThru := l.provThru.Load()
+	var live, atThru, thruEnded, thruOff int64
 	kept := 0
 	for i, r := range l.active {
 		s := &r.st
+		if r.start < pThru && (!s.endSeen || s.end > pThru) {
+			atThru++
+			if e := r.end.Load(); e != notEnded {
+				thruEnded++
+				thruOff += max(0, e-pThru)
+			}
+		}
 		if s.endSeen && s.end <= through {
 			if s.end > stall {
 				r.setFlag(FlagForced)
@@ -664,13 +753,18 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			continue
 		}
 		r.through.Store(max(r.start, through))
-		if prov && !s.endSeen && i < len(l.provAcc) {
+		if prov && !s.endSeen {
 			// The estimate is published as one figure, the split part plus
 			// the provisional share of what follows, so that a reader never
 			// adds a provisional share to the real share of the same
 			// interval. Each is stored only when it changed: a store costs
-			// far more than a load.
-			acc := &l.provAcc[i]
+			// far more than a load. With nothing pending (the pass had
+			// nothing to weigh) it is the split part alone, and the power
+			// the split gave last.
+			var acc struct{ mj, tok, tokJ float64 }
+			if i < len(l.provAcc) {
+				acc = l.provAcc[i]
+			}
 			if v := r.mj.Load() + uint64(min(acc.mj, 1<<62)); v != r.estMJ.Load() {
 				r.estMJ.Store(v)
 			}
@@ -683,9 +777,25 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 				r.powPrice.Store(v)
 			}
 		}
+		if r.end.Load() == notEnded {
+			live++
+		}
 		l.prune(r, through)
 		l.active[kept] = r
 		kept++
+	}
+	// liveT is only the origin of the end times' offsets (see
+	// runningNow), so it moves only with what it refers to.
+	if v := uint64(uint32(min(live, math.MaxUint32))) | uint64(uint32(endedSum))<<32; v != l.live.Load() || endT != l.liveEndT.Load() {
+		l.live.Store(v)
+		l.liveEndT.Store(endT)
+		l.liveT.Store(t)
+	}
+	if v := uint64(uint32(min(atThru, math.MaxUint32))) | uint64(uint32(min(thruEnded, math.MaxUint32)))<<32; v != l.provN.Load() {
+		l.provN.Store(v)
+	}
+	if thruOff != l.provOff.Load() {
+		l.provOff.Store(thruOff)
 	}
 	clear(l.active[kept:])
 	l.active = l.active[:kept]

@@ -116,7 +116,9 @@ func (r *Request) Input() uint64 { return r.in.Load() &^ retiredBit }
 // End marks the request ended at t. Only the first call counts, even
 // among concurrent calls; it must follow every AddOutput and AddInput of
 // the request in the goroutine that calls it, or be ordered after them by
-// the caller. It is one compare-and-swap.
+// the caller. It is one compare-and-swap. For a request handed to
+// [Ledger.Add], [Ledger.End] does the same and counts the end for the
+// estimates of the requests still running.
 func (r *Request) End(t int64) { r.end.CompareAndSwap(notEnded, max(t, r.start)) }
 
 // Ended reports whether End was called, and the end time.
@@ -172,6 +174,34 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 			// power.
 			w = math.Float64frombits(l.avgW.Load()) / float64(max(1, l.activeN.Load()))
 		}
+		// The static power is shared by time among the requests active
+		// at each instant, so the request's share of it moves with their
+		// number: n0 at thru, n1 now (itself included). Its share at
+		// thru, static/n0, is taken out of w, and the static part of
+		// (thru, t] priced at static/n(s) integrated over a profile of
+		// n(s) that matches the ends' count and mean time (staticTime).
+		// The rest of w, the request's dynamic power, is carried as it
+		// was.
+		if static := math.Float64frombits(l.coef[fStatic].Load()); static > 0 {
+			pn := l.provN.Load()
+			n0 := float64(max(1, uint32(pn)))
+			n1, ends, endOff := l.runningNow()
+			if _, ended := r.Ended(); ended {
+				n1++ // its own end is counted; it ran until t
+			}
+			// The ends in (thru, t]: those the last settle saw after
+			// provThru, and those counted since, with their times.
+			pThru, liveT := l.provThru.Load(), l.liveT.Load()
+			k := float64(uint32(pn>>32)) + float64(ends)
+			var mean float64
+			if k > 0 {
+				mean = (float64(l.provOff.Load()) + float64(uint32(pn>>32))*float64(pThru-thru) +
+					float64(endOff) + float64(ends)*float64(liveT-thru)) / k
+			}
+			tau := float64(t - thru)
+			sec := staticTime(tau, n0, float64(max(1, n1)), k, mean) / tau
+			w = max(0, w-static/n0) + static*sec
+		}
 		add += w * float64(t-thru) / 1e6
 	}
 	// The provisional split and the power above count the tokens after
@@ -193,6 +223,30 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	default:
 		return est - uint64(-add)
 	}
+}
+
+// staticTime returns ∫ ds/n(s) over a span of tau ns in which the number
+// of requests goes from n0 to n1 (both positive) through k ends whose mean
+// time is mean ns into the span: n(s) goes linearly from n0 to n1 over a
+// part of the span whose midpoint is that mean time, and stays n0 before
+// it or n1 after it. For ends spread evenly over the span that is the
+// mean of 1/n for n linear, ln(n0/n1)/(n0−n1) per ns; ends bunched at
+// the span's end leave most of it at n0.
+func staticTime(tau, n0, n1, k, mean float64) float64 {
+	if math.Abs(n0-n1) < 1e-9*n0 {
+		return tau / n0
+	}
+	inv := math.Log(n0/n1) / (n0 - n1) // the mean of 1/n, n linear from n0 to n1
+	if k <= 0 || tau <= 0 || math.IsNaN(mean) {
+		return tau * inv
+	}
+	f := min(max(mean/tau, 0), 1)
+	if f >= 0.5 {
+		lin := 2 * (1 - f) * tau
+		return (tau-lin)/n0 + lin*inv
+	}
+	lin := 2 * f * tau
+	return lin*inv + (tau-lin)/n1
 }
 
 // point is one observed report: the cumulative counts first seen at a read,

@@ -229,49 +229,54 @@ func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
 type span struct{ lo, hi int64 }
 
 // union returns the time in (a, b] that spans cover, as coverage counts
-// it: exactly while few spans start or end inside the interval, and the
-// spans' total, at most the interval, beyond that.
+// it: exactly, by a sweep over the edges of the spans inside the interval,
+// while there are at most maxExactPartial of them.
 func (l *Ledger) union(spans []span, a, b int64) float64 {
-	full, partial := 0, 0
-	var sumLen float64
-	for _, s := range spans {
-		if s.lo == a && s.hi == b {
-			full++
-		} else {
-			partial++
-		}
-		sumLen += float64(s.hi - s.lo)
-	}
-	dt := float64(b - a)
-	switch {
-	case full+partial == 0:
+	if len(spans) == 0 {
 		return 0
-	case full > 0 || partial == 0:
-		return dt
-	case partial > maxExactPartial:
-		return min(dt, sumLen)
 	}
-	edges := append(l.edges[:0], a, b)
-	for _, s := range spans {
-		edges = append(edges, s.lo, s.hi)
-	}
-	for i := 1; i < len(edges); i++ {
-		for j := i; j > 0 && edges[j] < edges[j-1]; j-- {
-			edges[j], edges[j-1] = edges[j-1], edges[j]
-		}
-	}
-	l.edges = edges
-	var covered float64
-	for k := 0; k+1 < len(edges); k++ {
-		s0, s1 := edges[k], edges[k+1]
-		if s1 <= s0 {
-			continue
-		}
-		for _, s := range spans {
-			if s.lo <= s0 && s.hi >= s1 {
-				covered += float64(s1 - s0)
-				break
+	ev := l.sweep[:0]
+	exact := b-a < 1<<edgeTBits && len(spans) < 1<<edgeIBits
+	var sumLen float64
+	hullLo, hullHi := b, a
+	for i, s := range spans {
+		switch {
+		case s.hi <= s.lo:
+		case s.lo == a && s.hi == b:
+			return float64(b - a)
+		default:
+			hullLo, hullHi = min(hullLo, s.lo), max(hullHi, s.hi)
+			sumLen += float64(s.hi - s.lo)
+			if exact && len(ev) < 2*maxExactPartial {
+				ev = append(ev, edgeKey(a, s.lo, i, true), edgeKey(a, s.hi, i, false))
+			} else {
+				exact = false
 			}
+		}
+	}
+	if cap(ev) != cap(l.sweep) {
+		l.sweep = ev // grown
+	}
+	switch {
+	case hullHi <= hullLo:
+		return 0
+	case !exact:
+		return min(float64(b-a), sumLen, float64(hullHi-hullLo))
+	}
+	slices.Sort(ev)
+	var covered float64
+	open := 0
+	prev := a
+	for _, k := range ev {
+		t, _, start := edgeOf(a, k)
+		if open > 0 {
+			covered += float64(t - prev)
+		}
+		prev = t
+		if start {
+			open++
+		} else {
+			open--
 		}
 	}
 	return covered
@@ -792,12 +797,18 @@ const (
 
 // coverage sets each part's share of the interval's time, in ns, for the
 // spans of kind (with shares; without, it only measures), and returns the
-// time covered: at every instant the time
-// is shared among the requests whose span holds it, in proportion to
-// their weights (rho for prefill, equal otherwise), and time with none is
-// nobody's. It is exact while few requests start or end inside the
-// interval, and proportional to weighted span time beyond that.
+// time covered: at every instant the time is shared among the requests
+// whose span holds it, in proportion to their weights (rho for prefill,
+// equal otherwise), and time with none is nobody's. It is exact however
+// many spans start or end inside the interval: a sweep over their edges,
+// O(k log k) for k such spans, accumulates the time per unit of weight,
+// and each span's share is its weight times that accumulated over it. So
+// a burst of requests ending together gives the last of them the growing
+// share that is theirs, and the time after the last one ended to nobody.
 func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float64 {
+	if len(parts) == 0 {
+		return 0
+	}
 	dt := float64(b - a)
 	span := func(p *part) (int64, int64) {
 		switch kind {
@@ -823,8 +834,11 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float
 		}
 		return 1
 	}
-	full, partial := 0, 0
+	ev := l.sweep[:0]
+	full := 0
+	exact := b-a < 1<<edgeTBits && len(parts) < 1<<edgeIBits
 	var fullW, sumLen, sumWLen float64
+	hullLo, hullHi := b, a
 	for i := range parts {
 		p := &parts[i]
 		if shares {
@@ -837,86 +851,116 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float
 			full++
 			fullW += weight(p)
 		default:
-			partial++
+			hullLo, hullHi = min(hullLo, lo), max(hullHi, hi)
+			sumLen += float64(hi - lo)
+			sumWLen += weight(p) * float64(hi-lo)
+			if exact && len(ev) < 2*maxExactPartial {
+				ev = append(ev, edgeKey(a, lo, i, true), edgeKey(a, hi, i, false))
+			} else {
+				exact = false
+			}
 		}
-		sumLen += float64(max(0, hi-lo))
-		sumWLen += weight(p) * float64(max(0, hi-lo))
+	}
+	if cap(ev) != cap(l.sweep) {
+		l.sweep = ev // grown
 	}
 	switch {
-	case full+partial == 0:
+	case full == 0 && hullHi <= hullLo:
 		return 0
-	case !shares && partial == 0:
+	case !shares && full > 0:
 		return dt
-	case !shares && partial > maxExactPartial:
-		return min(dt, sumLen)
-	case partial == 0:
+	case hullHi <= hullLo:
 		for i := range parts {
 			if lo, hi := span(&parts[i]); lo == a && hi == b {
 				*out(&parts[i]) = dt * weight(&parts[i]) / fullW
 			}
 		}
 		return dt
-	case partial > maxExactPartial:
-		// Approximate: weighted span time, scaled so that the total never
-		// exceeds the interval.
-		covered := min(dt, sumLen)
-		for i := range parts {
-			lo, hi := span(&parts[i])
-			*out(&parts[i]) = weight(&parts[i]) * float64(max(0, hi-lo)) * covered / sumWLen
+	case !exact:
+		// Too many spans start or end inside the interval to sweep them
+		// at every split: weighted span time, scaled so that the total
+		// never exceeds the time the spans can cover.
+		covered := dt
+		if full == 0 {
+			covered = min(dt, sumLen, float64(hullHi-hullLo))
+		}
+		if shares {
+			for i := range parts {
+				lo, hi := span(&parts[i])
+				*out(&parts[i]) = weight(&parts[i]) * float64(max(0, hi-lo)) * covered / (sumWLen + fullW*dt)
+			}
 		}
 		return covered
 	}
-	edges := append(l.edges[:0], a, b)
-	for i := range parts {
-		if lo, hi := span(&parts[i]); hi > lo && (lo != a || hi != b) {
-			edges = append(edges, lo, hi)
+	slices.Sort(ev)
+	// perW is the time per unit of weight so far; a span's share is its
+	// weight times perW's growth over it.
+	var perW, covered float64
+	w, open := fullW, 0
+	prev := a
+	for _, k := range ev {
+		t, i, start := edgeOf(a, k)
+		if seg := float64(t - prev); seg > 0 && (full > 0 || open > 0) {
+			covered += seg
+			perW += seg / w
 		}
-	}
-	// Insertion sort: at most 2·maxExactPartial+2 edges.
-	for i := 1; i < len(edges); i++ {
-		for j := i; j > 0 && edges[j] < edges[j-1]; j-- {
-			edges[j], edges[j-1] = edges[j-1], edges[j]
-		}
-	}
-	l.edges = edges
-	isPartial := func(p *part) bool {
-		lo, hi := span(p)
-		return hi > lo && (lo != a || hi != b)
-	}
-	var fullShare, covered float64 // fullShare: time per unit weight of a full span
-	for k := 0; k+1 < len(edges); k++ {
-		s0, s1 := edges[k], edges[k+1]
-		if s1 <= s0 {
-			continue
-		}
-		w := fullW
-		for i := range parts {
-			if lo, hi := span(&parts[i]); isPartial(&parts[i]) && lo <= s0 && hi >= s1 {
-				w += weight(&parts[i])
+		prev = t
+		p := &parts[i]
+		pw := weight(p)
+		if start {
+			w += pw
+			open++
+			if shares {
+				*out(p) -= pw * perW
 			}
-		}
-		if w == 0 {
 			continue
 		}
-		covered += float64(s1 - s0)
-		if !shares {
-			continue
+		open--
+		if w -= pw; open == 0 {
+			w = fullW // no drift from the adds and subtracts
 		}
-		share := float64(s1-s0) / w
-		fullShare += share
-		for i := range parts {
-			if lo, hi := span(&parts[i]); isPartial(&parts[i]) && lo <= s0 && hi >= s1 {
-				*out(&parts[i]) += share * weight(&parts[i])
-			}
+		if shares {
+			*out(p) += pw * perW
 		}
+	}
+	if full > 0 {
+		seg := float64(b - prev)
+		covered += seg
+		perW += seg / w
 	}
 	if !shares {
 		return covered
 	}
 	for i := range parts {
-		if lo, hi := span(&parts[i]); lo == a && hi == b {
-			*out(&parts[i]) = fullShare * weight(&parts[i])
+		p := &parts[i]
+		if lo, hi := span(p); lo == a && hi == b {
+			*out(p) = perW * weight(p)
+		} else if *out(p) < 0 {
+			*out(p) = 0 // rounding
 		}
 	}
 	return covered
+}
+
+// The sweep sorts the edges of the spans inside an interval as one word
+// each: the time since the interval's start (edgeTBits), the span's index
+// (edgeIBits) and whether it starts there (the low bit). maxExactPartial
+// bounds the spans swept in one interval; beyond, the split is
+// proportional to span time (see coverage).
+const (
+	edgeTBits       = 40 // 18 minutes in ns
+	edgeIBits       = 23
+	maxExactPartial = 512
+)
+
+func edgeKey(a, t int64, i int, start bool) uint64 {
+	k := uint64(t-a)<<(edgeIBits+1) | uint64(i)<<1
+	if start {
+		k |= 1
+	}
+	return k
+}
+
+func edgeOf(a int64, k uint64) (t int64, i int, start bool) {
+	return a + int64(k>>(edgeIBits+1)), int(k>>1) & (1<<edgeIBits - 1), k&1 == 1
 }

@@ -120,7 +120,11 @@ func (r *Request) End() Result {
 		return res
 	}
 	res.RunID = st.run.run.ID()
-	st.Request.End(m.now())
+	if st.tracked {
+		m.ledger.End(&st.Request, m.now())
+	} else {
+		st.Request.End(m.now())
+	}
 	end, _ := st.Ended()
 	if !st.tracked || st.Flags()&ledger.FlagDropped != 0 {
 		return res
