@@ -37,17 +37,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		t.Skip("end-to-end test: builds Jaeger, Prometheus 3 and the agent and runs them")
 	}
 	ctx := budgetContext(t, buildTimeout+10*time.Minute)
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !isLibraryRoot(root) {
-		t.Fatalf("%s is not the otelenergy repository root; run the test from e2e/", root)
-	}
-	binDir := filepath.Join(root, "e2e", ".bin")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	root, binDir := repoDirs(t)
 	jaegerBin := filepath.Join(binDir, "jaeger")
 	prom3Bin := filepath.Join(binDir, "prometheus3")
 	agentBin := filepath.Join(binDir, "otelenergy-agent")
@@ -89,7 +79,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 
 	names := map[string]string{}
-	err = poll(ctx, assertTimeout, func() error {
+	err := poll(ctx, assertTimeout, func() error {
 		all, err := promClient{base: prom3}.metricNames(ctx)
 		if err != nil {
 			return err

@@ -74,17 +74,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx := budgetContext(t, totalBudget)
 	clk := newPhaseClock(t)
 
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !isLibraryRoot(root) {
-		t.Fatalf("%s is not the otelenergy repository root; run the test from e2e/", root)
-	}
-	binDir := filepath.Join(root, "e2e", ".bin")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	root, binDir := repoDirs(t)
 
 	// Cold, each build is minutes of compiling and about 2 GB of memory;
 	// in parallel they overlap downloads with compiling. Warm, go build
@@ -457,6 +447,24 @@ storage:
   tsdb:
     out_of_order_time_window: 30m
 `))
+
+// repoDirs returns the repository root, checked to be the library's, and
+// e2e/.bin, where the tests build their binaries.
+func repoDirs(t *testing.T) (root, binDir string) {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isLibraryRoot(root) {
+		t.Fatalf("%s is not the otelenergy repository root; run the test from e2e/", root)
+	}
+	binDir = filepath.Join(root, "e2e", ".bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root, binDir
+}
 
 // goBuild is one go build the end-to-end tests run: args after "build",
 // in dir, with env (nil: this process's).

@@ -61,14 +61,7 @@ func TestFleet(t *testing.T) {
 	}
 	ctx := budgetContext(t, fleetBudget)
 	clk := newPhaseClock(t)
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	binDir := filepath.Join(root, "e2e", ".bin")
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	root, binDir := repoDirs(t)
 	jaegerBin, prom3Bin := filepath.Join(binDir, "jaeger"), filepath.Join(binDir, "prometheus3")
 	appBin, proxyBin := filepath.Join(binDir, "app"), filepath.Join(binDir, "otelenergy-proxy")
 	driveBin := filepath.Join(binDir, "fleetdrive")
