@@ -124,6 +124,9 @@ type Ledger struct {
 	live     atomic.Uint64
 	liveEndT atomic.Uint64
 	liveT    atomic.Int64
+	// adopted counts the requests adopted since the last settle that were
+	// running at its time (see Observe).
+	adopted atomic.Int64
 }
 
 type device struct {
@@ -312,6 +315,18 @@ func (l *Ledger) endedSum() (int64, uint64) {
 	return n, sum
 }
 
+// publishLive publishes, for runningNow, the requests not ended among the
+// active ones at t and the inbox's ended counts summed before they were
+// looked at. liveT is only the origin of the end times' offsets, so it
+// moves only with what it refers to.
+func (l *Ledger) publishLive(t, live, endedSum int64, endT uint64) {
+	if v := uint64(uint32(min(live, math.MaxUint32))) | uint64(uint32(endedSum))<<32; v != l.live.Load() || endT != l.liveEndT.Load() {
+		l.live.Store(v)
+		l.liveEndT.Store(endT)
+		l.liveT.Store(t)
+	}
+}
+
 // runningNow returns how many tracked requests are running now, as the
 // request path can tell without a lock: those not ended at the last
 // settle, plus those waiting in the inbox, less the ends counted since;
@@ -332,7 +347,7 @@ func (l *Ledger) runningNow() (n, ends, endOff int64) {
 	// The times are summed modulo 2⁶⁴; their offsets from the settle's
 	// time are small, so their sum comes out exact.
 	endOff = int64(endT - l.liveEndT.Load() - uint64(k)*uint64(l.liveT.Load()))
-	return int64(uint32(v)) + queued - int64(k), int64(k), endOff
+	return int64(uint32(v)) + queued + l.adopted.Load() - int64(k), int64(k), endOff
 }
 
 // push pushes r on s if s has room, and reports whether it did.
@@ -403,7 +418,22 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	l.read, l.prevRead = true, t
 	// A report first seen at this read happened in (prev, t].
 	rep := prev + (t-prev)/2
+	before := len(l.active)
 	l.drain(l.adopt)
+	// The requests adopted here leave the inbox's count; until the next
+	// settle counts them among the running, runningNow counts them here:
+	// those not ended by that settle's time (an end after it is among
+	// the ends it subtracts).
+	var adopted int64
+	liveT := l.liveT.Load()
+	for _, r := range l.active[before:] {
+		if e := r.end.Load(); e == notEnded || e > liveT {
+			adopted++
+		}
+	}
+	if adopted > 0 {
+		l.adopted.Add(adopted)
+	}
 	var out, in uint64
 	for _, r := range l.active {
 		l.observe(r, t, rep)
@@ -784,13 +814,8 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 		l.active[kept] = r
 		kept++
 	}
-	// liveT is only the origin of the end times' offsets (see
-	// runningNow), so it moves only with what it refers to.
-	if v := uint64(uint32(min(live, math.MaxUint32))) | uint64(uint32(endedSum))<<32; v != l.live.Load() || endT != l.liveEndT.Load() {
-		l.live.Store(v)
-		l.liveEndT.Store(endT)
-		l.liveT.Store(t)
-	}
+	l.publishLive(t, live, endedSum, endT)
+	l.adopted.Store(0)
 	if v := uint64(uint32(min(atThru, math.MaxUint32))) | uint64(uint32(min(thruEnded, math.MaxUint32)))<<32; v != l.provN.Load() {
 		l.provN.Store(v)
 	}

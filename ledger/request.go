@@ -169,10 +169,13 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 	var add float64
 	if t > thru {
 		w := float64(math.Float32frombits(uint32(r.powPrice.Load())))
+		// wN is how many requests w was a share among, when it is known.
+		wN := 0.0
 		if w <= 0 {
 			// Nothing split or weighed for it yet: a share of the recent
 			// power.
-			w = math.Float64frombits(l.avgW.Load()) / float64(max(1, l.activeN.Load()))
+			wN = float64(max(1, l.activeN.Load()))
+			w = math.Float64frombits(l.avgW.Load()) / wN
 		}
 		// The static power is shared by time among the requests active
 		// at each instant, so the request's share of it moves with their
@@ -193,6 +196,19 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 			// provThru, and those counted since, with their times.
 			pThru, liveT := l.provThru.Load(), l.liveT.Load()
 			k := float64(uint32(pn>>32)) + float64(ends)
+			if thru > pThru {
+				// provN counts the requests active at provThru, not at
+				// thru: this request, and any that started with it, came
+				// later. At thru at least those running now and those
+				// that ended since were active.
+				n0 = max(n0, float64(max(1, n1))+k)
+			}
+			// w holds the request's static share at thru: static/n0, or
+			// static/wN for a share of the recent power.
+			share := n0
+			if wN > 0 {
+				share = wN
+			}
 			var mean float64
 			if k > 0 {
 				mean = (float64(l.provOff.Load()) + float64(uint32(pn>>32))*float64(pThru-thru) +
@@ -200,7 +216,7 @@ func (l *Ledger) Estimate(r *Request, t int64) uint64 {
 			}
 			tau := float64(t - thru)
 			sec := staticTime(tau, n0, float64(max(1, n1)), k, mean) / tau
-			w = max(0, w-static/n0) + static*sec
+			w = max(0, w-static/share) + static*sec
 		}
 		add += w * float64(t-thru) / 1e6
 	}

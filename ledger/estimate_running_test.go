@@ -1,0 +1,75 @@
+package ledger
+
+import (
+	"math"
+	"testing"
+)
+
+// TestRunningNowAfterObserveWithoutSettle checks that requests adopted by a
+// read that settles nothing (no counter step) still count as running, and
+// that their ends take them out one by one rather than below zero.
+func TestRunningNowAfterObserveWithoutSettle(t *testing.T) {
+	g := newRig(t, Config{Horizon: 1e9})
+	g.step(0, 0, nil)
+	rs := make([]*Request, 10)
+	for i := range rs {
+		rs[i] = NewRequest(10, nil)
+		g.l.Add(rs[i])
+	}
+	g.l.Observe(50, 0, 0)
+	if n, _, _ := g.l.runningNow(); n != 10 {
+		t.Fatalf("runningNow after an Observe without Settle = %d, want 10", n)
+	}
+	for _, r := range rs[:6] {
+		g.l.End(r, 60)
+	}
+	if n, k, _ := g.l.runningNow(); n != 4 || k != 6 {
+		t.Fatalf("after 6 ends: runningNow = %d with %d ends, want 4 and 6", n, k)
+	}
+	g.l.Observe(70, 0, 0)
+	if n, _, _ := g.l.runningNow(); n != 4 {
+		t.Fatalf("after the next Observe: runningNow = %d, want 4", n)
+	}
+	g.l.Settle(80, nil)
+	if n, k, _ := g.l.runningNow(); n != 4 || k != 0 {
+		t.Fatalf("after a settle: runningNow = %d with %d ends since it, want 4 and 0", n, k)
+	}
+}
+
+// TestEstimateBurstAfterProvisionalPoint checks that requests starting
+// after the provisional split's point share the static power among
+// themselves: ten requests that start together after it and end 90 ms
+// later are estimated no more than the board's power over that time, not
+// each the whole static power.
+func TestEstimateBurstAfterProvisionalPoint(t *testing.T) {
+	g := newRig(t, Config{Horizon: 1e12})
+	g.step(0, 0, nil)
+	g.l.Add(NewRequest(1, nil))
+	g.step(1e8, 10000, nil)
+	g.step(2e8, 10000, nil)
+	rs := make([]*Request, 10)
+	for i := range rs {
+		rs[i] = NewRequest(2.1e8, nil)
+		g.l.Add(rs[i])
+	}
+	g.l.Observe(2.2e8, 0, 0)
+	g.l.Settle(2.2e8, nil)
+	const staticW, allW = 100, 110
+	g.l.coef[fStatic].Store(math.Float64bits(staticW))
+	g.l.avgW.Store(math.Float64bits(allW))
+	for _, r := range rs {
+		g.l.End(r, 3e8)
+	}
+	var sum uint64
+	for _, r := range rs {
+		sum += g.l.Estimate(r, 3e8)
+	}
+	// The eleven requests share the board over the 90 ms; the ten get at
+	// most all of its energy in that time.
+	if limit := uint64(allW * 90); sum > limit {
+		t.Fatalf("ten estimates sum to %d mJ, above the board's %d mJ over their 90 ms", sum, limit)
+	}
+	if sum == 0 {
+		t.Fatal("ten estimates sum to 0 mJ")
+	}
+}
