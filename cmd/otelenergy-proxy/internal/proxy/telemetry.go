@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"os"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/contrib/propagators/autoprop"
@@ -13,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/otelenergy/otelenergy/internal/otelenv"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -44,7 +44,7 @@ func newTelemetry(ctx context.Context, sourceKind string) (*telemetry, error) {
 	}
 	t := &telemetry{res: res, prop: autoprop.NewTextMapPropagator()}
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
-	if wanted("METRICS") {
+	if otelenv.Wanted("METRICS") {
 		rd, err := autoexport.NewMetricReader(ctx)
 		if err != nil {
 			return nil, err
@@ -52,7 +52,7 @@ func newTelemetry(ctx context.Context, sourceKind string) (*telemetry, error) {
 		mopts = append(mopts, sdkmetric.WithReader(rd))
 	}
 	t.mp = sdkmetric.NewMeterProvider(mopts...)
-	if wanted("TRACES") {
+	if otelenv.Wanted("TRACES") {
 		if t.traces, err = autoexport.NewSpanExporter(ctx); err != nil {
 			t.mp.Shutdown(ctx)
 			return nil, err
@@ -86,20 +86,4 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 		errs = append(errs, t.traces.Shutdown(ctx))
 	}
 	return errors.Join(append(errs, t.mp.Shutdown(ctx))...)
-}
-
-// wanted reports whether the environment asks for an exporter of kind
-// (TRACES or METRICS): by naming one other than none in OTEL_<kind>_EXPORTER,
-// or by setting an OTLP endpoint, in which case autoexport's default
-// (otlp) applies.
-func wanted(kind string) bool {
-	if v := os.Getenv("OTEL_" + kind + "_EXPORTER"); v != "" {
-		return v != "none"
-	}
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_" + kind + "_ENDPOINT"} {
-		if os.Getenv(k) != "" {
-			return true
-		}
-	}
-	return false
 }

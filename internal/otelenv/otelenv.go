@@ -1,5 +1,7 @@
 // Package otelenv says whether the standard OpenTelemetry environment asks
-// the examples to export, so that they run quietly with no collector.
+// for an exporter, so that the examples and the binaries run quietly with
+// no collector. It uses only the standard library, so the library's
+// go.mod gains nothing from it.
 package otelenv
 
 import "os"
