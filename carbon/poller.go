@@ -1,0 +1,333 @@
+package carbon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+)
+
+// Defaults of a [Poller].
+const (
+	// DefaultPollInterval suits the providers' granularity: Electricity
+	// Maps is hourly, the UK API half-hourly, WattTime five-minutely.
+	DefaultPollInterval = 5 * time.Minute
+	// DefaultStaleAfter is how old a provider's figure may get before the
+	// fallback replaces it: an hour covers a few missed polls of an
+	// hourly figure.
+	DefaultStaleAfter = time.Hour
+	// DefaultFetchTimeout bounds one fetch, login included.
+	DefaultFetchTimeout = 10 * time.Second
+)
+
+// PollerOption configures a [Poller].
+type PollerOption interface {
+	apply(*pollerConfig)
+}
+
+type pollerOptionFunc func(*pollerConfig)
+
+func (f pollerOptionFunc) apply(c *pollerConfig) { f(c) }
+
+type pollerConfig struct {
+	interval   time.Duration
+	staleAfter time.Duration
+	timeout    time.Duration
+	fallback   *Intensity
+	now        func() time.Time
+	handle     func(error)
+}
+
+// WithPollInterval sets how often the provider is asked. The default is
+// [DefaultPollInterval]; it must be at least a second.
+func WithPollInterval(d time.Duration) PollerOption {
+	return pollerOptionFunc(func(c *pollerConfig) { c.interval = d })
+}
+
+// WithStaleAfter sets how old the provider's last figure may get before
+// the fallback ([WithFallback], or none) takes its place. The default is
+// [DefaultStaleAfter]; it must be longer than the poll interval.
+func WithStaleAfter(d time.Duration) PollerOption {
+	return pollerOptionFunc(func(c *pollerConfig) { c.staleAfter = d })
+}
+
+// WithFetchTimeout bounds each fetch. The default is
+// [DefaultFetchTimeout]; it must be positive and at most the poll
+// interval.
+func WithFetchTimeout(d time.Duration) PollerOption {
+	return pollerOptionFunc(func(c *pollerConfig) { c.timeout = d })
+}
+
+// WithFallback sets the intensity in force before the provider's first
+// answer and after its figure goes stale, with its Source (usually
+// [SourceStatic]) saying so. By default there is none: no figure, and
+// no emissions, rather than a guess.
+func WithFallback(i Intensity) PollerOption {
+	return pollerOptionFunc(func(c *pollerConfig) { c.fallback = &i })
+}
+
+// WithPollerClock sets the clock that stamps fetches and ages them. The
+// default is time.Now.
+func WithPollerClock(now func() time.Time) PollerOption {
+	return pollerOptionFunc(func(c *pollerConfig) {
+		if now != nil {
+			c.now = now
+		}
+	})
+}
+
+// WithErrorHandler sets where the poller reports, once per streak, that
+// fetches fail and that its figure went stale. The default is
+// otel.Handle: the poller runs in a goroutine of its own, with no caller
+// to return an error to.
+func WithErrorHandler(h func(error)) PollerOption {
+	return pollerOptionFunc(func(c *pollerConfig) {
+		if h != nil {
+			c.handle = h
+		}
+	})
+}
+
+// ErrStale is what the poller reports, wrapped, when the provider's
+// figure gets older than the staleness bound and the fallback (or none)
+// takes its place.
+var ErrStale = errors.New("carbon: intensity is stale")
+
+// Poller asks a [Provider] for the intensity at an interval in a
+// goroutine of its own, and publishes the last known figure for the
+// request path to read with one atomic load ([Poller.Current]).
+//
+// A failed fetch changes nothing that readers see: the last figure stays
+// in force until it is older than the staleness bound, when the fallback
+// (or none) replaces it, and the poller says so once through its error
+// handler. A 429 or 503 with Retry-After delays the next fetch by at
+// least that (at most six hours). The first failure of a streak is
+// reported; the rest are counted ([Poller.Failures]).
+//
+// Current, Age and Failures are safe from any goroutine and never block.
+// Start, Poll and Shutdown are safe to call concurrently with each other.
+type Poller struct {
+	p   Provider
+	cfg pollerConfig
+
+	cur      atomic.Pointer[Reading]
+	fallback *Reading     // nil when none
+	lastGood atomic.Int64 // UnixNano of the last good fetch, on the poller's clock; 0 before
+	failures atomic.Uint64
+
+	mu       sync.Mutex // serializes polls and guards the fields below
+	failing  bool       // the current streak was reported
+	stale    bool       // staleness was reported
+	notUntil time.Time  // Retry-After: no fetch before this
+
+	life    sync.Mutex
+	started bool
+	closed  bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NewPoller returns a poller of p; it fetches nothing until [Poller.Start]
+// or [Poller.Poll]. Until the first answer, Current is the fallback. It
+// returns an error wrapping [ErrInvalidConfig] for a nil provider or an
+// interval, staleness or timeout out of range.
+func NewPoller(p Provider, opts ...PollerOption) (*Poller, error) {
+	c := pollerConfig{
+		interval:   DefaultPollInterval,
+		staleAfter: DefaultStaleAfter,
+		timeout:    DefaultFetchTimeout,
+		now:        time.Now,
+		handle:     otel.Handle,
+	}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	var errs []error
+	if p == nil {
+		errs = append(errs, fmt.Errorf("%w: no provider", ErrInvalidConfig))
+	}
+	if c.interval < time.Second {
+		errs = append(errs, fmt.Errorf("%w: poll interval %v below 1s", ErrInvalidConfig, c.interval))
+	}
+	if c.staleAfter <= c.interval {
+		errs = append(errs, fmt.Errorf("%w: staleness %v not above the poll interval %v", ErrInvalidConfig, c.staleAfter, c.interval))
+	}
+	if c.timeout <= 0 || c.timeout > c.interval {
+		errs = append(errs, fmt.Errorf("%w: fetch timeout %v: want above 0 and at most the poll interval %v", ErrInvalidConfig, c.timeout, c.interval))
+	}
+	if c.fallback != nil && c.fallback.MgPerKWh > maxMgPerKWh {
+		errs = append(errs, fmt.Errorf("%w: fallback intensity %d mg/kWh", ErrInvalidConfig, c.fallback.MgPerKWh))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	pl := &Poller{p: p, cfg: c}
+	if c.fallback != nil {
+		pl.fallback = &Reading{Intensity: *c.fallback, Fallback: true}
+		pl.cur.Store(pl.fallback)
+	}
+	return pl, nil
+}
+
+// Current returns the reading in force: the provider's last figure, the
+// fallback, or nil when there is none. It is one atomic load, allocates
+// nothing and never waits for a fetch. The reading must not be modified.
+func (pl *Poller) Current() *Reading { return pl.cur.Load() }
+
+// Age returns how old the provider's last good figure is, by the time it
+// was fetched, and false before the first. It is what the intensity age
+// gauge exports.
+func (pl *Poller) Age() (time.Duration, bool) {
+	t := pl.lastGood.Load()
+	if t == 0 {
+		return 0, false
+	}
+	return pl.cfg.now().Sub(time.Unix(0, t)), true
+}
+
+// Failures returns how many fetches have failed.
+func (pl *Poller) Failures() uint64 { return pl.failures.Load() }
+
+// Poll fetches once, now (unless a Retry-After is still running, when it
+// returns its error without asking), publishes the figure, and applies
+// the staleness bound. It returns the fetch's error, which it also
+// reports as the goroutine would. Tests and callers that drive their own
+// schedule use it instead of Start, on the same clock.
+func (pl *Poller) Poll(ctx context.Context) error {
+	_, err := pl.poll(ctx)
+	return err
+}
+
+// errRetryLater is Poll's answer while a Retry-After runs.
+var errRetryLater = fmt.Errorf("%w: waiting out the provider's Retry-After", ErrRateLimited)
+
+// poll is one round; it returns how long to wait before the next.
+func (pl *Poller) poll(ctx context.Context) (time.Duration, error) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	now := pl.cfg.now()
+	if wait := pl.notUntil.Sub(now); wait > 0 {
+		pl.checkStale(now)
+		return min(wait, pl.untilStale(now)), errRetryLater
+	}
+	fctx, cancel := context.WithTimeout(ctx, pl.cfg.timeout)
+	it, err := pl.p.Intensity(fctx)
+	cancel()
+	now = pl.cfg.now()
+	wait := pl.cfg.interval
+	if err == nil && it.MgPerKWh > maxMgPerKWh {
+		err = fmt.Errorf("%w: intensity %d mg/kWh out of range", ErrMalformed, it.MgPerKWh)
+	}
+	if err != nil && ctx.Err() != nil {
+		return wait, err // shutting down: not the provider's failure
+	}
+	if err != nil {
+		pl.failures.Add(1)
+		var se *StatusError
+		if errors.As(err, &se) && se.RetryAfter > 0 {
+			pl.notUntil = now.Add(se.RetryAfter)
+			wait = max(wait, se.RetryAfter)
+		}
+		if !pl.failing {
+			pl.failing = true
+			pl.cfg.handle(fmt.Errorf("carbon: fetching the intensity (the last figure stays in force up to %v old; further failures are counted, not reported): %w", pl.cfg.staleAfter, err))
+		}
+		pl.checkStale(now)
+		return min(wait, pl.untilStale(now)), err
+	}
+	pl.failing, pl.stale = false, false
+	pl.notUntil = time.Time{}
+	pl.lastGood.Store(max(now.UnixNano(), 1))
+	pl.cur.Store(&Reading{Intensity: it, Fetched: now})
+	return wait, nil
+}
+
+// untilStale returns the time left before the provider's figure goes
+// stale, so that the loop wakes to apply the fallback on time; a long
+// wait when it is already stale or there is none.
+func (pl *Poller) untilStale(now time.Time) time.Duration {
+	t := pl.lastGood.Load()
+	if t == 0 || pl.stale {
+		return pl.cfg.interval
+	}
+	return max(time.Unix(0, t).Add(pl.cfg.staleAfter).Sub(now), time.Millisecond)
+}
+
+// checkStale replaces a figure older than the bound with the fallback,
+// and reports it once per streak. pl.mu is held.
+func (pl *Poller) checkStale(now time.Time) {
+	t := pl.lastGood.Load()
+	if t == 0 || pl.stale {
+		return
+	}
+	age := now.Sub(time.Unix(0, t))
+	if age <= pl.cfg.staleAfter {
+		return
+	}
+	pl.stale = true
+	pl.cur.Store(pl.fallback)
+	what := "no intensity: emissions are not counted"
+	if pl.fallback != nil {
+		what = fmt.Sprintf("the fallback %s %s intensity of %g g/kWh is used", pl.fallback.Source, pl.fallback.Kind, pl.fallback.GramsPerKWh())
+	}
+	pl.cfg.handle(fmt.Errorf("%w: the provider's last figure is %v old, above %v; %s until it answers again", ErrStale, age.Round(time.Second), pl.cfg.staleAfter, what))
+}
+
+// Start fetches in a goroutine of its own, at once and then every poll
+// interval (or later, as Retry-After asks), until Shutdown. It does not
+// wait for the first answer. It is idempotent; after Shutdown it returns
+// an error wrapping [ErrInvalidConfig].
+func (pl *Poller) Start() error {
+	pl.life.Lock()
+	defer pl.life.Unlock()
+	if pl.closed {
+		return fmt.Errorf("%w: poller shut down", ErrInvalidConfig)
+	}
+	if pl.started {
+		return nil
+	}
+	pl.started = true
+	ctx, cancel := context.WithCancel(context.Background())
+	pl.cancel, pl.done = cancel, make(chan struct{})
+	go pl.loop(ctx, pl.done)
+	return nil
+}
+
+func (pl *Poller) loop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	for {
+		wait, _ := pl.poll(ctx)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Shutdown stops the goroutine, cancelling a fetch in flight, and waits
+// for it to exit or ctx to end. The last reading stays readable. It is
+// idempotent.
+func (pl *Poller) Shutdown(ctx context.Context) error {
+	pl.life.Lock()
+	pl.closed = true
+	cancel, done := pl.cancel, pl.done
+	pl.cancel = nil
+	pl.life.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

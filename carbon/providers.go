@@ -1,0 +1,287 @@
+package carbon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Default base URLs of the providers' public APIs.
+const (
+	ElectricityMapsURL = "https://api.electricitymaps.com/v3"
+	WattTimeURL        = "https://api.watttime.org"
+	UKGridURL          = "https://api.carbonintensity.org.uk"
+)
+
+// ElectricityMaps is a [Provider] for the Electricity Maps API v3: GET
+// {base}/carbon-intensity/latest?zone=Z with the token in the auth-token
+// header. Its figure is an average (lifecycle by default) in g CO2e per
+// kWh, hourly. Build it with [NewElectricityMaps].
+type ElectricityMaps struct {
+	c     client
+	zone  string
+	token Secret
+}
+
+// NewElectricityMaps returns a provider for zone (an Electricity Maps zone
+// key such as "DE", "FR" or "US-CAL-CISO"), authenticated by token. The
+// base URL defaults to [ElectricityMapsURL]. It returns an error wrapping
+// [ErrInvalidConfig] for an empty zone or token.
+func NewElectricityMaps(zone string, token Secret, opts ...ClientOption) (*ElectricityMaps, error) {
+	zone = strings.TrimSpace(zone)
+	if zone == "" {
+		return nil, fmt.Errorf("%w: %s needs a zone, such as DE", ErrInvalidConfig, SourceElectricityMaps)
+	}
+	if token.IsZero() {
+		return nil, fmt.Errorf("%w: %s needs a token", ErrInvalidConfig, SourceElectricityMaps)
+	}
+	c, err := newClient(SourceElectricityMaps, ElectricityMapsURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &ElectricityMaps{c: c, zone: zone, token: token}, nil
+}
+
+// emLatest is the documented shape of carbon-intensity/latest.
+type emLatest struct {
+	Zone            string   `json:"zone"`
+	CarbonIntensity *float64 `json:"carbonIntensity"`
+	Datetime        string   `json:"datetime"`
+	FactorType      string   `json:"emissionFactorType"`
+}
+
+// Intensity fetches the zone's latest intensity.
+func (p *ElectricityMaps) Intensity(ctx context.Context) (Intensity, error) {
+	var v emLatest
+	err := p.c.get(ctx, "/carbon-intensity/latest", url.Values{"zone": {p.zone}},
+		func(h http.Header) { h.Set("auth-token", p.token.value()) }, &v)
+	if err != nil {
+		return Intensity{}, err
+	}
+	if v.CarbonIntensity == nil {
+		return Intensity{}, fmt.Errorf("%w: %s: no carbonIntensity for zone %s", ErrMalformed, p.c.name, p.zone)
+	}
+	mg, err := p.c.gramsToMg(*v.CarbonIntensity, "carbonIntensity")
+	if err != nil {
+		return Intensity{}, err
+	}
+	return Intensity{MgPerKWh: mg, Kind: Average, Source: SourceElectricityMaps, Zone: p.zone, At: parseTime(v.Datetime)}, nil
+}
+
+// WattTime is a [Provider] for the WattTime API v3's marginal operating
+// emissions rate (MOER, signal co2_moer): it logs in with HTTP basic auth
+// at {base}/login for a bearer token (valid 30 minutes; it logs in again
+// after 25, or once on a 401), then reads the first point of
+// {base}/v3/forecast?region=R&signal_type=co2_moer&horizon_hours=0, the
+// MOER now, in lbs CO2 per MWh. Its figure is marginal. The forecast is
+// for subscribers; CAISO_NORTH is open to every account.
+// /v3/signal-index is not used: it is a percentile, not an intensity.
+// Build it with [NewWattTime].
+type WattTime struct {
+	c        client
+	region   string
+	user     string
+	password Secret
+
+	mu      sync.Mutex // guards token and tokenAt: Intensity's callers may differ
+	token   string
+	tokenAt time.Time
+}
+
+// tokenLife is how long a WattTime token is used: they last 30 minutes.
+const tokenLife = 25 * time.Minute
+
+// NewWattTime returns a provider for region (a WattTime region such as
+// "CAISO_NORTH") with the account user and password. The base URL
+// defaults to [WattTimeURL]. It returns an error wrapping
+// [ErrInvalidConfig] for an empty region, user or password.
+func NewWattTime(region, user string, password Secret, opts ...ClientOption) (*WattTime, error) {
+	region = strings.TrimSpace(region)
+	if region == "" || user == "" || password.IsZero() {
+		return nil, fmt.Errorf("%w: %s needs a region, a user and a password", ErrInvalidConfig, SourceWattTime)
+	}
+	c, err := newClient(SourceWattTime, WattTimeURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &WattTime{c: c, region: region, user: user, password: password}, nil
+}
+
+type wtLogin struct {
+	Token string `json:"token"`
+}
+
+type wtForecast struct {
+	Data []struct {
+		PointTime string   `json:"point_time"`
+		Value     *float64 `json:"value"`
+	} `json:"data"`
+	Meta struct {
+		Units string `json:"units"`
+	} `json:"meta"`
+}
+
+// lbsPerMWhToMg is mg/kWh per lb/MWh: 453.59237 g per lb, 1000 kWh per MWh.
+const lbsPerMWhToMg = 453.59237
+
+// Intensity fetches the region's MOER now.
+func (p *WattTime) Intensity(ctx context.Context) (Intensity, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if p.token == "" || p.c.now().Sub(p.tokenAt) > tokenLife {
+			if err := p.login(ctx); err != nil {
+				return Intensity{}, err
+			}
+		}
+		it, err := p.forecast(ctx)
+		if se, ok := err.(*StatusError); ok && se.Status == http.StatusUnauthorized && attempt == 0 {
+			p.token = "" // expired early: log in once more
+			continue
+		}
+		return it, err
+	}
+}
+
+func (p *WattTime) login(ctx context.Context) error {
+	var v wtLogin
+	err := p.c.get(ctx, "/login", nil, func(h http.Header) {
+		r := http.Request{Header: h}
+		r.SetBasicAuth(p.user, p.password.value())
+	}, &v)
+	if se, ok := err.(*StatusError); ok && se.kind == ErrUnknownZone {
+		se.kind = ErrUnauthorized // /login knows no zone
+	}
+	if err != nil {
+		return err
+	}
+	if v.Token == "" {
+		return fmt.Errorf("%w: %s: login answered no token", ErrUnauthorized, p.c.name)
+	}
+	p.token, p.tokenAt = v.Token, p.c.now()
+	return nil
+}
+
+func (p *WattTime) forecast(ctx context.Context) (Intensity, error) {
+	var v wtForecast
+	q := url.Values{"region": {p.region}, "signal_type": {"co2_moer"}, "horizon_hours": {"0"}}
+	tok := p.token
+	err := p.c.get(ctx, "/v3/forecast", q, func(h http.Header) { h.Set("Authorization", "Bearer "+tok) }, &v)
+	if err != nil {
+		return Intensity{}, err
+	}
+	if len(v.Data) == 0 || v.Data[0].Value == nil {
+		return Intensity{}, fmt.Errorf("%w: %s: no forecast point for region %s", ErrMalformed, p.c.name, p.region)
+	}
+	var mgPer float64
+	switch v.Meta.Units {
+	case "lbs_co2_per_mwh":
+		mgPer = lbsPerMWhToMg
+	case "g_co2_per_kwh":
+		mgPer = 1000
+	default:
+		return Intensity{}, fmt.Errorf("%w: %s: unknown units %q", ErrMalformed, p.c.name, v.Meta.Units)
+	}
+	mg, err := p.c.scaleToMg(*v.Data[0].Value, mgPer, "value")
+	if err != nil {
+		return Intensity{}, err
+	}
+	return Intensity{MgPerKWh: mg, Kind: Marginal, Source: SourceWattTime, Zone: p.region, At: parseTime(v.Data[0].PointTime)}, nil
+}
+
+// UKGrid is a [Provider] for the Carbon Intensity API of Great Britain's
+// electricity system operator (National Grid ESO, now NESO): no key, GB
+// only, average, half-hourly. Zone "GB" reads {base}/intensity (the
+// national figure: its actual when published, else its forecast); a
+// region id from 1 to 17 reads {base}/regional/regionid/N (regional
+// figures are forecasts). Build it with [NewUKGrid].
+type UKGrid struct {
+	c        client
+	zone     string
+	regional bool
+}
+
+// NewUKGrid returns a provider for zone "GB" or a region id ("13" is
+// London). The base URL defaults to [UKGridURL]. It returns an error
+// wrapping [ErrInvalidConfig] for anything else; a region id the API
+// does not know fails at fetch with [ErrUnknownZone].
+func NewUKGrid(zone string, opts ...ClientOption) (*UKGrid, error) {
+	zone = strings.TrimSpace(zone)
+	p := &UKGrid{zone: zone}
+	switch {
+	case zone == "" || strings.EqualFold(zone, "GB"):
+		p.zone = "GB"
+	default:
+		if n, err := strconv.ParseUint(zone, 10, 16); err != nil || n == 0 {
+			return nil, fmt.Errorf("%w: %s zone %q: want GB or a region id such as 13", ErrInvalidConfig, SourceUKGrid, zone)
+		}
+		p.regional = true
+	}
+	c, err := newClient(SourceUKGrid, UKGridURL, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.c = c
+	return p, nil
+}
+
+type ukPeriod struct {
+	From      string `json:"from"`
+	Intensity struct {
+		Forecast *float64 `json:"forecast"`
+		Actual   *float64 `json:"actual"`
+	} `json:"intensity"`
+}
+
+type ukNational struct {
+	Data []ukPeriod `json:"data"`
+}
+
+type ukRegional struct {
+	Data []struct {
+		RegionID int        `json:"regionid"`
+		Data     []ukPeriod `json:"data"`
+	} `json:"data"`
+}
+
+// Intensity fetches the current half hour's intensity.
+func (p *UKGrid) Intensity(ctx context.Context) (Intensity, error) {
+	var period *ukPeriod
+	if p.regional {
+		var v ukRegional
+		if err := p.c.get(ctx, "/regional/regionid/"+p.zone, nil, nil, &v); err != nil {
+			return Intensity{}, err
+		}
+		if len(v.Data) > 0 && len(v.Data[0].Data) > 0 {
+			period = &v.Data[0].Data[0]
+		}
+	} else {
+		var v ukNational
+		if err := p.c.get(ctx, "/intensity", nil, nil, &v); err != nil {
+			return Intensity{}, err
+		}
+		if len(v.Data) > 0 {
+			period = &v.Data[0]
+		}
+	}
+	if period == nil {
+		return Intensity{}, fmt.Errorf("%w: %s: no period for zone %s", ErrMalformed, p.c.name, p.zone)
+	}
+	g := period.Intensity.Actual
+	if g == nil {
+		g = period.Intensity.Forecast
+	}
+	if g == nil {
+		return Intensity{}, fmt.Errorf("%w: %s: no intensity for zone %s", ErrMalformed, p.c.name, p.zone)
+	}
+	mg, err := p.c.gramsToMg(*g, "intensity")
+	if err != nil {
+		return Intensity{}, err
+	}
+	return Intensity{MgPerKWh: mg, Kind: Average, Source: SourceUKGrid, Zone: p.zone, At: parseTime(period.From)}, nil
+}

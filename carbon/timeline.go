@@ -1,0 +1,97 @@
+package carbon
+
+import "sync"
+
+// DefaultTimelineCapacity is how many changes a [Timeline] keeps by
+// default: at a change every 5 minutes, more than five hours, far beyond
+// the ledger's horizon (10 s) and maximum age (an hour).
+const DefaultTimelineCapacity = 64
+
+// Timeline records which [Reading] was in force when, on the caller's
+// clock (the ledger's ns), so that an interval split later is converted
+// at the intensity in force when it was metered, not at the one in force
+// when it is split.
+//
+// The sampler calls [Timeline.Note] with the poller's current reading at
+// every read; a change starts at the read that first saw it. An interval
+// (a, b] uses the reading in force at b: its energy is the counter's step
+// at b, and one interval has one intensity. Because Note stamps a change
+// no earlier than the newest point already noted, an interval that ended
+// before a change was seen never moves to it: a figure, once computed,
+// is what it would be if computed again.
+//
+// A Timeline is safe for concurrent use. It must not be copied after
+// first use. Its zero value is not usable; build it with [NewTimeline].
+type Timeline struct {
+	mu   sync.Mutex
+	at   []int64
+	r    []*Reading
+	head int // index of the oldest entry
+	n    int
+	last int64 // newest instant noted
+}
+
+// NewTimeline returns a timeline that keeps the last capacity changes
+// (at least 2; [DefaultTimelineCapacity] when capacity is 0 or less).
+func NewTimeline(capacity int) *Timeline {
+	if capacity <= 0 {
+		capacity = DefaultTimelineCapacity
+	}
+	capacity = max(capacity, 2)
+	return &Timeline{at: make([]int64, capacity), r: make([]*Reading, capacity)}
+}
+
+// Note records that r (nil: none) is in force from t on. A reading equal
+// (the same pointer) to the one in force adds nothing, so the sampler can
+// call it at every read: that costs a lock and a comparison, and no
+// allocation. A t before the newest instant noted is taken as that
+// instant. When full, the oldest change is dropped.
+func (tl *Timeline) Note(t int64, r *Reading) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.n > 0 && t < tl.last {
+		t = tl.last
+	}
+	tl.last = t
+	if tl.n > 0 && tl.r[(tl.head+tl.n-1)%len(tl.r)] == r {
+		return
+	}
+	if tl.n > 0 && tl.at[(tl.head+tl.n-1)%len(tl.r)] == t {
+		tl.r[(tl.head+tl.n-1)%len(tl.r)] = r // a change at the same instant replaces it
+		return
+	}
+	if tl.n == len(tl.r) {
+		tl.r[tl.head] = nil
+		tl.head = (tl.head + 1) % len(tl.r)
+		tl.n--
+	}
+	i := (tl.head + tl.n) % len(tl.r)
+	tl.at[i], tl.r[i] = t, r
+	tl.n++
+}
+
+// At returns the reading in force at t: the last one noted at or before
+// t. Before the first change noted it returns nil; before the oldest
+// change kept, the oldest kept. ok is false in both of those cases: the
+// figure for t is not known exactly.
+func (tl *Timeline) At(t int64) (r *Reading, ok bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.n == 0 {
+		return nil, false
+	}
+	// Binary search for the last entry with at <= t.
+	lo, hi := 0, tl.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if tl.at[(tl.head+m)%len(tl.at)] <= t {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == 0 {
+		return tl.r[tl.head], false
+	}
+	return tl.r[(tl.head+lo-1)%len(tl.r)], true
+}
