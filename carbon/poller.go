@@ -212,7 +212,7 @@ func (pl *Poller) poll(ctx context.Context) (time.Duration, error) {
 	now := pl.cfg.now()
 	if wait := pl.notUntil.Sub(now); wait > 0 {
 		pl.checkStale(now)
-		return min(wait, pl.untilStale(now)), errRetryLater
+		return pl.capWait(wait, now), errRetryLater
 	}
 	fctx, cancel := context.WithTimeout(ctx, pl.cfg.timeout)
 	it, err := pl.p.Intensity(fctx)
@@ -237,7 +237,7 @@ func (pl *Poller) poll(ctx context.Context) (time.Duration, error) {
 			pl.cfg.handle(fmt.Errorf("carbon: fetching the intensity (the last figure stays in force up to %v old; further failures are counted, not reported): %w", pl.cfg.staleAfter, err))
 		}
 		pl.checkStale(now)
-		return min(wait, pl.untilStale(now)), err
+		return pl.capWait(wait, now), err
 	}
 	pl.failing, pl.stale = false, false
 	pl.notUntil = time.Time{}
@@ -246,15 +246,14 @@ func (pl *Poller) poll(ctx context.Context) (time.Duration, error) {
 	return wait, nil
 }
 
-// untilStale returns the time left before the provider's figure goes
-// stale, so that the loop wakes to apply the fallback on time; a long
-// wait when it is already stale or there is none.
-func (pl *Poller) untilStale(now time.Time) time.Duration {
+// capWait shortens wait so that the loop wakes when the provider's
+// figure goes stale, to put the fallback in force on time.
+func (pl *Poller) capWait(wait time.Duration, now time.Time) time.Duration {
 	t := pl.lastGood.Load()
 	if t == 0 || pl.stale {
-		return pl.cfg.interval
+		return wait
 	}
-	return max(time.Unix(0, t).Add(pl.cfg.staleAfter).Sub(now), time.Millisecond)
+	return min(wait, max(time.Unix(0, t).Add(pl.cfg.staleAfter).Sub(now), time.Millisecond))
 }
 
 // checkStale replaces a figure older than the bound with the fallback,

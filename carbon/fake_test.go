@@ -1,0 +1,233 @@
+package carbon
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fault is what a fake provider server does with the next requests.
+type fault int32
+
+const (
+	faultNone        fault = iota // the documented answer
+	faultRateLimited              // 429 with Retry-After: 7
+	faultServer                   // 500
+	faultSlow                     // no answer until the client gives up
+	faultMalformed                // 200 with a body that is not JSON
+	faultWrongShape               // 200 with JSON that lacks the figure
+)
+
+// Test credentials. The token is long and distinctive so that a search
+// for it in every error and print is meaningful.
+const (
+	testToken    = "tok-9f8e7d6c5b4a-SECRET"
+	testUser     = "alice"
+	testPassword = "pw-1a2b3c4d-SECRET"
+	wtToken      = "jwt-eyJhbGciOi-SECRET"
+)
+
+// fakeServer is an httptest server on 127.0.0.1 that answers in one
+// provider's documented shape, with a fault that tests switch.
+type fakeServer struct {
+	*httptest.Server
+	fault  atomic.Int32
+	grams  atomic.Uint64 // math.Float64bits of the figure, in the provider's unit
+	hits   atomic.Int64  // data requests
+	logins atomic.Int64
+	// expireNext makes the next data request answer 401, as an expired
+	// WattTime token does.
+	expireNext atomic.Bool
+}
+
+func (f *fakeServer) setFigure(v float64) { f.grams.Store(math.Float64bits(v)) }
+func (f *fakeServer) figure() float64     { return math.Float64frombits(f.grams.Load()) }
+
+// faulted answers the fault modes common to every provider; it reports
+// whether it answered.
+func (f *fakeServer) faulted(w http.ResponseWriter, r *http.Request) bool {
+	switch fault(f.fault.Load()) {
+	case faultRateLimited:
+		w.Header().Set("Retry-After", "7")
+		http.Error(w, `{"error":"rate limited"}`, http.StatusTooManyRequests)
+	case faultServer:
+		http.Error(w, `{"error":"internal"}`, http.StatusInternalServerError)
+	case faultSlow:
+		// Wait for the client to give up; bounded so that no handler
+		// outlives a test by much.
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	case faultMalformed:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"zone": "DE", "carbonIntensity": 30`)
+	case faultWrongShape:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"data": [], "something": "else"}`)
+	default:
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func newFake(t testing.TB, h func(f *fakeServer) http.Handler, figure float64) *fakeServer {
+	t.Helper()
+	f := &fakeServer{}
+	f.setFigure(figure)
+	f.Server = httptest.NewServer(h(f))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// emHandler answers GET /carbon-intensity/latest?zone=Z as Electricity
+// Maps v3 documents it; zones other than DE and FR are unknown (404).
+func emHandler(f *fakeServer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /carbon-intensity/latest", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("auth-token") != testToken {
+			http.Error(w, `{"message":"Unauthorized"}`, http.StatusUnauthorized)
+			return
+		}
+		f.hits.Add(1)
+		if f.faulted(w, r) {
+			return
+		}
+		zone := r.URL.Query().Get("zone")
+		if zone != "DE" && zone != "FR" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"status":"error","message":"Zone '%s' does not exist."}`, zone)
+			return
+		}
+		writeJSON(w, map[string]any{
+			"zone":               zone,
+			"carbonIntensity":    f.figure(),
+			"datetime":           "2026-12-01T11:00:00.000Z",
+			"updatedAt":          "2026-12-01T11:04:21.002Z",
+			"createdAt":          "2026-11-28T11:52:37.667Z",
+			"emissionFactorType": "lifecycle",
+			"isEstimated":        false,
+			"estimationMethod":   nil,
+		})
+	})
+	return mux
+}
+
+// wtHandler answers GET /login (basic auth) and GET /v3/forecast (bearer)
+// as WattTime v3 documents them; regions other than CAISO_NORTH are
+// unknown (400).
+func wtHandler(f *fakeServer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || u != testUser || p != testPassword {
+			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			return
+		}
+		f.logins.Add(1)
+		writeJSON(w, map[string]string{"token": wtToken})
+	})
+	mux.HandleFunc("GET /v3/forecast", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+wtToken || f.expireNext.CompareAndSwap(true, false) {
+			http.Error(w, `{"error":"token expired"}`, http.StatusUnauthorized)
+			return
+		}
+		f.hits.Add(1)
+		if f.faulted(w, r) {
+			return
+		}
+		q := r.URL.Query()
+		if q.Get("signal_type") != "co2_moer" || q.Get("horizon_hours") != "0" {
+			http.Error(w, `{"error":"bad query"}`, http.StatusUnprocessableEntity)
+			return
+		}
+		if q.Get("region") != "CAISO_NORTH" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"error":"Invalid region %s"}`, q.Get("region"))
+			return
+		}
+		writeJSON(w, map[string]any{
+			"data": []map[string]any{
+				{"point_time": "2026-12-01T11:05:00+00:00", "value": f.figure()},
+			},
+			"meta": map[string]any{
+				"data_point_period_seconds":   300,
+				"region":                      "CAISO_NORTH",
+				"signal_type":                 "co2_moer",
+				"units":                       "lbs_co2_per_mwh",
+				"generated_at_period_seconds": 300,
+				"generated_at":                "2026-12-01T11:05:00+00:00",
+				"model":                       map[string]string{"date": "2026-03-01"},
+			},
+		})
+	})
+	return mux
+}
+
+// ukHandler answers GET /intensity and GET /regional/regionid/N as the
+// Carbon Intensity API documents them; region ids above 17 are unknown
+// (400). The national figure has an actual; the regional ones do not.
+func ukHandler(f *fakeServer) http.Handler {
+	mux := http.NewServeMux()
+	period := func(actual bool) map[string]any {
+		in := map[string]any{"forecast": f.figure() + 5, "index": "moderate"}
+		if actual {
+			in["actual"] = f.figure()
+		}
+		return map[string]any{"from": "2026-12-01T11:00Z", "to": "2026-12-01T11:30Z", "intensity": in}
+	}
+	mux.HandleFunc("GET /intensity", func(w http.ResponseWriter, r *http.Request) {
+		f.hits.Add(1)
+		if f.faulted(w, r) {
+			return
+		}
+		writeJSON(w, map[string]any{"data": []any{period(true)}})
+	})
+	mux.HandleFunc("GET /regional/regionid/{id}", func(w http.ResponseWriter, r *http.Request) {
+		f.hits.Add(1)
+		if f.faulted(w, r) {
+			return
+		}
+		var id int
+		if _, err := fmt.Sscan(r.PathValue("id"), &id); err != nil || id < 1 || id > 17 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"code":"400 Bad Request","message":"Please enter a valid region id, 1-17."}}`)
+			return
+		}
+		p := period(false)
+		p["generationmix"] = []map[string]any{{"fuel": "wind", "perc": 41.2}}
+		writeJSON(w, map[string]any{"data": []any{map[string]any{
+			"regionid": id, "dnoregion": "UKPN London", "shortname": "London", "data": []any{p},
+		}}})
+	})
+	return mux
+}
+
+func testSecret(t testing.TB, v string) Secret {
+	t.Helper()
+	name := "OTELENERGY_TEST_SECRET_" + strings.ToUpper(strings.ReplaceAll(t.Name(), "/", "_"))
+	t.Setenv(name, v)
+	s, err := SecretFromEnv(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

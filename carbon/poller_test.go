@@ -1,0 +1,351 @@
+package carbon
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// reports collects what a poller hands its error handler.
+type reports struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (r *reports) handle(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, err)
+}
+
+func (r *reports) count(target error) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.errs {
+		if errors.Is(e, target) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *reports) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.errs)
+}
+
+// TestPollerStaleness steps a poller over the UK fake on a fake clock:
+// a good figure, failures that leave it in force, staleness that brings
+// the fallback (said once), and recovery.
+func TestPollerStaleness(t *testing.T) {
+	f := newFake(t, ukHandler, 200)
+	p, err := NewUKGrid("GB", WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newFakeClock()
+	var rep reports
+	fallback := NewStatic(300_000)
+	pl, err := NewPoller(p,
+		WithPollInterval(time.Minute), WithStaleAfter(10*time.Minute),
+		WithFetchTimeout(200*time.Millisecond), WithFallback(Intensity(fallback)),
+		WithPollerClock(clk.Now), WithErrorHandler(rep.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	steps := []struct {
+		name         string
+		advance      time.Duration
+		fault        fault
+		figure       float64
+		wantErr      error
+		wantMg       uint64 // 0: no reading
+		wantFallback bool
+		wantAge      time.Duration
+		wantReports  int
+		wantStale    int
+	}{
+		{name: "before the first answer: the fallback", wantMg: 300_000, wantFallback: true, wantAge: -1},
+		{name: "first answer", fault: faultNone, figure: 200, wantMg: 200_000, wantAge: 0},
+		{name: "a 500 leaves it in force, reported once", advance: time.Minute, fault: faultServer, wantErr: ErrServer, wantMg: 200_000, wantAge: time.Minute, wantReports: 1},
+		{name: "a slow answer: counted, not reported again", advance: time.Minute, fault: faultSlow, wantErr: ErrTimeout, wantMg: 200_000, wantAge: 2 * time.Minute, wantReports: 1},
+		{name: "malformed JSON", advance: 5 * time.Minute, fault: faultMalformed, wantErr: ErrMalformed, wantMg: 200_000, wantAge: 7 * time.Minute, wantReports: 1},
+		{name: "stale: the fallback, said once", advance: 4 * time.Minute, fault: faultServer, wantErr: ErrServer, wantMg: 300_000, wantFallback: true, wantAge: 11 * time.Minute, wantReports: 2, wantStale: 1},
+		{name: "still stale: nothing more said", advance: time.Minute, fault: faultServer, wantErr: ErrServer, wantMg: 300_000, wantFallback: true, wantAge: 12 * time.Minute, wantReports: 2, wantStale: 1},
+		{name: "recovery", advance: time.Minute, fault: faultNone, figure: 150, wantMg: 150_000, wantAge: 0, wantReports: 2, wantStale: 1},
+		{name: "a new streak is reported again", advance: time.Minute, fault: faultServer, wantErr: ErrServer, wantMg: 150_000, wantAge: time.Minute, wantReports: 3, wantStale: 1},
+		{name: "and goes stale again", advance: 10 * time.Minute, fault: faultServer, wantErr: ErrServer, wantMg: 300_000, wantFallback: true, wantAge: 11 * time.Minute, wantReports: 4, wantStale: 2},
+	}
+	for i, s := range steps {
+		clk.Add(s.advance)
+		if i > 0 {
+			f.fault.Store(int32(s.fault))
+			f.setFigure(s.figure)
+			err := pl.Poll(ctx)
+			if !errors.Is(err, s.wantErr) || (s.wantErr == nil && err != nil) {
+				t.Fatalf("%s: Poll = %v, want %v", s.name, err, s.wantErr)
+			}
+		}
+		r := pl.Current()
+		if r == nil || r.MgPerKWh != s.wantMg || r.Fallback != s.wantFallback {
+			t.Errorf("%s: Current = %+v, want %d mg/kWh, fallback %v", s.name, r, s.wantMg, s.wantFallback)
+		}
+		age, ok := pl.Age()
+		if s.wantAge < 0 {
+			if ok {
+				t.Errorf("%s: Age = %v before any answer", s.name, age)
+			}
+		} else if !ok || age != s.wantAge {
+			t.Errorf("%s: Age = %v, %v; want %v", s.name, age, ok, s.wantAge)
+		}
+		if rep.len() != s.wantReports || rep.count(ErrStale) != s.wantStale {
+			t.Errorf("%s: %d reports (%d stale), want %d (%d stale): %v", s.name, rep.len(), rep.count(ErrStale), s.wantReports, s.wantStale, rep.errs)
+		}
+	}
+	if got := pl.Failures(); got != 7 {
+		t.Errorf("Failures = %d, want 7", got)
+	}
+}
+
+// TestPollerNoFallback: with no fallback, a stale figure leaves none.
+func TestPollerNoFallback(t *testing.T) {
+	clk := newFakeClock()
+	var rep reports
+	var fail atomic.Bool
+	p := providerFunc(func(ctx context.Context) (Intensity, error) {
+		if fail.Load() {
+			return Intensity{}, ErrServer
+		}
+		return Intensity(NewStatic(90_000)), nil
+	})
+	pl, err := NewPoller(p, WithPollInterval(time.Minute), WithStaleAfter(5*time.Minute),
+		WithPollerClock(clk.Now), WithErrorHandler(rep.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Current() != nil {
+		t.Fatal("a reading before any answer, with no fallback")
+	}
+	if err := pl.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	clk.Add(6 * time.Minute)
+	_ = pl.Poll(context.Background())
+	if r := pl.Current(); r != nil {
+		t.Errorf("stale with no fallback: Current = %+v, want nil", r)
+	}
+	if rep.count(ErrStale) != 1 {
+		t.Errorf("stale reports = %d, want 1", rep.count(ErrStale))
+	}
+}
+
+type providerFunc func(context.Context) (Intensity, error)
+
+func (f providerFunc) Intensity(ctx context.Context) (Intensity, error) { return f(ctx) }
+
+// TestPollerRetryAfter: a 429 with Retry-After: 7 delays the next fetch
+// by 7 s even at a shorter interval; a Poll before then does not ask.
+func TestPollerRetryAfter(t *testing.T) {
+	f := newFake(t, emHandler, 300)
+	p, err := NewElectricityMaps("DE", testSecret(t, testToken), WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newFakeClock()
+	pl, err := NewPoller(p, WithPollInterval(time.Second), WithStaleAfter(time.Hour),
+		WithFetchTimeout(time.Second), WithPollerClock(clk.Now), WithErrorHandler(func(error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.fault.Store(int32(faultRateLimited))
+	wait, err := pl.poll(context.Background())
+	if !errors.Is(err, ErrRateLimited) || wait != 7*time.Second {
+		t.Fatalf("poll = %v, %v; want 7s and ErrRateLimited", wait, err)
+	}
+	f.fault.Store(int32(faultNone))
+	clk.Add(3 * time.Second)
+	wait, err = pl.poll(context.Background())
+	if !errors.Is(err, ErrRateLimited) || wait != 4*time.Second {
+		t.Errorf("poll 3s later = %v, %v; want 4s left and ErrRateLimited", wait, err)
+	}
+	if got := f.hits.Load(); got != 1 {
+		t.Errorf("the provider was asked %d times during its Retry-After, want once", got)
+	}
+	clk.Add(4 * time.Second)
+	if wait, err := pl.poll(context.Background()); err != nil || wait != time.Second {
+		t.Errorf("poll after Retry-After = %v, %v; want the interval and no error", wait, err)
+	}
+	if r := pl.Current(); r == nil || r.MgPerKWh != 300_000 {
+		t.Errorf("Current = %+v", r)
+	}
+}
+
+// TestPollerRetryAfterLive: the goroutine, at a 1 s interval against a
+// provider that answers 429 with Retry-After: 7, asks once in 1.5 s.
+func TestPollerRetryAfterLive(t *testing.T) {
+	f := newFake(t, emHandler, 300)
+	f.fault.Store(int32(faultRateLimited))
+	p, err := NewElectricityMaps("DE", testSecret(t, testToken), WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := NewPoller(p, WithPollInterval(time.Second), WithFetchTimeout(time.Second), WithErrorHandler(func(error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := pl.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.hits.Load(); got != 1 {
+		t.Errorf("asked %d times in 1.5 s, want 1 (Retry-After: 7)", got)
+	}
+}
+
+// TestPollerShutdownCancelsFetch: Shutdown does not wait for a slow
+// provider, and the cancelled fetch is not reported as a failure.
+func TestPollerShutdownCancelsFetch(t *testing.T) {
+	f := newFake(t, ukHandler, 100)
+	f.fault.Store(int32(faultSlow))
+	p, err := NewUKGrid("GB", WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep reports
+	pl, err := NewPoller(p, WithPollInterval(time.Minute), WithFetchTimeout(time.Minute), WithErrorHandler(rep.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.Start(); err != nil {
+		t.Fatalf("second Start: %v", err)
+	}
+	for f.hits.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	began := time.Now()
+	if err := pl.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("Shutdown took %v with a fetch in flight", took)
+	}
+	if rep.len() != 0 || pl.Failures() != 0 {
+		t.Errorf("shutting down reported %v, counted %d failures", rep.errs, pl.Failures())
+	}
+	if err := pl.Shutdown(context.Background()); err != nil {
+		t.Errorf("second Shutdown: %v", err)
+	}
+	if err := pl.Start(); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("Start after Shutdown = %v", err)
+	}
+}
+
+func TestPollerConfigErrors(t *testing.T) {
+	p := NewStatic(1)
+	for _, tt := range []struct {
+		name string
+		p    Provider
+		opts []PollerOption
+	}{
+		{"nil provider", nil, nil},
+		{"interval below 1s", p, []PollerOption{WithPollInterval(time.Millisecond)}},
+		{"staleness not above the interval", p, []PollerOption{WithPollInterval(time.Minute), WithStaleAfter(time.Minute)}},
+		{"timeout above the interval", p, []PollerOption{WithPollInterval(time.Second), WithFetchTimeout(2 * time.Second)}},
+		{"fallback out of range", p, []PollerOption{WithFallback(Intensity{MgPerKWh: maxMgPerKWh + 1})}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewPoller(tt.p, tt.opts...); !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("err = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+// TestPollerConcurrentSafe: readers on the request path load the reading
+// and its age while the goroutine polls a provider whose figure changes;
+// every reading seen is one the provider gave, whole.
+func TestPollerConcurrentSafe(t *testing.T) {
+	f := newFake(t, ukHandler, 100)
+	p, err := NewUKGrid("GB", WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := NewPoller(p, WithPollInterval(time.Second), WithFetchTimeout(time.Second),
+		WithFallback(Intensity(NewStatic(100_000))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := pl.Current()
+				if r == nil || r.MgPerKWh%1000 != 0 || r.MgPerKWh < 100_000 || r.MgPerKWh > 200_000 {
+					t.Errorf("torn or unknown reading %+v", r)
+					return
+				}
+				pl.Age()
+			}
+		}()
+	}
+	// Drive extra polls from here too, as a caller of Poll would.
+	for i := range 20 {
+		f.setFigure(float64(100 + 5*i))
+		_ = pl.Poll(context.Background())
+	}
+	close(stop)
+	wg.Wait()
+	if err := pl.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := pl.Current(); r == nil || r.Fallback {
+		t.Errorf("after polls, Current = %+v", r)
+	}
+}
