@@ -1,0 +1,179 @@
+package carbon
+
+import (
+	"fmt"
+	"time"
+)
+
+// Reader gives the reading in force now. [*Poller] is one; [Fixed] is a
+// static one.
+type Reader interface {
+	// Current returns the reading in force, or nil for none. It must not
+	// block or allocate: the sampler calls it at every read.
+	Current() *Reading
+}
+
+// Fixed is a [Reader] of one static reading.
+type Fixed struct{ r *Reading }
+
+// NewFixed returns a reader that always gives i.
+func NewFixed(i Intensity) Fixed { return Fixed{r: &Reading{Intensity: i}} }
+
+// Current returns the fixed reading.
+func (f Fixed) Current() *Reading { return f.r }
+
+// Model is what the sampler needs to turn each split interval into
+// emissions: where the intensity comes from, a [Timeline] of it, the
+// PUE, and embodied emissions per device-hour. It is the one object the
+// Monitor holds; see docs/carbon.md, "How it plugs in".
+//
+// Note and Interval must be called from one goroutine at a time (the
+// sampler's); Estimate and Current are safe from any goroutine, take no
+// lock and allocate nothing. A Model must not be copied after first use.
+type Model struct {
+	src      Reader
+	tl       *Timeline
+	pue      PUE
+	embodied Embodied
+
+	cachedR *Reading // Interval's factor cache: the sampler's only
+	cachedF Factor
+}
+
+// ModelOption configures a [Model].
+type ModelOption interface {
+	apply(*Model)
+}
+
+type modelOptionFunc func(*Model)
+
+func (f modelOptionFunc) apply(m *Model) { f(m) }
+
+// WithPUE sets the facility's PUE. The default is [PUENone], 1.
+func WithPUE(p PUE) ModelOption { return modelOptionFunc(func(m *Model) { m.pue = p }) }
+
+// WithEmbodied sets the embodied emissions per device-hour. The default
+// is none.
+func WithEmbodied(e Embodied) ModelOption { return modelOptionFunc(func(m *Model) { m.embodied = e }) }
+
+// WithTimelineCapacity sets how many intensity changes the model keeps.
+// The default is [DefaultTimelineCapacity].
+func WithTimelineCapacity(n int) ModelOption {
+	return modelOptionFunc(func(m *Model) { m.tl = NewTimeline(n) })
+}
+
+// NewModel returns a model that reads the intensity from src. It returns
+// an error wrapping [ErrInvalidConfig] for a nil src, a PUE outside
+// [1, 100] or embodied emissions above 1 t per device-hour.
+func NewModel(src Reader, opts ...ModelOption) (*Model, error) {
+	m := &Model{src: src, pue: PUENone}
+	for _, o := range opts {
+		o.apply(m)
+	}
+	if m.tl == nil {
+		m.tl = NewTimeline(0)
+	}
+	if src == nil {
+		return nil, fmt.Errorf("%w: no intensity reader", ErrInvalidConfig)
+	}
+	if m.pue < PUENone || m.pue > maxPUEPPM {
+		return nil, fmt.Errorf("%w: PUE %s", ErrInvalidConfig, m.pue)
+	}
+	if f, ok := src.(Fixed); ok && f.r.MgPerKWh > maxMgPerKWh {
+		return nil, fmt.Errorf("%w: intensity %d mg/kWh", ErrInvalidConfig, f.r.MgPerKWh)
+	}
+	if uint64(m.embodied) > maxUGPerHour {
+		return nil, fmt.Errorf("%w: embodied emissions %d µg per device-hour", ErrInvalidConfig, m.embodied)
+	}
+	return m, nil
+}
+
+// Current returns the reading in force now.
+func (m *Model) Current() *Reading { return m.src.Current() }
+
+// PUE returns the model's PUE.
+func (m *Model) PUE() PUE { return m.pue }
+
+// Note records the reading in force at t, the sampler's read instant on
+// the ledger's clock. The sampler calls it at every read, before it
+// pushes the read's steps: a lock, a comparison, no allocation.
+func (m *Model) Note(t int64) { m.tl.Note(t, m.src.Current()) }
+
+// IntervalResult is what [Model.Interval] returns besides the requests'
+// figures.
+type IntervalResult struct {
+	// Reading is the intensity the interval was converted at; nil when
+	// none was in force (then operational emissions are all zero).
+	Reading *Reading
+	// Known is false when the interval ended before the oldest change the
+	// timeline keeps, or before the first: the reading is then the oldest
+	// kept, and the figure approximate.
+	Known bool
+	// OperationalRest and EmbodiedRest are the µg that went to no request.
+	OperationalRest, EmbodiedRest uint64
+}
+
+// Interval converts one device's interval (a, b], as the ledger split it,
+// into each request's operational and embodied µg. sharesMJ and restMJ
+// are the requests' mJ and the rest, as for [Factor.Operational]; coverNS
+// is each request's share of the interval's time in ns (nil: embodied
+// emissions all go to the rest), the remainder of b − a being idle. It
+// writes into op and emb, each at least as long as sharesMJ. The
+// intensity is the one in force at b.
+//
+// It is exact in the sense of [Factor.Operational] and [Embodied.Split],
+// and allocates nothing.
+func (m *Model) Interval(a, b int64, sharesMJ []uint64, restMJ uint64, coverNS []uint64, op, emb []uint64) IntervalResult {
+	r, known := m.tl.At(b)
+	res := IntervalResult{Reading: r, Known: known}
+	f := m.factor(r)
+	res.OperationalRest = f.Operational(sharesMJ, restMJ, op)
+	var dt uint64
+	if b > a {
+		dt = uint64(b - a)
+	}
+	emb = emb[:len(sharesMJ)]
+	if coverNS == nil || m.embodied == 0 {
+		clear(emb)
+		res.EmbodiedRest = m.embodied.Of(time.Duration(dt))
+		return res
+	}
+	var covered uint64
+	for _, c := range coverNS {
+		covered += c
+	}
+	res.EmbodiedRest = m.embodied.Split(coverNS, dt-min(covered, dt), emb)
+	return res
+}
+
+// Estimate returns the operational µg of mJ at the reading in force now,
+// for a request's figure before its intervals are split; false when no
+// reading is in force.
+func (m *Model) Estimate(mJ uint64) (uint64, bool) {
+	r := m.src.Current()
+	if r == nil {
+		return 0, false
+	}
+	f, err := NewFactor(r.MgPerKWh, m.pue)
+	if err != nil {
+		return 0, false
+	}
+	return f.Of(mJ), true
+}
+
+// factor returns r's factor at the model's PUE, cached for the last
+// reading: readings change every few minutes, intervals every 100 ms.
+// Only Interval calls it.
+func (m *Model) factor(r *Reading) Factor {
+	if r == nil {
+		return Factor{}
+	}
+	if r != m.cachedR {
+		f, err := NewFactor(r.MgPerKWh, m.pue)
+		if err != nil {
+			f = Factor{} // out of range: counted as none
+		}
+		m.cachedR, m.cachedF = r, f
+	}
+	return m.cachedF
+}
