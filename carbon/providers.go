@@ -89,7 +89,7 @@ type WattTime struct {
 	password Secret
 
 	mu      sync.Mutex // guards token and tokenAt: Intensity's callers may differ
-	token   string
+	token   Secret     // the bearer token: a Secret, so that printing p does not show it
 	tokenAt time.Time
 }
 
@@ -134,14 +134,14 @@ func (p *WattTime) Intensity(ctx context.Context) (Intensity, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		if p.token == "" || p.c.now().Sub(p.tokenAt) > tokenLife {
+		if p.token.IsZero() || p.c.now().Sub(p.tokenAt) > tokenLife {
 			if err := p.login(ctx); err != nil {
 				return Intensity{}, err
 			}
 		}
 		it, err := p.forecast(ctx)
 		if se, ok := err.(*StatusError); ok && se.Status == http.StatusUnauthorized && attempt == 0 {
-			p.token = "" // expired early: log in once more
+			p.token = Secret{} // expired early: log in once more
 			continue
 		}
 		return it, err
@@ -163,15 +163,15 @@ func (p *WattTime) login(ctx context.Context) error {
 	if v.Token == "" {
 		return fmt.Errorf("%w: %s: login answered no token", ErrUnauthorized, p.c.name)
 	}
-	p.token, p.tokenAt = v.Token, p.c.now()
+	tok := v.Token
+	p.token, p.tokenAt = Secret{get: func() string { return tok }}, p.c.now()
 	return nil
 }
 
 func (p *WattTime) forecast(ctx context.Context) (Intensity, error) {
 	var v wtForecast
 	q := url.Values{"region": {p.region}, "signal_type": {"co2_moer"}, "horizon_hours": {"0"}}
-	tok := p.token
-	err := p.c.get(ctx, "/v3/forecast", q, func(h http.Header) { h.Set("Authorization", "Bearer "+tok) }, &v)
+	err := p.c.get(ctx, "/v3/forecast", q, func(h http.Header) { h.Set("Authorization", "Bearer "+p.token.value()) }, &v)
 	if err != nil {
 		return Intensity{}, err
 	}

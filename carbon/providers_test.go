@@ -253,8 +253,12 @@ func TestSecretNeverPrinted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wt, err := NewWattTime("CAISO_NORTH", testUser, testSecret(t, testPassword))
+	f := newFake(t, wtHandler, 100)
+	wt, err := NewWattTime("CAISO_NORTH", testUser, testSecret(t, testPassword), WithBaseURL(f.URL))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wt.Intensity(context.Background()); err != nil { // holds a bearer token now
 		t.Fatal(err)
 	}
 	text, _ := fromFile.MarshalText()
@@ -262,7 +266,7 @@ func TestSecretNeverPrinted(t *testing.T) {
 		fmt.Sprint(fromFile), fmt.Sprintf("%+v %#v %q", fromFile, fromFile, fromFile), string(text),
 		fmt.Sprintf("%v %+v %#v", em, em, *em), fmt.Sprintf("%v %+v %#v", wt, wt, &wt),
 	} {
-		for _, secret := range []string{testToken, testPassword} {
+		for _, secret := range []string{testToken, testPassword, wtToken} {
 			if strings.Contains(s, secret) {
 				t.Errorf("print %q shows a secret", s)
 			}
