@@ -3,6 +3,11 @@
 // embodied emissions per device-hour, converted exactly, interval by
 // interval, as the ledger (package ledger) splits energy among requests.
 //
+// A [Poller] asks a [Provider] (Electricity Maps, WattTime, the GB Carbon
+// Intensity API, or [Static]) for the intensity in a goroutine of its own;
+// a [Model] holds it with the PUE and embodied emissions, notes the reading
+// at every sampler read and converts each interval the ledger splits.
+//
 // It depends on the standard library and the OpenTelemetry API only
 // (otel.Handle, for the poller's goroutine), and knows nothing of the
 // Monitor: docs/carbon.md says where the Monitor, the proxy and the agent
@@ -31,7 +36,8 @@
 //     round(interval mJ × intensity × PUE / 3.6e12), exactly
 //     ([Factor.Operational]); likewise for embodied emissions by device
 //     time ([Embodied.Split]). Each figure is within 1 µg of its exact
-//     value. FuzzOperational checks both against math/big.
+//     value. FuzzOperational and FuzzEmbodied check them against
+//     math/big.
 //   - One intensity per interval: the [Timeline] gives the reading in
 //     force at an interval's end, as noted when the sampler read it, so a
 //     request spanning a change integrates both values, interval by

@@ -107,9 +107,9 @@ func (i Intensity) GramsPerKWh() float64 { return float64(i.MgPerKWh) / 1000 }
 
 // Provider fetches the current intensity of one zone.
 //
-// Intensity may be called from one goroutine at a time; the [Poller] does
-// so. It returns an error that wraps one of this package's sentinels, and
-// returns when ctx ends.
+// The [Poller] calls Intensity from one goroutine at a time. It returns
+// an error that wraps one of this package's sentinels, and returns when
+// ctx ends.
 type Provider interface {
 	Intensity(ctx context.Context) (Intensity, error)
 }

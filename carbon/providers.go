@@ -11,6 +11,16 @@ import (
 	"time"
 )
 
+var (
+	_ Provider = (*ElectricityMaps)(nil)
+	_ Provider = (*WattTime)(nil)
+	_ Provider = (*UKGrid)(nil)
+	_ Provider = Static{}
+	_ Reader   = (*Poller)(nil)
+	_ Reader   = Fixed{}
+	_ Reader   = (*Model)(nil)
+)
+
 // Default base URLs of the providers' public APIs.
 const (
 	ElectricityMapsURL = "https://api.electricitymaps.com/v3"
@@ -21,7 +31,8 @@ const (
 // ElectricityMaps is a [Provider] for the Electricity Maps API v3: GET
 // {base}/carbon-intensity/latest?zone=Z with the token in the auth-token
 // header. Its figure is an average (lifecycle by default) in g CO2e per
-// kWh, hourly. Build it with [NewElectricityMaps].
+// kWh, hourly. Build it with [NewElectricityMaps]. It is safe for
+// concurrent use.
 type ElectricityMaps struct {
 	c     client
 	zone  string
@@ -81,7 +92,8 @@ func (p *ElectricityMaps) Intensity(ctx context.Context) (Intensity, error) {
 // MOER now, in lbs CO2 per MWh. Its figure is marginal. The forecast is
 // for subscribers; CAISO_NORTH is open to every account.
 // /v3/signal-index is not used: it is a percentile, not an intensity.
-// Build it with [NewWattTime].
+// Build it with [NewWattTime]. It is safe for concurrent use: fetches
+// take turns, so that one login serves them.
 type WattTime struct {
 	c        client
 	region   string
@@ -199,7 +211,8 @@ func (p *WattTime) forecast(ctx context.Context) (Intensity, error) {
 // only, average, half-hourly. Zone "GB" reads {base}/intensity (the
 // national figure: its actual when published, else its forecast); a
 // region id from 1 to 17 reads {base}/regional/regionid/N (regional
-// figures are forecasts). Build it with [NewUKGrid].
+// figures are forecasts). Build it with [NewUKGrid]. It is safe for
+// concurrent use.
 type UKGrid struct {
 	c        client
 	zone     string
