@@ -255,7 +255,10 @@ func TestPollerShutdownCancelsFetch(t *testing.T) {
 	if err := pl.Start(); err != nil {
 		t.Fatalf("second Start: %v", err)
 	}
-	for f.hits.Load() == 0 {
+	for deadline := time.Now().Add(5 * time.Second); f.hits.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the poller never asked the provider")
+		}
 		time.Sleep(time.Millisecond)
 	}
 	began := time.Now()
