@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -245,7 +247,8 @@ func TestPollerShutdownCancelsFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep reports
-	pl, err := NewPoller(p, WithPollInterval(time.Minute), WithFetchTimeout(time.Minute), WithErrorHandler(rep.handle))
+	pl, err := NewPoller(p, WithPollInterval(time.Minute), WithFetchTimeout(time.Minute), WithErrorHandler(rep.handle),
+		WithFallback(Intensity(NewStatic(250_000))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +263,10 @@ func TestPollerShutdownCancelsFetch(t *testing.T) {
 			t.Fatal("the poller never asked the provider")
 		}
 		time.Sleep(time.Millisecond)
+	}
+	// The fetch hangs; the request path still reads at once.
+	if r := pl.Current(); r == nil || r.MgPerKWh != 250_000 || !r.Fallback {
+		t.Errorf("Current during a hanging fetch = %+v, want the fallback", r)
 	}
 	began := time.Now()
 	if err := pl.Shutdown(context.Background()); err != nil {
@@ -350,5 +357,25 @@ func TestPollerConcurrentSafe(t *testing.T) {
 	}
 	if r := pl.Current(); r == nil || r.Fallback {
 		t.Errorf("after polls, Current = %+v", r)
+	}
+}
+
+// TestPollerDefaultHandler: with no handler given, the poller reports
+// through otel.Handle.
+func TestPollerDefaultHandler(t *testing.T) {
+	var rep reports
+	prev := otel.GetErrorHandler()
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(rep.handle))
+	defer otel.SetErrorHandler(prev)
+	pl, err := NewPoller(providerFunc(func(context.Context) (Intensity, error) {
+		return Intensity{}, ErrServer
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = pl.Poll(context.Background())
+	_ = pl.Poll(context.Background())
+	if rep.count(ErrServer) != 1 {
+		t.Errorf("otel.Handle got %v, want one ErrServer", rep.errs)
 	}
 }
