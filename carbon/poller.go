@@ -36,7 +36,7 @@ func (f pollerOptionFunc) apply(c *pollerConfig) { f(c) }
 type pollerConfig struct {
 	interval   time.Duration
 	staleAfter time.Duration
-	timeout    time.Duration
+	timeout    time.Duration // 0: the default
 	fallback   *Intensity
 	now        func() time.Time
 	handle     func(error)
@@ -56,8 +56,8 @@ func WithStaleAfter(d time.Duration) PollerOption {
 }
 
 // WithFetchTimeout bounds each fetch. The default is
-// [DefaultFetchTimeout]; it must be positive and at most the poll
-// interval.
+// [DefaultFetchTimeout], or the poll interval if that is shorter; it must
+// be positive and at most the poll interval.
 func WithFetchTimeout(d time.Duration) PollerOption {
 	return pollerOptionFunc(func(c *pollerConfig) { c.timeout = d })
 }
@@ -139,12 +139,14 @@ func NewPoller(p Provider, opts ...PollerOption) (*Poller, error) {
 	c := pollerConfig{
 		interval:   DefaultPollInterval,
 		staleAfter: DefaultStaleAfter,
-		timeout:    DefaultFetchTimeout,
 		now:        time.Now,
 		handle:     otel.Handle,
 	}
 	for _, o := range opts {
 		o.apply(&c)
+	}
+	if c.timeout == 0 {
+		c.timeout = min(DefaultFetchTimeout, c.interval)
 	}
 	var errs []error
 	if p == nil {

@@ -297,6 +297,7 @@ func TestPollerConfigErrors(t *testing.T) {
 		{"interval below 1s", p, []PollerOption{WithPollInterval(time.Millisecond)}},
 		{"staleness not above the interval", p, []PollerOption{WithPollInterval(time.Minute), WithStaleAfter(time.Minute)}},
 		{"timeout above the interval", p, []PollerOption{WithPollInterval(time.Second), WithFetchTimeout(2 * time.Second)}},
+		{"negative timeout", p, []PollerOption{WithFetchTimeout(-time.Second)}},
 		{"fallback out of range", p, []PollerOption{WithFallback(Intensity{MgPerKWh: maxMgPerKWh + 1})}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -377,5 +378,17 @@ func TestPollerDefaultHandler(t *testing.T) {
 	_ = pl.Poll(context.Background())
 	if rep.count(ErrServer) != 1 {
 		t.Errorf("otel.Handle got %v, want one ErrServer", rep.errs)
+	}
+}
+
+// TestPollerDefaultTimeout: a poll interval below the default fetch
+// timeout shortens the timeout rather than refuse the configuration.
+func TestPollerDefaultTimeout(t *testing.T) {
+	pl, err := NewPoller(NewStatic(1), WithPollInterval(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.cfg.timeout != 2*time.Second {
+		t.Errorf("timeout = %v, want the 2s interval", pl.cfg.timeout)
 	}
 }
