@@ -153,7 +153,7 @@ func wtHandler(f *fakeServer) http.Handler {
 			return
 		}
 		q := r.URL.Query()
-		if q.Get("signal_type") != "co2_moer" || q.Get("horizon_hours") != "0" {
+		if q.Get("signal_type") != "co2_moer" {
 			http.Error(w, `{"error":"bad query"}`, http.StatusUnprocessableEntity)
 			return
 		}
@@ -166,6 +166,8 @@ func wtHandler(f *fakeServer) http.Handler {
 		writeJSON(w, map[string]any{
 			"data": []map[string]any{
 				{"point_time": "2026-12-01T11:05:00+00:00", "value": f.figure()},
+				{"point_time": "2026-12-01T11:10:00+00:00", "value": f.figure() + 40},
+				{"point_time": "2026-12-01T11:15:00+00:00", "value": f.figure() + 80},
 			},
 			"meta": map[string]any{
 				"data_point_period_seconds":   300,

@@ -88,8 +88,8 @@ func (p *ElectricityMaps) Intensity(ctx context.Context) (Intensity, error) {
 // emissions rate (MOER, signal co2_moer): it logs in with HTTP basic auth
 // at {base}/login for a bearer token (valid 30 minutes; it logs in again
 // after 25, or once on a 401), then reads the first point of
-// {base}/v3/forecast?region=R&signal_type=co2_moer&horizon_hours=0, the
-// MOER now, in lbs CO2 per MWh. Its figure is marginal. The forecast is
+// {base}/v3/forecast?region=R&signal_type=co2_moer, the MOER now, in
+// lbs CO2 per MWh. Its figure is marginal. The forecast is
 // for subscribers; CAISO_NORTH is open to every account.
 // /v3/signal-index is not used: it is a percentile, not an intensity.
 // Build it with [NewWattTime]. It is safe for concurrent use: fetches
@@ -182,7 +182,10 @@ func (p *WattTime) login(ctx context.Context) error {
 
 func (p *WattTime) forecast(ctx context.Context) (Intensity, error) {
 	var v wtForecast
-	q := url.Values{"region": {p.region}, "signal_type": {"co2_moer"}, "horizon_hours": {"0"}}
+	// The query is the official Python client's: region and signal type.
+	// The answer is the next 24 hours in 5-minute points (a few tens of
+	// kB); the first is now.
+	q := url.Values{"region": {p.region}, "signal_type": {"co2_moer"}}
 	err := p.c.get(ctx, "/v3/forecast", q, func(h http.Header) { h.Set("Authorization", "Bearer "+p.token.value()) }, &v)
 	if err != nil {
 		return Intensity{}, err
