@@ -131,8 +131,9 @@ func (s Static) Intensity(context.Context) (Intensity, error) { return Intensity
 // published, so that readers share it without copying.
 type Reading struct {
 	Intensity
-	// Fetched is when the poller got the figure, on its clock; zero for
-	// the fallback.
+	// Fetched is when the poller first got the figure, on its clock (a
+	// poll that gets the same figure again keeps the reading; see
+	// [Poller.Age] for the last answer); zero for the fallback.
 	Fetched time.Time
 	// Fallback is true when this is the static fallback, in force because
 	// the provider has not answered yet or its figure went stale.

@@ -244,8 +244,16 @@ func (pl *Poller) poll(ctx context.Context) (time.Duration, error) {
 	pl.failing, pl.stale = false, false
 	pl.notUntil = time.Time{}
 	pl.lastGood.Store(max(now.UnixNano(), 1))
-	pl.cur.Store(&Reading{Intensity: it, Fetched: now})
+	// The same figure again keeps its reading, so that a timeline records
+	// changes, not polls.
+	if cur := pl.cur.Load(); cur == nil || cur.Fallback || !sameIntensity(cur.Intensity, it) {
+		pl.cur.Store(&Reading{Intensity: it, Fetched: now})
+	}
 	return wait, nil
+}
+
+func sameIntensity(a, b Intensity) bool {
+	return a.MgPerKWh == b.MgPerKWh && a.Kind == b.Kind && a.Source == b.Source && a.Zone == b.Zone && a.At.Equal(b.At)
 }
 
 // capWait shortens wait so that the loop wakes when the provider's

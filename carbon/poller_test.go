@@ -392,3 +392,40 @@ func TestPollerDefaultTimeout(t *testing.T) {
 		t.Errorf("timeout = %v, want the 2s interval", pl.cfg.timeout)
 	}
 }
+
+// TestPollerSameFigureKeepsReading: a poll that gets the same figure
+// keeps the reading (so a timeline sees changes, not polls) but renews
+// its age; a new figure is a new reading.
+func TestPollerSameFigureKeepsReading(t *testing.T) {
+	f := newFake(t, emHandler, 300)
+	p, err := NewElectricityMaps("FR", testSecret(t, testToken), WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newFakeClock()
+	pl, err := NewPoller(p, WithPollerClock(clk.Now), WithErrorHandler(func(error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := pl.Current()
+	clk.Add(time.Minute)
+	if err := pl.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if pl.Current() != first {
+		t.Errorf("the same figure made a new reading")
+	}
+	if age, _ := pl.Age(); age != 0 {
+		t.Errorf("Age = %v after a fresh answer, want 0", age)
+	}
+	f.setFigure(45)
+	if err := pl.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := pl.Current(); r == first || r.MgPerKWh != 45_000 || !r.Fetched.Equal(clk.Now()) {
+		t.Errorf("a new figure: Current = %+v", r)
+	}
+}
