@@ -117,6 +117,7 @@ type board struct {
 
 	idleMJ, unattributedMJ uint64
 	listErrors             atomic.Uint64
+	listed                 int // processes in the latest successful listing
 	failing, lost          bool
 
 	pts     []ring.Point
@@ -201,6 +202,12 @@ func (a *Agent) passBoard(i int, b *board) {
 		switch {
 		case err == nil:
 			b.failing = false
+			b.listed = 0
+			for k := range b.listing.Processes {
+				if b.listing.Processes[k].Listed {
+					b.listed++
+				}
+			}
 			mode = split.Measured
 			b.shared = b.listing.Utilization == nvmlsource.UtilUnsupported
 			if b.shared {
@@ -432,6 +439,9 @@ func (a *Agent) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveFloat64(in.process, j(b.exited.mj), b.exited.opt)
 		o.ObserveFloat64(in.process, j(b.overflow.mj), b.overflow.opt)
 		o.ObserveInt64(in.listErrors, int64(b.listErrors.Load()), b.idOpt)
+		if !b.lost {
+			o.ObserveInt64(in.processes, int64(b.listed), b.idOpt)
+		}
 		for _, s := range b.procs {
 			if s != &b.overflow {
 				o.ObserveFloat64(in.process, j(s.mj), s.opt)
@@ -453,11 +463,12 @@ type instruments struct {
 	reg                                 metric.Registration
 	energy, process, idle, unattributed metric.Float64ObservableCounter
 	overflow, listErrors                metric.Int64ObservableCounter
+	processes                           metric.Int64ObservableGauge
 }
 
 func (in *instruments) register(a *Agent) error {
 	m := a.cfg.MeterProvider.Meter(ScopeName)
-	var errs [6]error
+	var errs [7]error
 	in.energy, errs[0] = m.Float64ObservableCounter("hw.energy", metric.WithUnit("J"),
 		metric.WithDescription("Energy consumed by the device, from its cumulative energy counter, up to the newest counter step the agent has split."))
 	in.process, errs[1] = m.Float64ObservableCounter("otelenergy.process.energy", metric.WithUnit("J"),
@@ -470,11 +481,13 @@ func (in *instruments) register(a *Agent) error {
 		metric.WithDescription("Processes whose energy went to the overflow series because the series cap was reached."))
 	in.listErrors, errs[5] = m.Int64ObservableCounter("otelenergy.process.listing.errors", metric.WithUnit("{error}"),
 		metric.WithDescription("Failed listings of a board's processes."))
+	in.processes, errs[6] = m.Int64ObservableGauge("otelenergy.device.processes", metric.WithUnit("{process}"),
+		metric.WithDescription("Compute processes on the board at the latest successful listing; absent for a lost board."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return err
 	}
 	var err error
-	in.reg, err = m.RegisterCallback(a.observe, in.energy, in.process, in.idle, in.unattributed, in.overflow, in.listErrors)
+	in.reg, err = m.RegisterCallback(a.observe, in.energy, in.process, in.idle, in.unattributed, in.overflow, in.listErrors, in.processes)
 	return err
 }
 
