@@ -132,7 +132,16 @@ type Config struct {
 	Sleep func(time.Duration)
 	// Timeout bounds each network check; zero is 3 s.
 	Timeout time.Duration
+	// PIDNamespace returns this process's PID namespace, as the link
+	// /proc/self/ns/pid reads; nil reads that link. It is checked only
+	// when ProcRoot is /proc: a host /proc mounted elsewhere serves the
+	// host's pids whatever namespace this process runs in.
+	PIDNamespace func() (string, error)
 }
+
+// hostPIDNamespace is the initial PID namespace's link, the kernel's
+// fixed PROC_PID_INIT_INO.
+const hostPIDNamespace = "pid:[4026531836]"
 
 func (c *Config) defaults() {
 	if c.LookupEnv == nil {
@@ -155,6 +164,29 @@ func (c *Config) defaults() {
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 3 * time.Second
+	}
+	if c.PIDNamespace == nil {
+		c.PIDNamespace = func() (string, error) { return os.Readlink("/proc/self/ns/pid") }
+	}
+}
+
+// checkPIDNamespace fails when the pids under ProcRoot cannot be the
+// host's, which NVML reports, even before any process is listed.
+func checkPIDNamespace(cfg Config, r *Report) {
+	const check = "PID namespace"
+	if filepath.Clean(cfg.ProcRoot) != "/proc" {
+		r.ok(check, "pids are looked up in %s, taken to be the host's /proc", cfg.ProcRoot)
+		return
+	}
+	ns, err := cfg.PIDNamespace()
+	switch {
+	case err != nil:
+		r.warn(check, "", "unreadable (%v): whether pids are the host's is told only by the processes listed", err)
+	case ns != hostPIDNamespace:
+		r.fail(check, "run in the host's PID namespace (hostPID: true; docker run --pid=host), or mount the host's /proc and set -proc-root to it",
+			"%s is not the host's %s: NVML's pids, which are the host's, are not this /proc's", ns, hostPIDNamespace)
+	default:
+		r.ok(check, "the host's, %s", ns)
 	}
 }
 

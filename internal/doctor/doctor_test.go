@@ -59,3 +59,28 @@ func TestMainExitStatus(t *testing.T) {
 func envOf(kv map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
 }
+
+// TestPIDNamespace checks the namespace check on /proc: the host's passes,
+// another fails with a fix, and a host /proc mounted elsewhere is not
+// judged by this process's namespace.
+func TestPIDNamespace(t *testing.T) {
+	tests := []struct {
+		name, root, ns string
+		want           doctor.Status
+	}{
+		{"host", "/proc", "pid:[4026531836]", doctor.OK},
+		{"a container's", "/proc", "pid:[4026532712]", doctor.Fail},
+		{"a container's, with the host's /proc mounted", "/host/proc", "pid:[4026532712]", doctor.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := doctor.Config{LookupEnv: envOf(map[string]string{"OTEL_METRICS_EXPORTER": "none"}), ProcRoot: tt.root,
+				PIDNamespace: func() (string, error) { return tt.ns, nil }}
+			r := doctor.Check(context.Background(), cfg)
+			f := r.Find("PID namespace")
+			if len(f) != 1 || f[0].Status != tt.want || (tt.want == doctor.Fail && f[0].Fix == "") {
+				t.Fatalf("findings %+v, want one %v", f, tt.want)
+			}
+		})
+	}
+}

@@ -313,7 +313,8 @@ func TestMIGBoard(t *testing.T) {
 // (the mock panics on any unset function) and that the report says so.
 func TestNoNVML(t *testing.T) {
 	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
-	r := doctor.CheckNVML(context.Background(), lib, doctor.Config{LookupEnv: envOf(map[string]string{"OTEL_METRICS_EXPORTER": "none"})})
+	r := doctor.CheckNVML(context.Background(), lib, doctor.Config{LookupEnv: envOf(map[string]string{"OTEL_METRICS_EXPORTER": "none"}),
+		PIDNamespace: func() (string, error) { return "pid:[4026531836]", nil }})
 	f := only(t, r, "nvml")
 	if f.Status != doctor.Fail || !strings.Contains(f.Detail, "ERROR_LIBRARY_NOT_FOUND") || !strings.Contains(f.Fix, "NVIDIA container toolkit") {
 		t.Fatalf("finding %+v", f)
