@@ -131,3 +131,27 @@ func FuzzParseStartTime(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkStartTime reads this process's start time from /proc: the
+// cost the agent pays per listed process per pass, beside the parse alone.
+func BenchmarkStartTime(b *testing.B) {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		b.Skip("no /proc:", err)
+	}
+	pid := uint32(os.Getpid())
+	b.Run("parse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			procfs.ParseStartTime(stat)
+		}
+	})
+	b.Run("read", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := (procfs.FS{}).StartTime(pid); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
