@@ -204,3 +204,49 @@ func TestStartFailureAtEveryStage(t *testing.T) {
 		})
 	}
 }
+
+// TestPrometheusScrape runs the agent with autoexport's Prometheus
+// exporter, configured as the DaemonSet configures it (a host and a port),
+// and scrapes it: the agent's metrics, otelenergy.device.processes
+// included, are there.
+func TestPrometheusScrape(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	t.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
+	t.Setenv("OTEL_EXPORTER_PROMETHEUS_HOST", host)
+	t.Setenv("OTEL_EXPORTER_PROMETHEUS_PORT", port)
+	h := newHarness()
+	d := h.deps(nil)
+	d.NewReader = nil // autoexport's, from the variables above
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, config(t), h.logger, d) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	for range 2 {
+		h.ticks <- time.Now()
+	}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + net.JoinHostPort(host, port) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"otelenergy_device_processes", "otelenergy_process_energy_joules_total", "hw_energy_joules_total", "otelenergy_energy_idle_joules_total"} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("the scrape lacks %s", m)
+		}
+	}
+	if strings.Count(string(body), "# TYPE otelenergy_device_processes") != 1 {
+		t.Errorf("otelenergy_device_processes is not one metric family:\n%s", body)
+	}
+}
