@@ -16,6 +16,12 @@
 //  6. admin server: /healthz and /readyz, when -admin-listen is set.
 //  7. readiness: its stop turns /readyz to 503, first of all.
 //
+// The Monitor produces the counter steps the agent splits, yet stops after
+// the agent's final pass: its stop closes NVML, which that pass's listing
+// needs. The steps of the Monitor's own last sample are then not split;
+// hw.energy, which the agent exports at the step it split up to, stops
+// there too, so every export still conserves each board's energy.
+//
 // A failed start stops what already started, in reverse, and is returned
 // as "failed to start X: %w"; a failed stop as "failed to shut down X: %w".
 // A failed final export is logged, not returned: what could not be sent
