@@ -137,6 +137,10 @@ type Config struct {
 	// when ProcRoot is /proc: a host /proc mounted elsewhere serves the
 	// host's pids whatever namespace this process runs in.
 	PIDNamespace func() (string, error)
+	// AnyPIDNamespace turns the PID namespace checks into warnings: for
+	// the proxy, which finds its own processes among NVML's without
+	// reading their /proc. The agent needs the host's namespace.
+	AnyPIDNamespace bool
 }
 
 // hostPIDNamespace is the initial PID namespace's link, the kernel's
@@ -182,6 +186,8 @@ func checkPIDNamespace(cfg Config, r *Report) {
 	switch {
 	case err != nil:
 		r.warn(check, "", "unreadable (%v): whether pids are the host's is told only by the processes listed", err)
+	case ns != hostPIDNamespace && cfg.AnyPIDNamespace:
+		r.warn(check, "", "%s is not the host's %s: NVML's pids are not this /proc's", ns, hostPIDNamespace)
 	case ns != hostPIDNamespace:
 		r.fail(check, "run in the host's PID namespace (hostPID: true; docker run --pid=host), or mount the host's /proc and set -proc-root to it",
 			"%s is not the host's %s: NVML's pids, which are the host's, are not this /proc's", ns, hostPIDNamespace)
@@ -201,6 +207,9 @@ func checkPIDNamespace(cfg Config, r *Report) {
 //	if len(os.Args) > 1 && os.Args[1] == "doctor" {
 //		os.Exit(doctor.Main(ctx, os.Args[2:], os.Stdout, os.Stderr, os.LookupEnv))
 //	}
+//
+// A binary that does not need the host's PID namespace (the proxy) passes
+// "-any-pid-namespace" before the user's arguments.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
@@ -213,6 +222,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEn
 	fs.StringVar(&cfg.ProcRoot, "proc-root", cmp(procRoot, "/proc"), "where the host's /proc is mounted (env OTELENERGY_PROC_ROOT)")
 	fs.StringVar(&devices, "devices", devices, "GPUs to check: comma-separated NVML indices, GPU- or MIG- UUIDs; empty checks those the environment chooses (env OTELENERGY_DEVICES)")
 	fs.DurationVar(&cfg.Window, "window", 3*time.Second, "how long each energy counter is watched to measure its update period")
+	fs.BoolVar(&cfg.AnyPIDNamespace, "any-pid-namespace", false, "warn instead of failing when this is not the host's PID namespace (the proxy's case; the agent needs the host's)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: doctor [flags]\n\nChecks NVML, each GPU's energy counter, process listing, the PID namespace\nand the metrics exporter; exits 1 when a check fails, with a fix for each.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -397,6 +407,10 @@ func checkPids(cfg Config, board string, pids []uint32, r *Report) {
 		if _, err := os.Stat(filepath.Join(cfg.ProcRoot, strconv.FormatUint(uint64(p), 10))); err != nil {
 			missing = append(missing, strconv.FormatUint(uint64(p), 10))
 		}
+	}
+	if len(missing) > 0 && cfg.AnyPIDNamespace {
+		r.warn(check, "", "%d of %d listed pids are not there (%s): not the host's PID namespace", len(missing), len(pids), strings.Join(missing, ", "))
+		return
 	}
 	if len(missing) > 0 {
 		r.fail(check, "run in the host's PID namespace (hostPID: true; docker run --pid=host), or mount the host's /proc and set -proc-root to it",

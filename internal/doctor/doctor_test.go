@@ -66,16 +66,18 @@ func envOf(kv map[string]string) func(string) (string, bool) {
 func TestPIDNamespace(t *testing.T) {
 	tests := []struct {
 		name, root, ns string
+		any            bool
 		want           doctor.Status
 	}{
-		{"host", "/proc", "pid:[4026531836]", doctor.OK},
-		{"a container's", "/proc", "pid:[4026532712]", doctor.Fail},
-		{"a container's, with the host's /proc mounted", "/host/proc", "pid:[4026532712]", doctor.OK},
+		{"host", "/proc", "pid:[4026531836]", false, doctor.OK},
+		{"a container's", "/proc", "pid:[4026532712]", false, doctor.Fail},
+		{"a container's, for the proxy", "/proc", "pid:[4026532712]", true, doctor.Warn},
+		{"a container's, with the host's /proc mounted", "/host/proc", "pid:[4026532712]", false, doctor.OK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := doctor.Config{LookupEnv: envOf(map[string]string{"OTEL_METRICS_EXPORTER": "none"}), ProcRoot: tt.root,
-				PIDNamespace: func() (string, error) { return tt.ns, nil }}
+				PIDNamespace: func() (string, error) { return tt.ns, nil }, AnyPIDNamespace: tt.any}
 			r := doctor.Check(context.Background(), cfg)
 			f := r.Find("PID namespace")
 			if len(f) != 1 || f[0].Status != tt.want || (tt.want == doctor.Fail && f[0].Fix == "") {

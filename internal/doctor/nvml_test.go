@@ -213,6 +213,11 @@ func TestFailures(t *testing.T) {
 			cfg.ProcRoot = filepath.Join(cfg.ProcRoot, "empty")
 			os.Mkdir(cfg.ProcRoot, 0o755)
 		}, check: "GPU 0 processes in ", status: doctor.Fail, detail: "1 of 1 listed pids are not there (4242)"},
+		{name: "pids of another PID namespace, for the proxy", breakIt: func(n *node, _ map[string]string, cfg *doctor.Config) {
+			cfg.ProcRoot = filepath.Join(cfg.ProcRoot, "empty")
+			os.Mkdir(cfg.ProcRoot, 0o755)
+			cfg.AnyPIDNamespace = true
+		}, check: "GPU 0 processes in ", status: doctor.Warn, detail: "1 of 1 listed pids are not there (4242)"},
 		{name: "no power constraints", breakIt: func(n *node, _ map[string]string, _ *doctor.Config) {
 			n.device(0).GetPowerManagementLimitConstraintsFunc = func() (uint32, uint32, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
 		}, check: "GPU 0 power limit", status: doctor.Warn, detail: "constraints do not answer"},
