@@ -26,7 +26,7 @@ func Check(ctx context.Context, cfg Config) Report {
 func CheckNVML(ctx context.Context, lib nvml.Interface, cfg Config) Report {
 	cfg.defaults()
 	var r Report
-	checkLib(lib, cfg, &r)
+	checkLib(ctx, lib, cfg, &r)
 	checkPIDNamespace(cfg, &r)
 	checkExporter(ctx, cfg, &r)
 	return r
@@ -53,7 +53,7 @@ type meteredBoard struct {
 	h    nvml.Device
 }
 
-func checkLib(lib nvml.Interface, cfg Config, r *Report) {
+func checkLib(ctx context.Context, lib nvml.Interface, cfg Config, r *Report) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		// No other NVML call: it could kill the process.
 		r.fail("nvml", initFix(ret), "not usable: %v", nvmlsource.ReturnError("Init", ret))
@@ -107,7 +107,7 @@ func checkLib(lib nvml.Interface, cfg Config, r *Report) {
 			}
 		}
 	}
-	measure(boards, cfg, r)
+	measure(ctx, boards, cfg, r)
 }
 
 // checkBoard checks one chosen board and reports whether its counter
@@ -219,9 +219,10 @@ type watch struct {
 	powerNA bool
 }
 
-// measure reads every board's counter every Poll for Window, and records
-// when each steps; GetPowerUsage is read every 100 ms beside it.
-func measure(boards []meteredBoard, cfg Config, r *Report) {
+// measure reads every board's counter every Poll for Window, or until ctx
+// ends, and records when each steps; GetPowerUsage is read every 100 ms
+// beside it.
+func measure(ctx context.Context, boards []meteredBoard, cfg Config, r *Report) {
 	if len(boards) == 0 {
 		return
 	}
@@ -231,7 +232,7 @@ func measure(boards []meteredBoard, cfg Config, r *Report) {
 	}
 	start := cfg.Now()
 	nextPower := start
-	for now := start; now.Sub(start) < cfg.Window; now = cfg.Now() {
+	for now := start; now.Sub(start) < cfg.Window && ctx.Err() == nil; now = cfg.Now() {
 		for i, b := range boards {
 			w := &ws[i]
 			e, ret := b.h.GetTotalEnergyConsumption()

@@ -82,3 +82,28 @@ func TestListenServesThenShutsDown(t *testing.T) {
 		t.Fatal("still listening after Shutdown")
 	}
 }
+
+// TestReadinessConcurrentSafe probes while shutdown starts, for the race
+// detector: every answer is 200 or 503, and 503 once Stopping returned.
+func TestReadinessConcurrentSafe(t *testing.T) {
+	r := &fakeReady{}
+	r.ready.Store(true)
+	s := admin.New(r)
+	h := s.Handler()
+	var stopped atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			after := stopped.Load()
+			c := get(h, "/readyz")
+			if c != http.StatusOK && c != http.StatusServiceUnavailable || after && c != http.StatusServiceUnavailable {
+				t.Errorf("/readyz = %d (stopped before: %v)", c, after)
+				return
+			}
+		}
+	}()
+	s.Stopping()
+	stopped.Store(true)
+	<-done
+}
