@@ -286,7 +286,7 @@ func report(name string, w *watch, cfg Config, r *Report) {
 	}
 	slices.Sort(gaps)
 	period := gaps[len(gaps)/2]
-	r.ok(check, "steps every %v (median of %d steps in %v)", period.Round(time.Millisecond/10), len(gaps), cfg.Window)
+	r.ok(check, "steps every %v (the median of %d intervals between steps in %v)", period.Round(time.Millisecond/10), len(gaps), cfg.Window)
 
 	span := w.steps[len(w.steps)-1].Sub(w.steps[0]).Seconds()
 	counterW := float64(w.energy[len(w.energy)-1]-w.energy[0]) / 1000 / span

@@ -135,6 +135,7 @@ func TestHealthyNode(t *testing.T) {
 	r := doctor.CheckNVML(context.Background(), n.srv, n.config(t, nil))
 	var b bytes.Buffer
 	r.WriteTo(&b)
+	t.Log("\n" + b.String())
 	if r.Failed() {
 		t.Fatalf("a healthy node failed:\n%s", b.String())
 	}
