@@ -1,34 +1,19 @@
 package deploy
 
 import (
+	"io"
 	"net"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-)
+	schedulingv1 "k8s.io/api/scheduling/v1"
 
-// agentFlags returns the flag names the agent's main defines, read from
-// its source: the deploy module does not import the binaries.
-func agentFlags(t *testing.T) map[string]bool {
-	t.Helper()
-	src, err := os.ReadFile("../cmd/otelenergy-agent/main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`fs\.\w+Var\(&o\.\w+, "([a-z-]+)"`).FindAllSubmatch(src, -1) {
-		flags[string(m[1])] = true
-	}
-	if !flags["admin-listen"] || !flags["simulate"] {
-		t.Fatalf("found flags %v: the pattern no longer matches main.go", flags)
-	}
-	return flags
-}
+	agentflags "github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
+)
 
 func TestAgentDaemonSet(t *testing.T) {
 	objs := decodeManifests(t, "kubernetes/agent-daemonset.yaml")
@@ -67,7 +52,6 @@ func TestAgentDaemonSet(t *testing.T) {
 		t.Errorf("ServiceAccount %q is not defined in the file", spec.ServiceAccountName)
 	}
 
-	flags := agentFlags(t)
 	if len(spec.Containers) != 1 {
 		t.Fatalf("%d containers, want 1", len(spec.Containers))
 	}
@@ -108,22 +92,20 @@ func TestAgentDaemonSet(t *testing.T) {
 		t.Errorf("NVIDIA_* = %q, %q; want utility, all", env["NVIDIA_DRIVER_CAPABILITIES"], env["NVIDIA_VISIBLE_DEVICES"])
 	}
 
-	// Every argument is a flag the agent defines; the admin address's
-	// port is the port the probes reach.
-	adminPort := 8081 // the flag's default
-	for _, a := range c.Args {
-		name, val, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !flags[name] {
-			t.Errorf("argument %q names no flag of the agent", a)
-		}
-		if name == "admin-listen" {
-			_, p, err := net.SplitHostPort(val)
-			if err != nil {
-				t.Fatalf("-admin-listen=%q: %v", val, err)
-			}
-			adminPort, _ = strconv.Atoi(p)
-		}
+	// The arguments and the variables parse with the agent's own flag
+	// table; the admin address's port is the port the probes reach.
+	cfg, err := agentflags.Parse(c.Args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
+	if err != nil {
+		t.Fatalf("the agent rejects its arguments %q: %v", c.Args, err)
 	}
+	if cfg.Simulate {
+		t.Error("the DaemonSet simulates GPUs")
+	}
+	_, p, err := net.SplitHostPort(cfg.AdminListen)
+	if err != nil {
+		t.Fatalf("-admin-listen=%q: %v", cfg.AdminListen, err)
+	}
+	adminPort, _ := strconv.Atoi(p)
 	if strings.Contains(strings.Join(c.Args, " "), "simulate") {
 		t.Error("the DaemonSet simulates GPUs")
 	}
@@ -134,7 +116,7 @@ func TestAgentDaemonSet(t *testing.T) {
 	for _, pr := range []struct {
 		name, path string
 		probe      *corev1.Probe
-	}{{"liveness", "/healthz", c.LivenessProbe}, {"readiness", "/readyz", c.ReadinessProbe}} {
+	}{{"liveness", agentflags.HealthPath, c.LivenessProbe}, {"readiness", agentflags.ReadyPath, c.ReadinessProbe}} {
 		if pr.probe == nil || pr.probe.HTTPGet == nil {
 			t.Errorf("no HTTP %s probe", pr.name)
 			continue
@@ -148,6 +130,32 @@ func TestAgentDaemonSet(t *testing.T) {
 			t.Errorf("%s probe %s on port %d; want %s on the admin port %d", pr.name, g.Path, port, pr.path, adminPort)
 		}
 	}
+
+	// With OTEL_METRICS_EXPORTER=prometheus the exporter must listen
+	// beyond loopback, on the port the container declares.
+	if h := env["OTEL_EXPORTER_PROMETHEUS_HOST"]; h == "" || h == "localhost" || strings.HasPrefix(h, "127.") {
+		t.Errorf("OTEL_EXPORTER_PROMETHEUS_HOST=%q: a Prometheus exporter would answer only inside the pod", h)
+	}
+	if strconv.Itoa(int(ports["metrics"])) != env["OTEL_EXPORTER_PROMETHEUS_PORT"] {
+		t.Errorf("container port metrics %d, OTEL_EXPORTER_PROMETHEUS_PORT %q", ports["metrics"], env["OTEL_EXPORTER_PROMETHEUS_PORT"])
+	}
+
+	// The namespace the objects live in is created by the file, and the
+	// priority class is the file's own: system-node-critical is refused
+	// outside kube-system on many managed clusters.
+	nss := objectsOf[corev1.Namespace](objs)
+	if len(nss) != 1 || nss[0].Name != ds.Namespace || sas[0].Namespace != ds.Namespace {
+		t.Errorf("the DaemonSet's namespace %q is not the file's Namespace object", ds.Namespace)
+	}
+	pcs := objectsOf[schedulingv1.PriorityClass](objs)
+	switch {
+	case strings.HasPrefix(spec.PriorityClassName, "system-") && ds.Namespace != "kube-system":
+		t.Errorf("priorityClassName %s outside kube-system", spec.PriorityClassName)
+	case spec.PriorityClassName != "" && !strings.HasPrefix(spec.PriorityClassName, "system-") &&
+		(len(pcs) != 1 || pcs[0].Name != spec.PriorityClassName || pcs[0].Value >= 1_000_000_000 || pcs[0].GlobalDefault):
+		t.Errorf("priorityClassName %s: want it defined in the file, below the system classes, not the default", spec.PriorityClassName)
+	}
+	checkGPUNodes(t, spec)
 
 	// The image's Dockerfile exposes the same port, runs as non-root and
 	// asks the toolkit for the management library only.
@@ -170,4 +178,40 @@ func containsCap(cs []corev1.Capability, c corev1.Capability) bool {
 		}
 	}
 	return false
+}
+
+// checkGPUNodes checks that a pod runs only on GPU nodes, as GPU Feature
+// Discovery labels them, with the NVIDIA runtime class.
+func checkGPUNodes(t *testing.T, spec corev1.PodSpec) {
+	t.Helper()
+	if spec.NodeSelector["nvidia.com/gpu.present"] != "true" {
+		t.Errorf("nodeSelector %v lacks nvidia.com/gpu.present=true (GPU Feature Discovery's label)", spec.NodeSelector)
+	}
+	if spec.RuntimeClassName == nil || *spec.RuntimeClassName != "nvidia" {
+		t.Error("runtimeClassName is not nvidia")
+	}
+}
+
+// TestImagesPinned checks every container image of every manifest: a
+// version tag or a digest, never latest or no tag.
+func TestImagesPinned(t *testing.T) {
+	for _, file := range []string{"kubernetes/agent-daemonset.yaml", "kubernetes/proxy-vllm.yaml"} {
+		var pods []corev1.PodSpec
+		objs := decodeManifests(t, file)
+		for _, d := range objectsOf[appsv1.DaemonSet](objs) {
+			pods = append(pods, d.Spec.Template.Spec)
+		}
+		for _, d := range objectsOf[appsv1.Deployment](objs) {
+			pods = append(pods, d.Spec.Template.Spec)
+		}
+		for _, p := range pods {
+			for _, c := range append(p.InitContainers, p.Containers...) {
+				name := c.Image[strings.LastIndex(c.Image, "/")+1:]
+				_, tag, hasTag := strings.Cut(name, ":")
+				if !strings.Contains(c.Image, "@sha256:") && (!hasTag || tag == "latest" || tag == "") {
+					t.Errorf("%s: container %s image %q is not pinned to a version or digest", file, c.Name, c.Image)
+				}
+			}
+		}
+	}
 }

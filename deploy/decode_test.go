@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -31,6 +32,10 @@ func newObject(tm typeMeta) (any, error) {
 		return &corev1.Service{}, nil
 	case "v1/ConfigMap":
 		return &corev1.ConfigMap{}, nil
+	case "v1/Namespace":
+		return &corev1.Namespace{}, nil
+	case "scheduling.k8s.io/v1/PriorityClass":
+		return &schedulingv1.PriorityClass{}, nil
 	case "v1/ServiceAccount":
 		return &corev1.ServiceAccount{}, nil
 	case "rbac.authorization.k8s.io/v1/ClusterRole":

@@ -27,13 +27,15 @@ require (
 )
 
 require (
+	github.com/otelenergy/otelenergy/cmd/otelenergy-agent v0.0.0-00010101000000-000000000000
 	github.com/otelenergy/otelenergy/cmd/otelenergy-proxy v0.0.0-00010101000000-000000000000
 	k8s.io/apimachinery v0.37.2
 )
 
-// The proxy's flag table, which the tests parse the manifests' arguments
-// with; the library is its module's requirement.
+// The binaries' flag tables, which the tests parse the manifests'
+// arguments with; the library is their modules' requirement.
 replace (
 	github.com/otelenergy/otelenergy => ../
+	github.com/otelenergy/otelenergy/cmd/otelenergy-agent => ../cmd/otelenergy-agent
 	github.com/otelenergy/otelenergy/cmd/otelenergy-proxy => ../cmd/otelenergy-proxy
 )

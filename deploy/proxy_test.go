@@ -131,6 +131,13 @@ func TestProxyVLLMManifest(t *testing.T) {
 		if _, ok := ports[p.TargetPort.StrVal]; !ok {
 			t.Fatalf("Service port %s targets %v, not a container port", p.Name, p.TargetPort)
 		}
+		if ports[p.TargetPort.StrVal] == port(cfg.AdminListen) || p.Port == port(cfg.AdminListen) {
+			t.Fatalf("the Service exposes the admin port %d: the probes are the kubelet's, not the clients'", p.Port)
+		}
+	}
+	checkGPUNodes(t, pod)
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Fatalf("the server container requests no CPU or memory (%v): the scheduler would place it anywhere", c.Resources.Requests)
 	}
 	for k, v := range svc.Spec.Selector {
 		if deps[0].Spec.Template.Labels[k] != v {

@@ -3,20 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/goleak"
 
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/sim"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/app"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -26,90 +23,59 @@ func env(kv map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
 }
 
-func TestParse(t *testing.T) {
-	tests := []struct {
-		name    string
-		args    []string
-		env     map[string]string
-		check   func(options) bool
-		wantErr string
-	}{
-		{name: "defaults", check: func(o options) bool {
-			return !o.simulate && o.procRoot == "/proc" && o.processInterval == time.Second && o.maxSeries == 4096 && o.adminListen == ":8081" && o.logFormat == "text"
-		}},
-		{name: "environment", env: map[string]string{"OTELENERGY_SIMULATE": "true", "OTELENERGY_MAX_SERIES": "12", "OTELENERGY_PROC_ROOT": "/host/proc"},
-			check: func(o options) bool { return o.simulate && o.maxSeries == 12 && o.procRoot == "/host/proc" }},
-		{name: "a flag wins over its variable", args: []string{"-max-series", "7"}, env: map[string]string{"OTELENERGY_MAX_SERIES": "12"},
-			check: func(o options) bool { return o.maxSeries == 7 }},
-		{name: "bad variable", env: map[string]string{"OTELENERGY_PROCESS_INTERVAL": "soon"}, wantErr: "OTELENERGY_PROCESS_INTERVAL"},
-		{name: "bad flag", args: []string{"-max-series", "many"}, wantErr: "-max-series"},
-		{name: "too short an interval", args: []string{"-process-interval", "1ms"}, wantErr: "-process-interval"},
-		{name: "no series", args: []string{"-max-series", "0"}, wantErr: "-max-series"},
-		{name: "log format", args: []string{"-log-format", "xml"}, wantErr: "-log-format"},
-		{name: "admin address", args: []string{"-admin-listen", "8081"}, wantErr: "-admin-listen"},
-		{name: "negative idle power", args: []string{"-idle-watts", "-3"}, wantErr: "-idle-watts"},
-		{name: "stray argument", args: []string{"now"}, wantErr: "now"},
-		{name: "NVML devices with -simulate", args: []string{"-simulate", "-devices", "0"}, wantErr: "-devices"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			o, err := parse(tt.args, env(tt.env), &stderr)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error()+stderr.String(), tt.wantErr) {
-					t.Fatalf("err = %v (stderr %q), want one naming %s", err, stderr.String(), tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !tt.check(o) {
-				t.Fatalf("options %+v", o)
-			}
-		})
+// TestDefaultsAgree checks the flags' defaults, which depend on the
+// standard library only, against the packages that own them.
+func TestDefaultsAgree(t *testing.T) {
+	if flags.DefaultMaxSeries != agent.DefaultMaxSeries || flags.DefaultSampleInterval != otelenergy.DefaultInterval {
+		t.Fatalf("flags' defaults %d, %v; the agent's %d, the library's %v",
+			flags.DefaultMaxSeries, flags.DefaultSampleInterval, agent.DefaultMaxSeries, otelenergy.DefaultInterval)
 	}
 }
 
 func TestRunExitStatus(t *testing.T) {
-	var stderr bytes.Buffer
-	if got := run(context.Background(), []string{"-max-series", "x"}, env(nil), &stderr); got != 2 {
+	var stdout, stderr bytes.Buffer
+	if got := run(context.Background(), []string{"-max-series", "x"}, env(nil), &stdout, &stderr, app.Deps{}); got != 2 {
 		t.Fatalf("invalid flag: status %d, want 2", got)
 	}
-	if lines := strings.Count(strings.TrimSpace(stderr.String()), "\n") + 1; !strings.Contains(stderr.String(), "-max-series") {
-		t.Fatalf("stderr %q (%d lines) does not name the flag", stderr.String(), lines)
+	if s := strings.TrimSpace(stderr.String()); strings.Contains(s, "\n") || !strings.Contains(s, "-max-series") {
+		t.Fatalf("stderr %q: want one line naming the flag", s)
 	}
 	stderr.Reset()
-	if got := run(context.Background(), []string{"-h"}, env(nil), &stderr); got != 0 {
+	if got := run(context.Background(), []string{"-h"}, env(nil), &stdout, &stderr, app.Deps{}); got != 0 {
 		t.Fatalf("-h: status %d, want 0", got)
 	}
-	for _, want := range []string{"-simulate", "-devices", "-proc-root", `(default "/proc")`, "-process-interval", "(default 1s)",
-		"-max-series", "(default 4096)", "-log-format", "-admin-listen", `(default ":8081")`, "OTELENERGY_SIMULATE"} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("-h does not show %q", want)
-		}
+	if !strings.Contains(stderr.String(), "OTELENERGY_ADMIN_LISTEN") {
+		t.Fatalf("-h:\n%s", stderr.String())
+	}
+	// doctor as the first argument runs the checks, whose bad argument
+	// is status 2.
+	stderr.Reset()
+	if got := run(context.Background(), []string{"doctor", "-window", "1ms"}, env(nil), &stdout, &stderr, app.Deps{}); got != 2 || !strings.Contains(stderr.String(), "-window") {
+		t.Fatalf("doctor -window 1ms: status %d, stderr %q", got, stderr.String())
 	}
 }
 
-// TestRunSimulate runs the agent for a moment in -simulate mode, and
-// checks that without -simulate on a machine without NVML it fails rather
-// than falling back to simulation.
+// TestRunSimulate runs the agent briefly in -simulate mode, and checks
+// that without -simulate on a machine without NVML it fails, naming NVML
+// and doctor, rather than falling back to simulation.
 func TestRunSimulate(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	e := env(map[string]string{"OTEL_METRICS_EXPORTER": "none"})
 	t.Setenv("OTEL_METRICS_EXPORTER", "none")
-	var stderr bytes.Buffer
-	args := []string{"-simulate", "-simulate-devices", "2", "-duration", "1500ms", "-admin-listen", "127.0.0.1:0", "-log-format", "json"}
-	if got := run(context.Background(), args, env(nil), &stderr); got != 0 {
+	args := []string{"-simulate", "-simulate-devices", "2", "-duration", "300ms", "-admin-listen", "127.0.0.1:0", "-log-format", "json"}
+	if got := run(context.Background(), args, e, &stdout, &stderr, app.Deps{}); got != 0 {
 		t.Fatalf("status %d, want 0; stderr:\n%s", got, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "simulated GPUs") {
-		t.Fatalf("no log line says the GPUs are simulated:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), "simulated GPUs") || !strings.Contains(stderr.String(), `"exporter":"none"`) {
+		t.Fatalf("no log line says the GPUs are simulated, or which exporter runs:\n%s", stderr.String())
 	}
 	stderr.Reset()
-	if got := run(context.Background(), []string{"-duration", "1s", "-admin-listen", ""}, env(nil), &stderr); got == 0 {
+	if got := run(context.Background(), []string{"-duration", "1s", "-admin-listen", ""}, e, &stdout, &stderr, app.Deps{}); got == 0 {
 		t.Skip("NVML is present on this machine")
 	}
-	if strings.Contains(stderr.String(), "simulated GPUs") || !strings.Contains(stderr.String(), "NVML") {
-		t.Fatalf("without NVML: %s", stderr.String())
+	if s := stderr.String(); strings.Contains(s, "simulated GPUs") || !strings.Contains(s, "NVML") || !strings.Contains(s, "doctor") ||
+		!strings.Contains(s, "failed to start GPU source") {
+		t.Fatalf("without NVML: %s", s)
 	}
 }
 
@@ -139,47 +105,15 @@ func TestDockerfileBuild(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "otelenergy-agent")
 	c := exec.Command("sh", "-c", strings.Replace(cmd, out, bin, 1))
 	c.Env = os.Environ()
-	if b, err := c.CombinedOutput(); err != nil {
+	b, err := c.CombinedOutput()
+	if err != nil {
 		t.Fatalf("%s: %v\n%s", cmd, err, b)
 	}
-	b, err := exec.Command(bin, "-h").CombinedOutput()
+	if strings.Contains(string(b), "warning:") {
+		t.Errorf("the build prints cgo warnings:\n%s", b)
+	}
+	b, err = exec.Command(bin, "-h").CombinedOutput()
 	if err != nil || !strings.Contains(string(b), "-simulate") {
 		t.Fatalf("the built agent's -h: %v\n%s", err, b)
-	}
-}
-
-func TestAdminEndpoints(t *testing.T) {
-	nd, err := sim.New(2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp := sdkmetric.NewMeterProvider()
-	defer mp.Shutdown(context.Background())
-	mon, err := otelenergy.NewMonitor(nd, otelenergy.WithMeterProvider(mp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mon.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: nd, Resolver: nd, MeterProvider: mp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ag.Shutdown()
-	h := adminHandler(ag)
-	get := func(path string) int {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		return rec.Code
-	}
-	if c := get("/healthz"); c != http.StatusOK {
-		t.Errorf("/healthz = %d", c)
-	}
-	if c := get("/readyz"); c != http.StatusServiceUnavailable {
-		t.Errorf("/readyz before a pass = %d, want 503", c)
-	}
-	mon.Sample()
-	ag.Pass()
-	if c := get("/readyz"); c != http.StatusOK {
-		t.Errorf("/readyz after a pass = %d, want 200", c)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -71,7 +72,16 @@ type Config struct {
 	IdleWatts float64
 	// MeterProvider registers the instruments; nil selects the global one.
 	MeterProvider metric.MeterProvider
+	// BootTime is when the node booted, which process start times count
+	// from, for process.creation.time. Zero asks the Resolver, when it has
+	// a BootTime method ([procfs.FS] does), and else counts from the Unix
+	// epoch, which keeps the attribute distinct per start time.
+	BootTime time.Time
 }
+
+// ticksPerSecond is USER_HZ, the unit of /proc/<pid>/stat's start time:
+// 100 on every Linux architecture's user ABI.
+const ticksPerSecond = 100
 
 // Agent splits each board's energy among its processes. Create one with
 // [New]. All methods are safe for concurrent use.
@@ -86,6 +96,7 @@ type Agent struct {
 
 	overflowed atomic.Uint64
 	inst       instruments
+	boot       time.Time
 }
 
 // series is one process's total on one board, or one of a board's
@@ -97,6 +108,10 @@ type series struct {
 	opt    metric.ObserveOption
 	seen   uint64 // the pass that last saw it listed or sampled
 	exited bool
+	// overflow marks a process beyond the cap: it has no series of its
+	// own, its energy goes to the board's overflow series, and it is
+	// tracked per pid only so that it is dropped when it is gone.
+	overflow bool
 }
 
 type board struct {
@@ -110,13 +125,14 @@ type board struct {
 	static  split.Static
 	listing nvmlsource.BoardProcesses
 
-	procs    map[uint32]*series // the current process of each pid
+	procs    map[uint32]*series // the current process of each pid, overflow ones included
 	exiting  []*series          // no longer listed, observed once more
 	overflow series             // the processes beyond the cap
 	exited   series             // the totals of ended series
 
 	idleMJ, unattributedMJ uint64
 	listErrors             atomic.Uint64
+	listed                 int // processes in the latest successful listing
 	failing, lost          bool
 
 	pts     []ring.Point
@@ -137,7 +153,15 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = otel.GetMeterProvider()
 	}
-	a := &Agent{cfg: cfg}
+	a := &Agent{cfg: cfg, boot: cfg.BootTime}
+	if bt, ok := cfg.Resolver.(interface{ BootTime() (time.Time, error) }); ok && a.boot.IsZero() {
+		if t, err := bt.BootTime(); err == nil {
+			a.boot = t
+		}
+	}
+	if a.boot.IsZero() {
+		a.boot = time.Unix(0, 0)
+	}
 	for _, d := range cfg.Rings.Devices() {
 		id := semconv.HwID(d.ID)
 		b := &board{
@@ -201,6 +225,12 @@ func (a *Agent) passBoard(i int, b *board) {
 		switch {
 		case err == nil:
 			b.failing = false
+			b.listed = 0
+			for k := range b.listing.Processes {
+				if b.listing.Processes[k].Listed {
+					b.listed++
+				}
+			}
 			mode = split.Measured
 			b.shared = b.listing.Utilization == nvmlsource.UtilUnsupported
 			if b.shared {
@@ -270,10 +300,7 @@ func (a *Agent) passBoard(i int, b *board) {
 	for pid, s := range b.procs {
 		if s.seen != a.gen {
 			delete(b.procs, pid)
-			if s != &b.overflow {
-				s.exited = true
-				b.exiting = append(b.exiting, s)
-			}
+			a.retire(b, s)
 		}
 	}
 }
@@ -315,16 +342,18 @@ func (a *Agent) intervals(i int, b *board) []split.Interval {
 }
 
 // lookup returns the series of listed or sampled process p on board b,
-// creating it when the pid is new on the board; nil means unattributed
-// (a process that cannot be identified).
+// creating it when the pid is new on the board or now holds another
+// process; nil means unattributed (a process that cannot be identified).
+//
+// A listed pid's start time is read at every pass, so that a pid reused
+// from one listing to the next, with no pass in between that missed it,
+// is still a new process.
 func (a *Agent) lookup(b *board, p *nvmlsource.ProcessUsage) *series {
-	if s, ok := b.procs[p.Pid]; ok {
-		if p.Listed {
-			s.seen = a.gen
-		}
-		return s
+	s, ok := b.procs[p.Pid]
+	if ok && !p.Listed {
+		return s.target(b)
 	}
-	if !p.Listed {
+	if !ok && !p.Listed {
 		// Sampled but no longer listed: a process gone since its sample.
 		// Its series, if it had one, was retired in an earlier pass.
 		for _, s := range b.exiting {
@@ -336,7 +365,22 @@ func (a *Agent) lookup(b *board, p *nvmlsource.ProcessUsage) *series {
 	}
 	start, err := a.cfg.Resolver.StartTime(p.Pid)
 	if err != nil {
+		if ok {
+			// Gone since the listing: still the same process until a
+			// listing misses it.
+			s.seen = a.gen
+			return s.target(b)
+		}
 		return nil
+	}
+	if ok {
+		if s.start == start {
+			s.seen = a.gen
+			return s.target(b)
+		}
+		// The pid holds a new process: the old one ended.
+		delete(b.procs, p.Pid)
+		a.retire(b, s)
 	}
 	for k, s := range b.exiting {
 		if s.pid == p.Pid && s.start == start {
@@ -349,8 +393,7 @@ func (a *Agent) lookup(b *board, p *nvmlsource.ProcessUsage) *series {
 	}
 	if a.series >= a.cfg.MaxSeries {
 		a.overflowed.Add(1)
-		b.overflow.seen = a.gen
-		b.procs[p.Pid] = &b.overflow
+		b.procs[p.Pid] = &series{pid: p.Pid, start: start, seen: a.gen, overflow: true}
 		return &b.overflow
 	}
 	info, err := a.cfg.Resolver.Info(p.Pid)
@@ -361,6 +404,10 @@ func (a *Agent) lookup(b *board, p *nvmlsource.ProcessUsage) *series {
 		semconv.HwID(b.dev.ID),
 		semconv.ProcessPID(int(p.Pid)),
 		semconv.ProcessExecutableName(info.Name),
+		// The pid and the start time together name the process, so that
+		// a reused pid's series is a new series and no counter goes
+		// backwards.
+		semconv.ProcessCreationTime(a.creationTime(start)),
 	}
 	if info.ContainerID != "" {
 		attrs = append(attrs, semconv.ContainerID(info.ContainerID))
@@ -374,10 +421,37 @@ func (a *Agent) lookup(b *board, p *nvmlsource.ProcessUsage) *series {
 	if p.Instance != "" {
 		attrs = append(attrs, InstanceKey.String(p.Instance))
 	}
-	s := &series{pid: p.Pid, start: start, seen: a.gen, opt: metric.WithAttributeSet(attribute.NewSet(attrs...))}
+	s = &series{pid: p.Pid, start: start, seen: a.gen, opt: metric.WithAttributeSet(attribute.NewSet(attrs...))}
 	a.series++
 	b.procs[p.Pid] = s
 	return s
+}
+
+// target is where a process's energy goes: its own series, or the
+// board's overflow series.
+func (s *series) target(b *board) *series {
+	if s.overflow {
+		return &b.overflow
+	}
+	return s
+}
+
+// retire ends a process no longer on the board: its series is observed
+// once more and then moves to the exited series; an overflow process is
+// simply forgotten.
+func (a *Agent) retire(b *board, s *series) {
+	if s.overflow {
+		return
+	}
+	s.exited = true
+	b.exiting = append(b.exiting, s)
+}
+
+// creationTime is semconv's process.creation.time of a process that
+// started start clock ticks after boot: ISO 8601 in UTC, to the tick.
+func (a *Agent) creationTime(start uint64) string {
+	t := a.boot.Add(time.Duration(start) * time.Second / ticksPerSecond)
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // Totals are one board's cumulative figures, in millijoules.
@@ -391,6 +465,9 @@ type Totals struct {
 	ExitedMJ, OverflowMJ uint64
 	// Processes maps each process series (live or exiting) to its total.
 	Processes map[Process]uint64
+	// OverflowPids counts the processes beyond the cap still tracked:
+	// those listed at the latest pass.
+	OverflowPids int
 }
 
 // Process identifies a process series.
@@ -408,7 +485,9 @@ func (a *Agent) Totals(i int) Totals {
 	t := Totals{EnergyMJ: b.lastE, IdleMJ: b.idleMJ, UnattributedMJ: b.unattributedMJ,
 		ExitedMJ: b.exited.mj, OverflowMJ: b.overflow.mj, Processes: map[Process]uint64{}}
 	for _, s := range b.procs {
-		if s != &b.overflow {
+		if s.overflow {
+			t.OverflowPids++
+		} else {
 			t.Processes[Process{s.pid, s.start}] += s.mj
 		}
 	}
@@ -432,8 +511,11 @@ func (a *Agent) observe(_ context.Context, o metric.Observer) error {
 		o.ObserveFloat64(in.process, j(b.exited.mj), b.exited.opt)
 		o.ObserveFloat64(in.process, j(b.overflow.mj), b.overflow.opt)
 		o.ObserveInt64(in.listErrors, int64(b.listErrors.Load()), b.idOpt)
+		if !b.lost {
+			o.ObserveInt64(in.processes, int64(b.listed), b.idOpt)
+		}
 		for _, s := range b.procs {
-			if s != &b.overflow {
+			if !s.overflow {
 				o.ObserveFloat64(in.process, j(s.mj), s.opt)
 			}
 		}
@@ -453,11 +535,12 @@ type instruments struct {
 	reg                                 metric.Registration
 	energy, process, idle, unattributed metric.Float64ObservableCounter
 	overflow, listErrors                metric.Int64ObservableCounter
+	processes                           metric.Int64ObservableGauge
 }
 
 func (in *instruments) register(a *Agent) error {
 	m := a.cfg.MeterProvider.Meter(ScopeName)
-	var errs [6]error
+	var errs [7]error
 	in.energy, errs[0] = m.Float64ObservableCounter("hw.energy", metric.WithUnit("J"),
 		metric.WithDescription("Energy consumed by the device, from its cumulative energy counter, up to the newest counter step the agent has split."))
 	in.process, errs[1] = m.Float64ObservableCounter("otelenergy.process.energy", metric.WithUnit("J"),
@@ -470,11 +553,13 @@ func (in *instruments) register(a *Agent) error {
 		metric.WithDescription("Processes whose energy went to the overflow series because the series cap was reached."))
 	in.listErrors, errs[5] = m.Int64ObservableCounter("otelenergy.process.listing.errors", metric.WithUnit("{error}"),
 		metric.WithDescription("Failed listings of a board's processes."))
+	in.processes, errs[6] = m.Int64ObservableGauge("otelenergy.device.processes", metric.WithUnit("{process}"),
+		metric.WithDescription("Compute processes on the board at the latest successful listing; absent for a lost board."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return err
 	}
 	var err error
-	in.reg, err = m.RegisterCallback(a.observe, in.energy, in.process, in.idle, in.unattributed, in.overflow, in.listErrors)
+	in.reg, err = m.RegisterCallback(a.observe, in.energy, in.process, in.idle, in.unattributed, in.overflow, in.listErrors, in.processes)
 	return err
 }
 

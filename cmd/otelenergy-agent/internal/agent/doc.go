@@ -14,7 +14,8 @@
 //     millijoules (each is exported as mJ/1000). It trails the live
 //     counter by at most one process interval.
 //   - otelenergy.process.energy (Counter, J): each compute process's
-//     share, with hw.id, process.pid, process.executable.name and, when
+//     share, with hw.id, process.pid, process.creation.time,
+//     process.executable.name and, when
 //     the process's cgroup names them, container.id and k8s.pod.uid. On a
 //     board without per-process utilization (MIG, vGPU) the shares are
 //     even splits and carry otelenergy.energy.shared=true, and each MIG
@@ -27,16 +28,26 @@
 //     J, per hw.id).
 //   - otelenergy.agent.series.overflow (Counter, {process}) and
 //     otelenergy.process.listing.errors (Counter, {error}, per hw.id).
+//   - otelenergy.device.processes (Gauge, {process}, per hw.id): the
+//     processes of the board's latest successful listing.
 //
 // # Process identity and churn
 //
 // A process is a (board, pid, start time) triple: the start time, field
-// 22 of /proc/<pid>/stat, is read when a pid first appears on a board, so
-// a pid reused by a new process gets a new series. A pid listed without a
-// break from one window to the next is taken to be the same process. A
-// process no longer listed keeps its total until the next export, which
+// 22 of /proc/<pid>/stat, is read for every listed pid at every pass, so
+// a pid reused by a new process gets a new series even when no listing
+// missed it. The series carries the start time as semconv's
+// process.creation.time (boot time plus the start time), so that two
+// processes on one pid with the same name and container are two series
+// and no exported counter goes backwards. A process no longer listed, or
+// replaced on its pid, keeps its total until the next export, which
 // observes it one last time; then its series ends and its total moves to
 // the board's exited series, so sums over the board stay exact.
+//
+// A process beyond the series cap is tracked by pid and start time only,
+// its energy going to the overflow series; it is forgotten when a listing
+// misses it, and a new process on its pid gets a series of its own when
+// the cap has room.
 //
 // # Failures
 //

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ErrGone reports a process that no longer exists (its /proc directory is
@@ -56,12 +57,22 @@ func (f FS) path(pid uint32, file string) string {
 
 // StartTime returns pid's start time in clock ticks since boot. It fails
 // with an error wrapping [ErrGone] when the process does not exist.
+//
+// The agent calls it for every listed process at every pass, so it reads
+// into a buffer of its own rather than through os.ReadFile: a stat line
+// is at most about 1.1 KB (a 64-byte comm and 50 numbers).
 func (f FS) StartTime(pid uint32) (uint64, error) {
-	b, err := os.ReadFile(f.path(pid, "stat"))
+	fd, err := os.Open(f.path(pid, "stat"))
 	if err != nil {
 		return 0, fmt.Errorf("%w: pid %d: %w", ErrGone, pid, err)
 	}
-	st, ok := ParseStartTime(b)
+	defer fd.Close()
+	var buf [2048]byte
+	n, err := fd.Read(buf[:])
+	if err != nil && n == 0 {
+		return 0, fmt.Errorf("%w: pid %d: %w", ErrGone, pid, err)
+	}
+	st, ok := ParseStartTime(buf[:n])
 	if !ok {
 		return 0, fmt.Errorf("%w: pid %d: malformed stat", ErrGone, pid)
 	}
@@ -83,6 +94,29 @@ func (f FS) Info(pid uint32) (Info, error) {
 		in.ContainerID, in.PodUID = ParseCgroup(string(b))
 	}
 	return in, nil
+}
+
+// BootTime returns when the host booted, the btime line of <root>/stat,
+// which process start times count from.
+func (f FS) BootTime() (time.Time, error) {
+	root := f.Root
+	if root == "" {
+		root = "/proc"
+	}
+	b, err := os.ReadFile(filepath.Join(root, "stat"))
+	if err != nil {
+		return time.Time{}, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			sec, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("procfs: btime %q: %w", strings.TrimSpace(v), err)
+			}
+			return time.Unix(sec, 0), nil
+		}
+	}
+	return time.Time{}, errors.New("procfs: no btime in " + filepath.Join(root, "stat"))
 }
 
 // ParseStartTime returns field 22 of a /proc/<pid>/stat line. The second
@@ -121,7 +155,9 @@ var containerPrefixes = []string{"docker-", "cri-containerd-", "crio-", "libpod-
 // any v1 hierarchy's path, with the cgroupfs layout (/kubepods/burstable/
 // pod<uid>/<id>, /docker/<id>) or the systemd one
 // (kubepods-burstable-pod<uid_with_underscores>.slice/
-// cri-containerd-<id>.scope, docker-<id>.scope). Either may be "".
+// cri-containerd-<id>.scope, docker-<id>.scope), also when the path is
+// relative to the reader's cgroup namespace (0::/../../pod<uid>/<id>). A
+// static pod's UID is the 32-hex hash of its manifest. Either may be "".
 func ParseCgroup(file string) (containerID, podUID string) {
 	for line := range strings.Lines(file) {
 		line = strings.TrimRight(line, "\n")
@@ -145,6 +181,11 @@ func ParseCgroup(file string) (containerID, podUID string) {
 }
 
 func parseCgroupPath(path string) (containerID, podUID string) {
+	// A pod directory is taken only under kubepods, or in a path relative
+	// to this process's cgroup namespace ("/../../pod<uid>/<id>"), which
+	// hides the kubepods ancestors: "pod<uid>" elsewhere is a name anyone
+	// can give a unit.
+	podsHere := strings.Contains(path, "kubepods") || strings.HasPrefix(path, "/..")
 	for el := range strings.SplitSeq(path, "/") {
 		name := strings.TrimSuffix(el, ".scope")
 		name = strings.TrimSuffix(name, ".slice")
@@ -156,8 +197,8 @@ func parseCgroupPath(path string) (containerID, podUID string) {
 		if isContainerID(name) {
 			containerID = name
 		}
-		if i := strings.LastIndex(name, "pod"); i >= 0 && strings.Contains(path, "kubepods") {
-			if uid := strings.ReplaceAll(name[i+3:], "_", "-"); isUID(uid) {
+		if i := strings.LastIndex(name, "pod"); i >= 0 && podsHere {
+			if uid := strings.ReplaceAll(name[i+3:], "_", "-"); isUID(uid) || isStaticPodUID(uid) {
 				podUID = uid
 			}
 		}
@@ -172,6 +213,20 @@ func isContainerID(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isStaticPodUID reports whether s is a static pod's UID: the kubelet
+// names a static pod by the 32-hex hash of its manifest, not by a UUID.
+func isStaticPodUID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
 			return false
 		}
 	}

@@ -44,6 +44,46 @@ func TestInfo(t *testing.T) {
 	}
 }
 
+// TestParseCgroup covers the layouts that need no testdata tree: paths
+// relative to the reader's cgroup namespace, static pods' 32-hex UIDs,
+// and a "pod<uid>" name outside kubepods, which names no pod.
+func TestParseCgroup(t *testing.T) {
+	const static = "3b0e9e3c2f5e4b8a9c4d1e2f3a4b5c6d"
+	tests := []struct {
+		name, file, cid, uid string
+	}{
+		{"cgroupfs, relative to the agent's cgroup namespace", "0::/../../pod" + uid1 + "/" + cid + "\n", cid, uid1},
+		{"systemd, relative", "0::/../../kubepods-besteffort-pod" + strings.ReplaceAll(uid1, "-", "_") + ".slice/cri-containerd-" + cid + ".scope\n", cid, uid1},
+		{"static pod, cgroupfs", "0::/kubepods/burstable/pod" + static + "/" + cid + "\n", cid, static},
+		{"static pod, systemd", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + static + ".slice/cri-containerd-" + cid + ".scope\n", cid, static},
+		{"a unit named pod<uid> outside kubepods", "0::/user.slice/user-1000.slice/pod" + uid1 + ".scope\n", "", ""},
+		{"a 32-hex name outside kubepods", "0::/system.slice/pod" + static + ".service\n", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, u := procfs.ParseCgroup(tt.file)
+			if c != tt.cid || u != tt.uid {
+				t.Fatalf("ParseCgroup = %q, %q; want %q, %q", c, u, tt.cid, tt.uid)
+			}
+		})
+	}
+}
+
+// TestBootTime reads btime from a stat file.
+func TestBootTime(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/stat", []byte("cpu  1 2 3\nbtime 1700000000\nprocesses 9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bt, err := procfs.FS{Root: dir}.BootTime()
+	if err != nil || bt.Unix() != 1_700_000_000 {
+		t.Fatalf("BootTime = %v, %v", bt, err)
+	}
+	if _, err := (procfs.FS{Root: t.TempDir()}).BootTime(); err == nil {
+		t.Fatal("no stat file, no error")
+	}
+}
+
 func TestGone(t *testing.T) {
 	fs := procfs.FS{Root: "testdata/proc"}
 	if _, err := fs.Info(999); !errors.Is(err, procfs.ErrGone) {
@@ -88,6 +128,30 @@ func FuzzParseStartTime(f *testing.F) {
 		got, ok := procfs.ParseStartTime([]byte(line))
 		if !ok || got != start {
 			t.Fatalf("ParseStartTime(%q) = %d, %v; want %d", line, got, ok, start)
+		}
+	})
+}
+
+// BenchmarkStartTime reads this process's start time from /proc: the
+// cost the agent pays per listed process per pass, beside the parse alone.
+func BenchmarkStartTime(b *testing.B) {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		b.Skip("no /proc:", err)
+	}
+	pid := uint32(os.Getpid())
+	b.Run("parse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			procfs.ParseStartTime(stat)
+		}
+	})
+	b.Run("read", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := (procfs.FS{}).StartTime(pid); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

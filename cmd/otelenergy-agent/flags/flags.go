@@ -1,0 +1,274 @@
+package flags
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvPrefix begins the environment variable of every flag: -admin-listen
+// is OTELENERGY_ADMIN_LISTEN.
+const EnvPrefix = "OTELENERGY_"
+
+// Defaults that deployment files and other packages depend on.
+const (
+	// DefaultAdminListen is -admin-listen's default. It differs from the
+	// proxy's API and admin ports, so that both run on one host.
+	DefaultAdminListen = ":8090"
+	// DefaultMaxSeries is -max-series's default; the agent package's
+	// DefaultMaxSeries is the same number.
+	DefaultMaxSeries = 4096
+	// DefaultProcessInterval and DefaultSampleInterval are
+	// -process-interval's and -sample-interval's defaults; the latter is
+	// the library's DefaultInterval.
+	DefaultProcessInterval = time.Second
+	DefaultSampleInterval  = 17 * time.Millisecond
+	// HealthPath and ReadyPath are served on the admin address.
+	HealthPath = "/healthz"
+	ReadyPath  = "/readyz"
+	// DoctorCommand, as the first argument, runs the node checks instead
+	// of the agent; the arguments after it are the checks' own.
+	DoctorCommand = "doctor"
+)
+
+// Config is the parsed command line.
+type Config struct {
+	Simulate        bool          // -simulate
+	SimulateDevices int           // -simulate-devices
+	Devices         []string      // -devices
+	ProcRoot        string        // -proc-root
+	ProcessInterval time.Duration // -process-interval
+	SampleInterval  time.Duration // -sample-interval
+	MaxSeries       int           // -max-series
+	IdleWatts       float64       // -idle-watts
+	LogFormat       string        // -log-format: text or json
+	LogLevel        string        // -log-level
+	AdminListen     string        // -admin-listen; "" disables it
+	Duration        time.Duration // -duration; 0 runs until a signal
+}
+
+// ErrHelp is returned by [Parse] for -h or -help; the usage was written.
+var ErrHelp = flag.ErrHelp
+
+// ErrInvalid wraps every invalid flag or variable value and every stray
+// argument.
+var ErrInvalid = errors.New("invalid value")
+
+type spec struct {
+	name, usage, def string
+	bool             bool
+	check            func(c *Config, v string) error
+}
+
+func (s spec) env() string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
+}
+
+var specs = []spec{
+	{name: "simulate", def: "false", bool: true, usage: "meter simulated GPUs running scripted processes instead of NVML; never chosen silently",
+		check: func(c *Config, v string) error { return boolean(&c.Simulate, v) }},
+	{name: "simulate-devices", def: "8", usage: "number of simulated GPUs with -simulate, 1 to 64",
+		check: func(c *Config, v string) error { return intIn(&c.SimulateDevices, v, 1, 64) }},
+	{name: "devices", usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs; empty meters every GPU NVML shows, narrowed by CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES",
+		check: func(c *Config, v string) error { c.Devices = list(v); return nil }},
+	{name: "proc-root", def: "/proc", usage: "where the host's /proc is mounted; the agent must share the host's PID namespace",
+		check: func(c *Config, v string) error {
+			if v == "" {
+				return errors.New("want a directory")
+			}
+			c.ProcRoot = v
+			return nil
+		}},
+	{name: "process-interval", def: DefaultProcessInterval.String(), usage: "how often each board's processes and SM utilization are read and its energy split; at least 100ms",
+		check: func(c *Config, v string) error { return durationAtLeast(&c.ProcessInterval, v, 100*time.Millisecond) }},
+	{name: "sample-interval", def: DefaultSampleInterval.String(), usage: "how often the energy counters are read, faster than they step; above 5ms",
+		check: func(c *Config, v string) error { return durationAtLeast(&c.SampleInterval, v, 5*time.Millisecond+1) }},
+	{name: "max-series", def: strconv.Itoa(DefaultMaxSeries), usage: "most per-process series held at once; processes beyond go to the overflow series and are counted",
+		check: func(c *Config, v string) error { return intIn(&c.MaxSeries, v, 1, math.MaxInt32) }},
+	{name: "idle-watts", def: "0", usage: "fixed static power per board in W; 0 learns it per board",
+		check: func(c *Config, v string) error {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil || x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+				return errors.New("want 0 or more watts")
+			}
+			c.IdleWatts = x
+			return nil
+		}},
+	{name: "log-format", def: "text", usage: "log format: text or json",
+		check: func(c *Config, v string) error {
+			if v != "text" && v != "json" {
+				return errors.New("want text or json")
+			}
+			c.LogFormat = v
+			return nil
+		}},
+	{name: "log-level", def: "info", usage: "log level: debug, info, warn or error",
+		check: func(c *Config, v string) error {
+			switch v {
+			case "debug", "info", "warn", "error":
+				c.LogLevel = v
+				return nil
+			}
+			return errors.New("want debug, info, warn or error")
+		}},
+	{name: "admin-listen", def: DefaultAdminListen, usage: "address of " + HealthPath + " (alive) and " + ReadyPath + " (a pass done, some GPU not lost, not shutting down); empty disables",
+		check: func(c *Config, v string) error {
+			if v != "" {
+				if _, _, err := net.SplitHostPort(v); err != nil {
+					return errors.New("want host:port, such as :8090 or 127.0.0.1:8090, or empty")
+				}
+			}
+			c.AdminListen = v
+			return nil
+		}},
+	{name: "duration", def: "0s", usage: "exit after this long; 0 runs until SIGTERM or SIGINT",
+		check: func(c *Config, v string) error { return durationAtLeast(&c.Duration, v, 0) }},
+}
+
+// Names returns every flag's name, in -h order.
+func Names() []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.name
+	}
+	return out
+}
+
+// Env returns the environment variable of flag name.
+func Env(name string) string { return spec{name: name}.env() }
+
+// value adapts a spec to flag.Value.
+type value struct {
+	s   *spec
+	c   *Config
+	cur string
+}
+
+func (v *value) String() string { return v.cur }
+func (v *value) Set(s string) error {
+	if err := v.s.check(v.c, s); err != nil {
+		return err
+	}
+	v.cur = s
+	return nil
+}
+func (v *value) IsBoolFlag() bool { return v.s.bool }
+
+// Parse parses args (without the program name) over the environment read
+// through lookupEnv; a variable set to "" is a value like any other. It
+// returns [ErrHelp] after writing the usage to out for -h, and an error
+// wrapping [ErrInvalid], one line naming the flag, for a bad value or a
+// stray argument. -devices with -simulate is invalid: it chooses NVML
+// GPUs.
+func Parse(args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("otelenergy-agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for i := range specs {
+		s := &specs[i]
+		v := &value{s: s, c: &c}
+		if err := v.Set(s.def); err != nil && s.def != "" {
+			panic(fmt.Sprintf("flags: default of -%s: %v", s.name, err)) // a bug in this table
+		}
+		if e, ok := lookupEnv(s.env()); ok {
+			if err := v.Set(e); err != nil {
+				return c, invalid(fmt.Sprintf("invalid value %q for %s (-%s): %v", e, s.env(), s.name, err))
+			}
+		}
+		fs.Var(v, s.name, s.usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			Usage(out)
+			return c, ErrHelp
+		}
+		return c, invalid(err.Error())
+	}
+	if fs.NArg() > 0 {
+		return c, invalid(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	}
+	if c.Simulate && len(c.Devices) > 0 {
+		return c, invalid(fmt.Sprintf("invalid value %q for -devices: it chooses NVML GPUs; with -simulate, -simulate-devices sets their number", strings.Join(c.Devices, ",")))
+	}
+	return c, nil
+}
+
+// Usage writes the command line's documentation: every flag with its
+// variable and default.
+func Usage(w io.Writer) {
+	fmt.Fprint(w, `Usage:
+  otelenergy-agent [flags]           meter every GPU process of this node
+  otelenergy-agent doctor [flags]    check this node first (otelenergy-agent doctor -h)
+
+Splits each GPU's energy among its processes and exports
+otelenergy.process.energy, otelenergy.energy.idle,
+otelenergy.energy.unattributed and hw.energy through the standard OTEL_*
+variables (OTEL_METRICS_EXPORTER=otlp|prometheus|console|none,
+OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_PROMETHEUS_HOST, ...). Each flag
+can be set by its environment variable; a flag on the command line wins.
+
+Flags:
+`)
+	for _, s := range specs {
+		arg := " value"
+		if s.bool {
+			arg = ""
+		}
+		def := s.def
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "  -%s%s\n    \t%s\n    \t(default %s; env %s)\n", s.name, arg, s.usage, def, s.env())
+	}
+}
+
+func list(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func boolean(b *bool, v string) error {
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	*b = x
+	return nil
+}
+
+func intIn(n *int, v string, lo, hi int) error {
+	x, err := strconv.Atoi(v)
+	if err != nil || x < lo || x > hi {
+		return fmt.Errorf("want a whole number from %d to %d", lo, hi)
+	}
+	*n = x
+	return nil
+}
+
+func durationAtLeast(d *time.Duration, v string, least time.Duration) error {
+	x, err := time.ParseDuration(v)
+	if err != nil || x < least {
+		return fmt.Errorf("want a duration of at least %v, such as 1s", least)
+	}
+	*d = x
+	return nil
+}
+
+// invalidError is a one-line message that matches [ErrInvalid].
+type invalidError string
+
+func invalid(msg string) error { return invalidError(msg) }
+
+func (e invalidError) Error() string        { return string(e) }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }

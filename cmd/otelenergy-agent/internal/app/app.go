@@ -1,0 +1,241 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/admin"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/lifecycle"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/sim"
+	"github.com/otelenergy/otelenergy/internal/doctor"
+	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/simgpu"
+)
+
+// Node is what the agent meters: a Source and how to list and identify
+// its processes. Start starts any load of its own (the simulator's).
+type Node struct {
+	Source   otelenergy.Source
+	Lister   agent.Lister
+	Resolver agent.Resolver
+	Start    func()
+}
+
+// Deps are the seams a test replaces; the zero value is the real world.
+type Deps struct {
+	// LookupEnv reads the environment for the exporter's description;
+	// nil is os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// NewReader builds the metric reader; nil is autoexport's.
+	NewReader func(context.Context) (sdkmetric.Reader, error)
+	// OpenNode opens the metered node; nil is OpenNode.
+	OpenNode func(flags.Config, *slog.Logger) (Node, error)
+	// Listen opens the admin listener; nil is net.Listen.
+	Listen func(network, addr string) (net.Listener, error)
+	// NewTicker drives the interval loop; nil is a real ticker.
+	NewTicker agent.NewTicker
+	// BeforeStart is called with each service's name before it starts;
+	// an error fails that start.
+	BeforeStart func(name string) error
+	// AfterStop is called with each service's name after it stopped.
+	AfterStop func(name string)
+	// ShutdownTimeout bounds the shutdown; zero is 10 s.
+	ShutdownTimeout time.Duration
+}
+
+// Run starts the agent's services, runs until ctx ends, and shuts them
+// down. It returns the start failure or the shutdown failures.
+func Run(ctx context.Context, cfg flags.Config, log *slog.Logger, d Deps) error {
+	if d.LookupEnv == nil {
+		d.LookupEnv = os.LookupEnv
+	}
+	if d.NewReader == nil {
+		d.NewReader = func(ctx context.Context) (sdkmetric.Reader, error) { return autoexport.NewMetricReader(ctx) }
+	}
+	if d.OpenNode == nil {
+		d.OpenNode = OpenNode
+	}
+	if d.ShutdownTimeout <= 0 {
+		d.ShutdownTimeout = 10 * time.Second
+	}
+	st := &lifecycle.Stack{BeforeStart: d.BeforeStart, AfterStop: d.AfterStop}
+	ag, err := start(ctx, st, cfg, log, d)
+	if err == nil {
+		ag.Run(ctx, cfg.ProcessInterval, d.NewTicker)
+		log.Info("shutting down")
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), d.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(err, st.Shutdown(sctx))
+}
+
+// start starts every service onto st, in the order of the package doc.
+func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog.Logger, d Deps) (*agent.Agent, error) {
+	var mp *sdkmetric.MeterProvider
+	err := st.Start("telemetry", func() (func(context.Context) error, error) {
+		kind := "nvml"
+		if cfg.Simulate {
+			kind = simgpu.SourceKind
+		}
+		res, err := resource.Merge(
+			resource.NewSchemaless(semconv.ServiceName("otelenergy-agent"), attribute.String("otelenergy.source", kind)),
+			resource.Environment(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
+		)
+		if err != nil {
+			return nil, err
+		}
+		if host, err := resource.New(ctx, resource.WithHost()); err == nil {
+			res, _ = resource.Merge(host, res)
+		}
+		reader, err := d.NewReader(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("metric exporter: %w", err)
+		}
+		mp = sdkmetric.NewMeterProvider(append(views(), sdkmetric.WithReader(reader), sdkmetric.WithResource(res))...)
+		ex := doctor.MetricsExporter(d.LookupEnv)
+		log.Info("exporting metrics", "exporter", ex.Kind, "protocol", ex.Protocol, "endpoint", ex.Endpoint)
+		return func(ctx context.Context) error {
+			if err := mp.Shutdown(ctx); err != nil {
+				log.Warn("the final metric export failed; its figures are lost", "exporter", ex.Kind, "endpoint", ex.Endpoint, "err", err)
+			}
+			return nil
+		}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var nd Node
+	if err := st.Start("GPU source", func() (func(context.Context) error, error) {
+		var err error
+		nd, err = d.OpenNode(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		return func(context.Context) error { return nd.Source.Close() }, nil
+	}); err != nil {
+		return nil, err
+	}
+	var mon *otelenergy.Monitor
+	if err := st.Start("monitor", func() (func(context.Context) error, error) {
+		var err error
+		mon, err = otelenergy.NewMonitor(nd.Source, otelenergy.WithMeterProvider(mp), otelenergy.WithInterval(cfg.SampleInterval))
+		if err != nil {
+			return nil, err
+		}
+		return mon.Shutdown, nil
+	}); err != nil {
+		return nil, err
+	}
+	var ag *agent.Agent
+	if err := st.Start("agent", func() (func(context.Context) error, error) {
+		var err error
+		ag, err = agent.New(agent.Config{Rings: mon, Lister: nd.Lister, Resolver: nd.Resolver,
+			MaxSeries: cfg.MaxSeries, IdleWatts: cfg.IdleWatts, MeterProvider: mp})
+		if err != nil {
+			return nil, err
+		}
+		// The final pass; the instruments stay registered for the
+		// telemetry's final export, and go with its provider.
+		return func(context.Context) error { ag.Pass(); return nil }, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := st.Start("sampling", func() (func(context.Context) error, error) {
+		if nd.Start != nil {
+			nd.Start()
+		}
+		return nil, mon.Start()
+	}); err != nil {
+		return nil, err
+	}
+	for _, dv := range mon.Devices() {
+		log.Info("metering GPU", "hw.id", dv.ID, "hw.name", dv.Name, "index", dv.Index)
+	}
+	for _, sk := range mon.Stats().Skipped {
+		log.Info("GPU left out", "hw.id", sk.Device.ID, "reason", sk.Reason)
+	}
+	if cfg.AdminListen == "" {
+		return ag, nil
+	}
+	var srv *admin.Server
+	if err := st.Start("admin server", func() (func(context.Context) error, error) {
+		var err error
+		srv, err = admin.Listen(cfg.AdminListen, ag, d.Listen, log)
+		if err != nil {
+			return nil, fmt.Errorf("-admin-listen: %w", err)
+		}
+		log.Info("admin endpoints", "addr", srv.Addr())
+		return srv.Shutdown, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := st.Start("readiness", func() (func(context.Context) error, error) {
+		return func(context.Context) error { srv.Stopping(); return nil }, nil
+	}); err != nil {
+		return nil, err
+	}
+	return ag, nil
+}
+
+// OpenNode opens the simulator with -simulate, else NVML.
+func OpenNode(cfg flags.Config, log *slog.Logger) (Node, error) {
+	if cfg.Simulate {
+		nd, err := sim.New(cfg.SimulateDevices, nil)
+		if err != nil {
+			return Node{}, err
+		}
+		log.Info("metering simulated GPUs (-simulate): no figure is a real measurement", "devices", cfg.SimulateDevices)
+		return Node{Source: nd, Lister: nd, Resolver: nd, Start: nd.Start}, nil
+	}
+	var opts []nvmlsource.Option
+	if len(cfg.Devices) > 0 {
+		opts = append(opts, nvmlsource.WithDevices(cfg.Devices...))
+	}
+	src, err := nvmlsource.New(opts...)
+	if err != nil {
+		return Node{}, fmt.Errorf("NVML: %w (run otelenergy-agent doctor to see why; -simulate runs without GPUs)", err)
+	}
+	return Node{Source: src, Lister: src.NewProcessReader(), Resolver: procfs.FS{Root: cfg.ProcRoot}}, nil
+}
+
+// droppedMonitorInstruments are the library's request-oriented
+// instruments, which mean nothing on a node without requests, and its
+// hw.energy, otelenergy.energy.unattributed and
+// otelenergy.device.processes, which the agent exports itself per board: the
+// first two at the counter step it has split up to, the last from its own
+// listing (the library's counts the processes of its own share listing,
+// which the agent does not run).
+var droppedMonitorInstruments = []string{
+	"hw.energy", "otelenergy.energy.unattributed", "otelenergy.energy.other_processes",
+	"otelenergy.tokens", "otelenergy.energy_per_token", "otelenergy.tokens.rejected",
+	"otelenergy.requests.dropped", "otelenergy.request.energy", "otelenergy.ledger.coefficient",
+	"otelenergy.device.processes",
+}
+
+// views drop droppedMonitorInstruments from the library's scope only.
+func views() []sdkmetric.Option {
+	var vs []sdkmetric.Option
+	for _, n := range droppedMonitorInstruments {
+		vs = append(vs, sdkmetric.WithView(sdkmetric.NewView(
+			sdkmetric.Instrument{Name: n, Scope: instrumentation.Scope{Name: otelenergy.ScopeName}},
+			sdkmetric.Stream{Aggregation: sdkmetric.AggregationDrop{}},
+		)))
+	}
+	return vs
+}

@@ -1,0 +1,29 @@
+// Package app is the agent's life between its flags and its exit status:
+// it starts the agent's services in order on a [lifecycle.Stack], runs the
+// interval loop until its context ends, and shuts the services down in
+// reverse order.
+//
+// # Services, in start order
+//
+//  1. telemetry: the MeterProvider and its exporter (autoexport), which
+//     every later service writes to; stopped last, with the final export.
+//  2. GPU source: NVML or the simulator.
+//  3. monitor: the library's Monitor, whose sampler fills the rings.
+//  4. agent: the split; its stop is the final pass, made while the source
+//     can still list processes, so the last window is split with its
+//     listing and exported by the telemetry's final export.
+//  5. sampling: the Monitor's sampler (and the simulator's load).
+//  6. admin server: /healthz and /readyz, when -admin-listen is set.
+//  7. readiness: its stop turns /readyz to 503, first of all.
+//
+// The Monitor produces the counter steps the agent splits, yet stops after
+// the agent's final pass: its stop closes NVML, which that pass's listing
+// needs. The steps of the Monitor's own last sample are then not split;
+// hw.energy, which the agent exports at the step it split up to, stops
+// there too, so every export still conserves each board's energy.
+//
+// A failed start stops what already started, in reverse, and is returned
+// as "failed to start X: %w"; a failed stop as "failed to shut down X: %w".
+// A failed final export is logged, not returned: what could not be sent
+// cannot be sent by failing the exit.
+package app
