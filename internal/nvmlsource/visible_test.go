@@ -267,7 +267,7 @@ func TestDeviceScope(t *testing.T) {
 			env: func(l layout) map[string]string {
 				return map[string]string{"CUDA_VISIBLE_DEVICES": "2", "NVIDIA_VISIBLE_DEVICES": l.ids[1]}
 			},
-			devices: func(l layout) []string { return []string{"7", l.ids[4][4:12], l.migs[0]} },
+			devices: func(l layout) []string { return []string{"7", l.ids[4][:12], l.migs[0]} },
 			want:    []int{4, 6, 7},
 		},
 		{
