@@ -51,7 +51,7 @@ func NewElectricityMaps(zone string, token Secret, opts ...ClientOption) (*Elect
 	if token.IsZero() {
 		return nil, fmt.Errorf("%w: %s needs a token", ErrInvalidConfig, SourceElectricityMaps)
 	}
-	c, err := newClient(SourceElectricityMaps, ElectricityMapsURL, opts)
+	c, err := newClient(SourceElectricityMaps, ElectricityMapsURL, true, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func NewWattTime(region, user string, password Secret, opts ...ClientOption) (*W
 	if region == "" || user == "" || password.IsZero() {
 		return nil, fmt.Errorf("%w: %s needs a region, a user and a password", ErrInvalidConfig, SourceWattTime)
 	}
-	c, err := newClient(SourceWattTime, WattTimeURL, opts)
+	c, err := newClient(SourceWattTime, WattTimeURL, true, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +238,7 @@ func NewUKGrid(zone string, opts ...ClientOption) (*UKGrid, error) {
 		}
 		p.regional = true
 	}
-	c, err := newClient(SourceUKGrid, UKGridURL, opts)
+	c, err := newClient(SourceUKGrid, UKGridURL, false, opts)
 	if err != nil {
 		return nil, err
 	}

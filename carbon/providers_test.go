@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -311,6 +313,14 @@ func TestProviderConfigErrors(t *testing.T) {
 		{"wt no user", func() error { _, err := NewWattTime("CAISO_NORTH", "", tok); return err }},
 		{"uk bad zone", func() error { _, err := NewUKGrid("London"); return err }},
 		{"uk zero region", func() error { _, err := NewUKGrid("0"); return err }},
+		{"em http to a remote host", func() error {
+			_, err := NewElectricityMaps("DE", tok, WithBaseURL("http://api.example.com/v3"))
+			return err
+		}},
+		{"wt http to a remote host", func() error {
+			_, err := NewWattTime("CAISO_NORTH", "u", tok, WithBaseURL("http://10.0.0.1"))
+			return err
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := tt.err(); !errors.Is(err, ErrInvalidConfig) {
@@ -348,9 +358,81 @@ func TestParseRetryAfter(t *testing.T) {
 		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
 		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
 		{"99999999", maxRetryAfter},
+		{"4294967296", maxRetryAfter},              // beyond 32 bits: capped, not ignored
+		{"99999999999999999999999", maxRetryAfter}, // beyond 64 bits
+		{"21600", maxRetryAfter},
+		{"21599", maxRetryAfter - time.Second},
+		{"+7", 0},
+		{"0x10", 0},
 	} {
 		if got := parseRetryAfter(tt.in, now); got != tt.want {
 			t.Errorf("parseRetryAfter(%q) = %v, want %v", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestProviderBaseURLRedacted: a base URL refused is named without the
+// password it may carry.
+func TestProviderBaseURLRedacted(t *testing.T) {
+	tok := testSecret(t, testToken)
+	for _, base := range []string{"ftp://user:" + testPassword + "@host/x", "http://user:" + testPassword + "@api.example.com"} {
+		_, err := NewElectricityMaps("DE", tok, WithBaseURL(base))
+		if !errors.Is(err, ErrInvalidConfig) || strings.Contains(err.Error(), testPassword) {
+			t.Errorf("base %s: err = %v, want ErrInvalidConfig without the password", base, err)
+		}
+	}
+	// Loopback over plain http is allowed: a test server, a local proxy.
+	for _, base := range []string{"http://127.0.0.1:1", "http://[::1]:1", "http://localhost:1"} {
+		if _, err := NewElectricityMaps("DE", tok, WithBaseURL(base)); err != nil {
+			t.Errorf("base %s: %v", base, err)
+		}
+	}
+}
+
+// TestProviderRedirectKeepsSecret: a provider whose API redirects to
+// another server does not send its secret there; the redirect is an
+// ErrUnavailable. Both servers are on 127.0.0.1, so Go would forward even
+// an Authorization header (same host name).
+func TestProviderRedirectKeepsSecret(t *testing.T) {
+	var leaked atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("auth-token") != "" || r.Header.Get("Authorization") != "" {
+			leaked.Add(1)
+		}
+		writeJSON(w, map[string]any{"token": "x", "carbonIntensity": 1, "data": []any{}})
+	}))
+	defer other.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
+	}))
+	defer redirect.Close()
+
+	em, err := NewElectricityMaps("DE", testSecret(t, testToken), WithBaseURL(redirect.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := NewWattTime("CAISO_NORTH", testUser, testSecret(t, testPassword), WithBaseURL(redirect.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A user's client with no redirect policy gets the same protection,
+	// and is itself left as it was.
+	hc := &http.Client{}
+	emUser, err := NewElectricityMaps("DE", testSecret(t, testToken), WithBaseURL(redirect.URL), WithHTTPClient(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]Provider{"electricitymaps": em, "watttime": wt, "user client": emUser} {
+		_, err := p.Intensity(context.Background())
+		var se *StatusError
+		if !errors.Is(err, ErrUnavailable) || !errors.As(err, &se) || se.Status != http.StatusFound {
+			t.Errorf("%s: err = %v, want ErrUnavailable with status 302", name, err)
+		}
+	}
+	if n := leaked.Load(); n != 0 {
+		t.Errorf("the secret reached the redirect's target %d times", n)
+	}
+	if hc.CheckRedirect != nil {
+		t.Error("WithHTTPClient modified the caller's client")
 	}
 }
