@@ -82,14 +82,17 @@ func ParseGramsPerHour(s string) (uint64, error) {
 	return v, nil
 }
 
-// parseDecimal parses a non-negative decimal with at most scale digits
-// after the point into an integer scaled by 10^scale.
+// parseDecimal parses a plain decimal (digits, optionally a point and
+// more digits) with at most scale digits after the point into an integer scaled by 10^scale.
 func parseDecimal(s string, scale int) (uint64, error) {
-	if s == "" {
+	// big.Rat.SetString also takes signs, exponents, fractions, 0x and
+	// 0b prefixes and underscores: only digits[.digits] is a decimal.
+	whole, frac, dot := strings.Cut(s, ".")
+	if !isDigits(whole) || (dot && !isDigits(frac)) {
 		return 0, ErrInvalidConfig
 	}
 	r, ok := new(big.Rat).SetString(s)
-	if !ok || r.Sign() < 0 || strings.ContainsAny(s, "eE/") {
+	if !ok {
 		return 0, ErrInvalidConfig
 	}
 	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)))

@@ -36,8 +36,9 @@ type Model struct {
 	pue      PUE
 	embodied Embodied
 
-	cachedR *Reading // Interval's factor cache: the sampler's only
-	cachedF Factor
+	cachedR  *Reading // Interval's factor cache: the sampler's only
+	cachedF  Factor
+	cachedOK bool
 }
 
 // ModelOption configures a [Model].
@@ -103,7 +104,9 @@ func (m *Model) Note(t int64) { m.tl.Note(t, m.src.Current()) }
 // figures.
 type IntervalResult struct {
 	// Reading is the intensity the interval was converted at; nil when
-	// none was in force (then operational emissions are all zero).
+	// none was in force, or when the one in force was out of range (a
+	// custom [Reader]'s figure above 10 kg/kWh): then operational
+	// emissions are all zero.
 	Reading *Reading
 	// Known is false when the interval ended before the oldest change the
 	// timeline keeps, or before the first: the reading is then the oldest
@@ -122,17 +125,31 @@ type IntervalResult struct {
 // intensity is the one in force at b.
 //
 // It is exact in the sense of [Factor.Operational] and [Embodied.Split],
-// and allocates nothing.
+// and allocates nothing. Every element of op[:len(sharesMJ)] and
+// emb[:len(sharesMJ)] is written, so they may be reused between calls.
+//
+// Interval panics if op or emb is shorter than sharesMJ, or if coverNS is
+// not nil and not as long as sharesMJ: the slices are the caller's
+// bookkeeping, not input, and a mismatch would give one request another's
+// figure.
 func (m *Model) Interval(a, b int64, sharesMJ []uint64, restMJ uint64, coverNS []uint64, op, emb []uint64) IntervalResult {
+	if coverNS != nil && len(coverNS) != len(sharesMJ) {
+		panic(fmt.Sprintf("carbon: Model.Interval: %d covers for %d shares", len(coverNS), len(sharesMJ)))
+	}
+	op, emb = op[:len(sharesMJ)], emb[:len(sharesMJ)]
 	r, known := m.tl.At(b)
+	f, ok := m.factor(r)
+	if !ok {
+		// A reading this package cannot convert (a custom Reader's figure
+		// out of range) counts as none, and says so.
+		r, known = nil, false
+	}
 	res := IntervalResult{Reading: r, Known: known}
-	f := m.factor(r)
 	res.OperationalRest = f.Operational(sharesMJ, restMJ, op)
 	var dt uint64
 	if b > a {
 		dt = uint64(b - a)
 	}
-	emb = emb[:len(sharesMJ)]
 	if coverNS == nil || m.embodied == 0 {
 		clear(emb)
 		res.EmbodiedRest = m.embodied.Of(time.Duration(dt))
@@ -164,16 +181,14 @@ func (m *Model) Estimate(mJ uint64) (uint64, bool) {
 // factor returns r's factor at the model's PUE, cached for the last
 // reading: readings change every few minutes, intervals every 100 ms.
 // Only Interval calls it.
-func (m *Model) factor(r *Reading) Factor {
+// It is false, with a zero Factor, for no reading or one out of range.
+func (m *Model) factor(r *Reading) (Factor, bool) {
 	if r == nil {
-		return Factor{}
+		return Factor{}, false
 	}
 	if r != m.cachedR {
 		f, err := NewFactor(r.MgPerKWh, m.pue)
-		if err != nil {
-			f = Factor{} // out of range: counted as none
-		}
-		m.cachedR, m.cachedF = r, f
+		m.cachedR, m.cachedF, m.cachedOK = r, f, err == nil
 	}
-	return m.cachedF
+	return m.cachedF, m.cachedOK
 }

@@ -170,3 +170,60 @@ func TestModelConcurrentSafe(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestModelIntervalLengths: covers of another length than the shares are
+// a contract violation that panics (it used to leave a stale embodied
+// figure from the previous interval in emb, breaking conservation), and
+// reused scratch slices are rewritten whole.
+func TestModelIntervalLengths(t *testing.T) {
+	m, err := NewModel(NewFixed(Intensity{MgPerKWh: 400_000, Kind: Average, Source: SourceStatic}),
+		WithEmbodied(Embodied(3_600_000_000))) // 1 µg per µs
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Note(0)
+	op, emb := make([]uint64, 3), make([]uint64, 3)
+	const us = 1000
+	m.Interval(0, 1000*us, []uint64{1, 1, 1}, 0, []uint64{300 * us, 300 * us, 300 * us}, op, emb)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("two covers for three shares: no panic")
+			}
+		}()
+		m.Interval(1000*us, 1520*us, []uint64{1, 1, 1}, 0, []uint64{174 * us, 173 * us}, op, emb)
+	}()
+	// The same slices, now with no covers: every figure is rewritten.
+	res := m.Interval(1520*us, 2040*us, []uint64{1, 1, 1}, 0, nil, op, emb)
+	if emb[0]+emb[1]+emb[2] != 0 || res.EmbodiedRest != 520 {
+		t.Errorf("no covers: emb %v, rest %d; want zeros and 520", emb, res.EmbodiedRest)
+	}
+	res = m.Interval(2040*us, 2560*us, []uint64{1, 1, 1}, 0, []uint64{174 * us, 173 * us, 0}, op, emb)
+	if got := emb[0] + emb[1] + emb[2] + res.EmbodiedRest; got != 520 || emb[2] != 0 {
+		t.Errorf("emb %v + rest %d = %d µg, want 520 with nothing for the third", emb, res.EmbodiedRest, got)
+	}
+}
+
+// outOfRange is a custom Reader whose figure this package cannot convert.
+type outOfRange struct{ r *Reading }
+
+func (o outOfRange) Current() *Reading { return o.r }
+
+// TestModelReaderOutOfRange: a custom Reader's figure above 10 kg/kWh
+// counts as none, and the result says so instead of naming the reading
+// beside zero emissions.
+func TestModelReaderOutOfRange(t *testing.T) {
+	m, err := NewModel(outOfRange{&Reading{Intensity: Intensity{MgPerKWh: maxMgPerKWh + 1, Kind: Average, Source: "custom"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Note(0)
+	op, emb := make([]uint64, 1), make([]uint64, 1)
+	res := m.Interval(0, 100, []uint64{5000}, 7, nil, op, emb)
+	if res.Reading != nil || res.Known || op[0] != 0 || res.OperationalRest != 0 {
+		t.Errorf("out of range: %+v, op %v; want no reading and zeros", res, op)
+	}
+	if _, ok := m.Estimate(1000); ok {
+		t.Error("Estimate with an out-of-range reading")
+	}
+}
