@@ -70,8 +70,10 @@ func WithFallback(i Intensity) PollerOption {
 	return pollerOptionFunc(func(c *pollerConfig) { c.fallback = &i })
 }
 
-// WithPollerClock sets the clock that stamps fetches and ages them. The
-// default is time.Now.
+// WithPollerClock sets the clock that stamps fetches and ages them; nil
+// keeps the default, time.Now. Ages are the differences of its readings
+// from the one taken at [NewPoller], so a clock whose times carry a
+// monotonic reading (as time.Now's do) ages figures monotonically.
 func WithPollerClock(now func() time.Time) PollerOption {
 	return pollerOptionFunc(func(c *pollerConfig) {
 		if now != nil {
@@ -115,8 +117,13 @@ type Poller struct {
 	cfg pollerConfig
 
 	cur      atomic.Pointer[Reading]
-	fallback *Reading     // nil when none
-	lastGood atomic.Int64 // UnixNano of the last good fetch, on the poller's clock; 0 before
+	fallback *Reading // nil when none
+	// epoch is the clock's reading at NewPoller. Ages are durations since
+	// it: with time.Now they are monotonic, so that a step of the wall
+	// clock (NTP, a VM resumed) neither makes an age negative nor makes a
+	// fresh figure stale.
+	epoch    time.Time
+	lastGood atomic.Int64 // 1 + ns from epoch to the last good fetch; 0 before
 	failures atomic.Uint64
 
 	mu       sync.Mutex // serializes polls and guards the fields below
@@ -167,7 +174,7 @@ func NewPoller(p Provider, opts ...PollerOption) (*Poller, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	pl := &Poller{p: p, cfg: c}
+	pl := &Poller{p: p, cfg: c, epoch: c.now()}
 	if c.fallback != nil {
 		pl.fallback = &Reading{Intensity: *c.fallback, Fallback: true}
 		pl.cur.Store(pl.fallback)
@@ -184,11 +191,17 @@ func (pl *Poller) Current() *Reading { return pl.cur.Load() }
 // was fetched, and false before the first. It is what the intensity age
 // gauge exports.
 func (pl *Poller) Age() (time.Duration, bool) {
+	return pl.age(pl.cfg.now())
+}
+
+// age is the time from the last good fetch to now, never negative, and
+// false before the first.
+func (pl *Poller) age(now time.Time) (time.Duration, bool) {
 	t := pl.lastGood.Load()
 	if t == 0 {
 		return 0, false
 	}
-	return pl.cfg.now().Sub(time.Unix(0, t)), true
+	return max(now.Sub(pl.epoch)-time.Duration(t-1), 0), true
 }
 
 // Failures returns how many fetches have failed.
@@ -243,7 +256,7 @@ func (pl *Poller) poll(ctx context.Context) (time.Duration, error) {
 	}
 	pl.failing, pl.stale = false, false
 	pl.notUntil = time.Time{}
-	pl.lastGood.Store(max(now.UnixNano(), 1))
+	pl.lastGood.Store(1 + int64(max(now.Sub(pl.epoch), 0)))
 	// The same figure again keeps its reading, so that a timeline records
 	// changes, not polls.
 	if cur := pl.cur.Load(); cur == nil || cur.Fallback || !sameIntensity(cur.Intensity, it) {
@@ -259,21 +272,20 @@ func sameIntensity(a, b Intensity) bool {
 // capWait shortens wait so that the loop wakes when the provider's
 // figure goes stale, to put the fallback in force on time.
 func (pl *Poller) capWait(wait time.Duration, now time.Time) time.Duration {
-	t := pl.lastGood.Load()
-	if t == 0 || pl.stale {
+	age, ok := pl.age(now)
+	if !ok || pl.stale {
 		return wait
 	}
-	return min(wait, max(time.Unix(0, t).Add(pl.cfg.staleAfter).Sub(now), time.Millisecond))
+	return min(wait, max(pl.cfg.staleAfter-age, time.Millisecond))
 }
 
 // checkStale replaces a figure older than the bound with the fallback,
 // and reports it once per streak. pl.mu is held.
 func (pl *Poller) checkStale(now time.Time) {
-	t := pl.lastGood.Load()
-	if t == 0 || pl.stale {
+	age, ok := pl.age(now)
+	if !ok || pl.stale {
 		return
 	}
-	age := now.Sub(time.Unix(0, t))
 	if age <= pl.cfg.staleAfter {
 		return
 	}

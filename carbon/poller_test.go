@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel"
 )
@@ -427,5 +428,72 @@ func TestPollerSameFigureKeepsReading(t *testing.T) {
 	}
 	if r := pl.Current(); r == first || r.MgPerKWh != 45_000 || !r.Fetched.Equal(clk.Now()) {
 		t.Errorf("a new figure: Current = %+v", r)
+	}
+}
+
+// stepWall returns t, which carries a monotonic clock reading, with its
+// wall clock moved by d (whole seconds) and its monotonic reading kept:
+// what an NTP step does to time.Now. It relies on time.Time's layout
+// (hasMonotonic, 33 bits of seconds, 30 of nanoseconds in its first
+// word); the caller checks that it worked.
+func stepWall(t time.Time, d time.Duration) time.Time {
+	w := (*uint64)(unsafe.Pointer(&t))
+	*w += uint64(int64(d/time.Second)) << 30
+	return t
+}
+
+// TestPollerWallClockStep: ages are monotonic. A wall clock stepped back
+// an hour does not make the age negative, and one stepped forward does
+// not make a fresh figure stale.
+func TestPollerWallClockStep(t *testing.T) {
+	base := time.Now() // with a monotonic reading
+	if s := stepWall(base, time.Hour); s.Sub(base) != 0 || s.Round(0).Sub(base.Round(0)) != time.Hour {
+		t.Skip("time.Time's layout is not the one stepWall knows")
+	}
+	var mu sync.Mutex
+	mono, wall := time.Duration(0), time.Duration(0)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return stepWall(base.Add(mono), wall)
+	}
+	set := func(m, w time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		mono, wall = m, w
+	}
+	var rep reports
+	var fail atomic.Bool
+	pl, err := NewPoller(providerFunc(func(context.Context) (Intensity, error) {
+		if fail.Load() {
+			return Intensity{}, ErrServer
+		}
+		return Intensity{MgPerKWh: 200_000, Kind: Average, Source: SourceStatic}, nil
+	}), WithPollInterval(time.Minute), WithStaleAfter(10*time.Minute),
+		WithFallback(Intensity{MgPerKWh: 300_000}), WithPollerClock(clock), WithErrorHandler(rep.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(time.Minute, 0)
+	if err := pl.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	set(2*time.Minute, -time.Hour) // a minute on, the wall clock an hour back
+	if age, ok := pl.Age(); !ok || age != time.Minute {
+		t.Errorf("wall clock stepped back: Age = %v, %v; want 1m", age, ok)
+	}
+	fail.Store(true)
+	set(3*time.Minute, time.Hour) // the wall clock an hour ahead
+	_ = pl.Poll(context.Background())
+	if age, _ := pl.Age(); age != 2*time.Minute {
+		t.Errorf("wall clock stepped forward: Age = %v, want 2m", age)
+	}
+	if r := pl.Current(); r == nil || r.Fallback || rep.count(ErrStale) != 0 {
+		t.Errorf("a 2-minute-old figure went stale on a wall clock step: %+v, %v", r, rep.errs)
+	}
+	set(12*time.Minute, -time.Hour)
+	_ = pl.Poll(context.Background())
+	if r := pl.Current(); r == nil || !r.Fallback || rep.count(ErrStale) != 1 {
+		t.Errorf("an 11-minute-old figure with the wall clock back: %+v, %v; want stale", r, rep.errs)
 	}
 }
