@@ -26,6 +26,7 @@ const (
 	faultSlow                     // no answer until the client gives up
 	faultMalformed                // 200 with a body that is not JSON
 	faultWrongShape               // 200 with JSON that lacks the figure
+	faultUnavailable              // 503 with Retry-After: 11
 )
 
 // Test credentials. The token is long and distinctive so that a search
@@ -48,20 +49,33 @@ type fakeServer struct {
 	// expireNext makes the next data request answer 401, as an expired
 	// WattTime token does.
 	expireNext atomic.Bool
+	// loginFault is the fault of WattTime's /login, apart from fault,
+	// which is the data requests'.
+	loginFault atomic.Int32
+	// units is WattTime's meta.units; "" is lbs_co2_per_mwh.
+	units atomic.Value
 }
 
 func (f *fakeServer) setFigure(v float64) { f.grams.Store(math.Float64bits(v)) }
 func (f *fakeServer) figure() float64     { return math.Float64frombits(f.grams.Load()) }
 
-// faulted answers the fault modes common to every provider; it reports
-// whether it answered.
+// faulted answers the data request fault modes common to every
+// provider; it reports whether it answered.
 func (f *fakeServer) faulted(w http.ResponseWriter, r *http.Request) bool {
-	switch fault(f.fault.Load()) {
+	return answerFault(w, r, fault(f.fault.Load()))
+}
+
+// answerFault answers with fault ft; it reports whether it answered.
+func answerFault(w http.ResponseWriter, r *http.Request, ft fault) bool {
+	switch ft {
 	case faultRateLimited:
 		w.Header().Set("Retry-After", "7")
 		http.Error(w, `{"error":"rate limited"}`, http.StatusTooManyRequests)
 	case faultServer:
 		http.Error(w, `{"error":"internal"}`, http.StatusInternalServerError)
+	case faultUnavailable:
+		w.Header().Set("Retry-After", "11")
+		http.Error(w, `{"error":"maintenance"}`, http.StatusServiceUnavailable)
 	case faultSlow:
 		// Wait for the client to give up; bounded so that no handler
 		// outlives a test by much.
@@ -79,6 +93,13 @@ func (f *fakeServer) faulted(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+func (f *fakeServer) wtUnits() string {
+	if u, _ := f.units.Load().(string); u != "" {
+		return u
+	}
+	return "lbs_co2_per_mwh"
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -141,6 +162,15 @@ func wtHandler(f *fakeServer) http.Handler {
 			return
 		}
 		f.logins.Add(1)
+		switch fault(f.loginFault.Load()) {
+		case faultNone:
+		case faultWrongShape:
+			writeJSON(w, map[string]string{"error": "no token today"})
+			return
+		default:
+			answerFault(w, r, fault(f.loginFault.Load()))
+			return
+		}
 		writeJSON(w, map[string]string{"token": wtToken})
 	})
 	mux.HandleFunc("GET /v3/forecast", func(w http.ResponseWriter, r *http.Request) {
@@ -173,7 +203,7 @@ func wtHandler(f *fakeServer) http.Handler {
 				"data_point_period_seconds":   300,
 				"region":                      "CAISO_NORTH",
 				"signal_type":                 "co2_moer",
-				"units":                       "lbs_co2_per_mwh",
+				"units":                       f.wtUnits(),
 				"generated_at_period_seconds": 300,
 				"generated_at":                "2026-12-01T11:05:00+00:00",
 				"model":                       map[string]string{"date": "2026-03-01"},

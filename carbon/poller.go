@@ -63,10 +63,17 @@ func WithFetchTimeout(d time.Duration) PollerOption {
 }
 
 // WithFallback sets the intensity in force before the provider's first
-// answer and after its figure goes stale, with its Source (usually
-// [SourceStatic]) saying so. By default there is none: no figure, and
-// no emissions, rather than a guess.
+// answer and after its figure goes stale; its reading says Fallback. A
+// zero Kind is taken as [Average] and an empty Source as [SourceStatic].
+// By default there is none: no figure, and no emissions, rather than a
+// guess.
 func WithFallback(i Intensity) PollerOption {
+	if i.Kind == 0 {
+		i.Kind = Average
+	}
+	if i.Source == "" {
+		i.Source = SourceStatic
+	}
 	return pollerOptionFunc(func(c *pollerConfig) { c.fallback = &i })
 }
 

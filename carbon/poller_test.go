@@ -497,3 +497,47 @@ func TestPollerWallClockStep(t *testing.T) {
 		t.Errorf("an 11-minute-old figure with the wall clock back: %+v, %v; want stale", r, rep.errs)
 	}
 }
+
+// TestPollerRetryAfterCappedByStaleness: a Retry-After longer than the
+// figure has left before it goes stale does not delay the fallback: the
+// loop wakes when the figure goes stale, puts the fallback in force, and
+// then waits out the rest of the Retry-After without asking.
+func TestPollerRetryAfterCappedByStaleness(t *testing.T) {
+	clk := newFakeClock()
+	var limited atomic.Bool
+	var asked atomic.Int64
+	pl, err := NewPoller(providerFunc(func(context.Context) (Intensity, error) {
+		asked.Add(1)
+		if limited.Load() {
+			return Intensity{}, &StatusError{Provider: "test", Status: 429, RetryAfter: maxRetryAfter, kind: ErrRateLimited}
+		}
+		return Intensity{MgPerKWh: 200_000, Kind: Average, Source: SourceStatic}, nil
+	}), WithPollInterval(time.Minute), WithStaleAfter(10*time.Minute),
+		WithFallback(Intensity{MgPerKWh: 300_000}), WithPollerClock(clk.Now), WithErrorHandler(func(error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if wait, err := pl.poll(ctx); err != nil || wait != time.Minute {
+		t.Fatalf("first poll = %v, %v", wait, err)
+	}
+	limited.Store(true)
+	clk.Add(3 * time.Minute)
+	if wait, err := pl.poll(ctx); !errors.Is(err, ErrRateLimited) || wait != 7*time.Minute {
+		t.Errorf("429 with Retry-After 6h, 3m into 10m of staleness: wait %v, %v; want the 7m left", wait, err)
+	}
+	clk.Add(7*time.Minute + time.Second)
+	wait, err := pl.poll(ctx)
+	if !errors.Is(err, ErrRateLimited) || wait != maxRetryAfter-7*time.Minute-time.Second {
+		t.Errorf("when stale: wait %v, %v; want the rest of the Retry-After", wait, err)
+	}
+	if r := pl.Current(); r == nil || !r.Fallback || r.MgPerKWh != 300_000 {
+		t.Errorf("when stale: Current = %+v, want the fallback", r)
+	}
+	if r := pl.Current(); r != nil && (r.Kind != Average || r.Source != SourceStatic) {
+		t.Errorf("fallback given with no kind or source: %+v, want average and %q", r, SourceStatic)
+	}
+	if n := asked.Load(); n != 2 {
+		t.Errorf("asked %d times, want 2 (none during the Retry-After)", n)
+	}
+}

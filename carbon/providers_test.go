@@ -91,6 +91,7 @@ func TestProviderFaults(t *testing.T) {
 				{name: "normal", fault: faultNone},
 				{name: "429", fault: faultRateLimited, want: ErrRateLimited},
 				{name: "500", fault: faultServer, want: ErrServer},
+				{name: "503", fault: faultUnavailable, want: ErrServer},
 				{name: "slow", fault: faultSlow, timeout: 100 * time.Millisecond, want: ErrTimeout},
 				{name: "malformed", fault: faultMalformed, want: ErrMalformed},
 				{name: "no figure", fault: faultWrongShape, want: ErrMalformed},
@@ -142,6 +143,15 @@ func TestProviderFaults(t *testing.T) {
 						var se *StatusError
 						if !errors.As(err, &se) || se.RetryAfter != 7*time.Second || se.Status != 429 {
 							t.Errorf("err = %#v, want a StatusError 429 with RetryAfter 7s", err)
+						}
+					case ErrServer:
+						var se *StatusError
+						wantWait := time.Duration(0)
+						if tt.fault == faultUnavailable {
+							wantWait = 11 * time.Second // a 503's Retry-After counts too
+						}
+						if !errors.As(err, &se) || se.RetryAfter != wantWait {
+							t.Errorf("err = %#v, want a StatusError with RetryAfter %v", err, wantWait)
 						}
 					case ErrTimeout:
 						if !errors.Is(err, context.DeadlineExceeded) {
@@ -434,5 +444,84 @@ func TestProviderRedirectKeepsSecret(t *testing.T) {
 	}
 	if hc.CheckRedirect != nil {
 		t.Error("WithHTTPClient modified the caller's client")
+	}
+}
+
+// TestProviderMalformedFigures: a figure that is negative or beyond
+// 10 kg/kWh is not a figure.
+func TestProviderMalformedFigures(t *testing.T) {
+	for _, pc := range providerCases() {
+		for _, v := range []float64{-5, -0.0001, 2e7, 1e300} {
+			f := newFake(t, pc.handler, v)
+			_, err := pc.build(t, f.URL, pc.zone).Intensity(context.Background())
+			if !errors.Is(err, ErrMalformed) {
+				t.Errorf("%s, figure %v: err = %v, want ErrMalformed", pc.name, v, err)
+			}
+		}
+	}
+}
+
+// TestWattTimeUnits: the forecast's figure is read in the units its meta
+// names; an unknown unit is refused rather than guessed.
+func TestWattTimeUnits(t *testing.T) {
+	f := newFake(t, wtHandler, 300)
+	p, err := NewWattTime("CAISO_NORTH", testUser, testSecret(t, testPassword), WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.units.Store("g_co2_per_kwh")
+	if it, err := p.Intensity(context.Background()); err != nil || it.MgPerKWh != 300_000 {
+		t.Errorf("g_co2_per_kwh: %+v, %v; want 300000 mg/kWh", it, err)
+	}
+	for _, u := range []string{"kg_co2_per_mwh", "percent", "LBS_CO2_PER_MWH"} {
+		f.units.Store(u)
+		if _, err := p.Intensity(context.Background()); !errors.Is(err, ErrMalformed) {
+			t.Errorf("units %q: err = %v, want ErrMalformed", u, err)
+		}
+	}
+}
+
+// TestWattTimeLoginFaults: a failed login is classified like a data
+// request (a /login that is not found is a refusal, not a zone), keeps
+// no token, and the next fetch logs in again.
+func TestWattTimeLoginFaults(t *testing.T) {
+	f := newFake(t, wtHandler, 850.5)
+	p, err := NewWattTime("CAISO_NORTH", testUser, testSecret(t, testPassword), WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		fault fault
+		want  error
+	}{
+		{faultServer, ErrServer},
+		{faultRateLimited, ErrRateLimited},
+		{faultUnavailable, ErrServer},
+		{faultMalformed, ErrMalformed},
+		{faultWrongShape, ErrUnauthorized},
+		{faultSlow, ErrTimeout},
+	} {
+		f.loginFault.Store(int32(tt.fault))
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := p.Intensity(ctx)
+		cancel()
+		if !errors.Is(err, tt.want) {
+			t.Errorf("login fault %d: err = %v, want %v", tt.fault, err, tt.want)
+		}
+	}
+	if f.hits.Load() != 0 {
+		t.Errorf("the forecast was asked %d times with no token", f.hits.Load())
+	}
+	f.loginFault.Store(int32(faultNone))
+	if it, err := p.Intensity(context.Background()); err != nil || it.MgPerKWh != 385_780 {
+		t.Errorf("after the faults: %+v, %v", it, err)
+	}
+
+	nowhere, err := NewWattTime("CAISO_NORTH", testUser, testSecret(t, testPassword), WithBaseURL(f.URL+"/nowhere"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nowhere.Intensity(context.Background()); !errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrUnknownZone) {
+		t.Errorf("/login not found: err = %v, want ErrUnauthorized", err)
 	}
 }
