@@ -56,6 +56,7 @@ func PUEFromFloat(f float64) (PUE, error) {
 // Float returns the PUE as a number, such as 1.135.
 func (p PUE) Float() float64 { return float64(p) / ppmPerUnit }
 
+// String returns the PUE as a decimal, such as "1.135".
 func (p PUE) String() string { return formatDecimal(uint64(p), 6) }
 
 // ParseGramsPerKWh parses a decimal intensity in g CO2e per kWh, such as
@@ -128,8 +129,9 @@ func NewFactor(mgPerKWh uint64, p PUE) (Factor, error) {
 }
 
 // Of returns the emissions of mJ millijoules, in µg CO2e, rounded half
-// up. It saturates at the largest uint64 rather than wrap (beyond 10^10 J
-// at the dirtiest grid; no interval comes near).
+// up. It saturates at the largest uint64 rather than wrap: at the largest
+// factor (10 kg/kWh at a PUE of 100) that is beyond 6.6e16 mJ, 6.6e13 J;
+// no interval comes near.
 func (f Factor) Of(mJ uint64) uint64 { return mulDivRound(mJ, f.num, energyDen) }
 
 // Operational converts one counter interval's energy, as the ledger split

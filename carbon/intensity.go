@@ -38,14 +38,18 @@ var (
 // wraps the sentinel that classifies it ([ErrRateLimited], [ErrServer],
 // [ErrUnknownZone], [ErrUnauthorized] or [ErrUnavailable]).
 type StatusError struct {
+	// Provider is the provider's Source name, such as "electricitymaps".
 	Provider string
-	Status   int
+	// Status is the HTTP status code of the answer.
+	Status int
 	// RetryAfter is the wait a 429 or 503 asked for in its Retry-After
 	// header (seconds or an HTTP date), or 0.
 	RetryAfter time.Duration
 	kind       error
 }
 
+// Error says the provider, the status and any Retry-After; never a
+// secret, a URL or the answer's body.
 func (e *StatusError) Error() string {
 	s := fmt.Sprintf("%v: %s answered %d", e.kind, e.Provider, e.Status)
 	if e.RetryAfter > 0 {
@@ -54,6 +58,7 @@ func (e *StatusError) Error() string {
 	return s
 }
 
+// Unwrap returns the sentinel that classifies the answer.
 func (e *StatusError) Unwrap() error { return e.kind }
 
 // Kind says what an intensity figure means.
@@ -68,6 +73,8 @@ const (
 	Marginal
 )
 
+// String returns "average", "marginal", or "unknown" for the zero Kind
+// and any other value.
 func (k Kind) String() string {
 	switch k {
 	case Average:
@@ -92,7 +99,8 @@ type Intensity struct {
 	// MgPerKWh is the intensity in mg CO2e per kWh (436 g/kWh is
 	// 436_000): an integer, so that the conversion is exact.
 	MgPerKWh uint64
-	Kind     Kind
+	// Kind says whether the figure is an [Average] or a [Marginal] one.
+	Kind Kind
 	// Source is one of the Source constants.
 	Source string
 	// Zone is the provider's zone or region, "" for a static figure.

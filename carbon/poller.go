@@ -90,7 +90,7 @@ func WithPollerClock(now func() time.Time) PollerOption {
 }
 
 // WithErrorHandler sets where the poller reports, once per streak, that
-// fetches fail and that its figure went stale. The default is
+// fetches fail and that its figure went stale; nil keeps the default,
 // otel.Handle: the poller runs in a goroutine of its own, with no caller
 // to return an error to.
 func WithErrorHandler(h func(error)) PollerOption {
@@ -119,6 +119,7 @@ var ErrStale = errors.New("carbon: intensity is stale")
 //
 // Current, Age and Failures are safe from any goroutine and never block.
 // Start, Poll and Shutdown are safe to call concurrently with each other.
+// A Poller must not be copied; build it with [NewPoller].
 type Poller struct {
 	p   Provider
 	cfg pollerConfig

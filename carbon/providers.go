@@ -2,6 +2,7 @@ package carbon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -30,8 +31,10 @@ const (
 
 // ElectricityMaps is a [Provider] for the Electricity Maps API v3: GET
 // {base}/carbon-intensity/latest?zone=Z with the token in the auth-token
-// header. Its figure is an average (lifecycle by default) in g CO2e per
-// kWh, hourly. Build it with [NewElectricityMaps]. It is safe for
+// header. Its figure is an average in g CO2e per kWh, hourly: lifecycle
+// emissions unless the account is set to direct ones (the answer's
+// emissionFactorType, which this package does not read). A zone is
+// asked by its key; Electricity Maps' lat/lon query is not supported. Build it with [NewElectricityMaps]. It is safe for
 // concurrent use.
 type ElectricityMaps struct {
 	c     client
@@ -63,7 +66,6 @@ type emLatest struct {
 	Zone            string   `json:"zone"`
 	CarbonIntensity *float64 `json:"carbonIntensity"`
 	Datetime        string   `json:"datetime"`
-	FactorType      string   `json:"emissionFactorType"`
 }
 
 // Intensity fetches the zone's latest intensity.
@@ -152,7 +154,8 @@ func (p *WattTime) Intensity(ctx context.Context) (Intensity, error) {
 			}
 		}
 		it, err := p.forecast(ctx)
-		if se, ok := err.(*StatusError); ok && se.Status == http.StatusUnauthorized && attempt == 0 {
+		var se *StatusError
+		if errors.As(err, &se) && se.Status == http.StatusUnauthorized && attempt == 0 {
 			p.token = Secret{} // expired early: log in once more
 			continue
 		}
@@ -166,7 +169,7 @@ func (p *WattTime) login(ctx context.Context) error {
 		r := http.Request{Header: h}
 		r.SetBasicAuth(p.user, p.password.value())
 	}, &v)
-	if se, ok := err.(*StatusError); ok && se.kind == ErrUnknownZone {
+	if se := (*StatusError)(nil); errors.As(err, &se) && se.kind == ErrUnknownZone {
 		se.kind = ErrUnauthorized // /login knows no zone
 	}
 	if err != nil {
@@ -222,21 +225,22 @@ type UKGrid struct {
 	regional bool
 }
 
-// NewUKGrid returns a provider for zone "GB" or a region id ("13" is
-// London). The base URL defaults to [UKGridURL]. It returns an error
-// wrapping [ErrInvalidConfig] for anything else; a region id the API
-// does not know fails at fetch with [ErrUnknownZone].
+// NewUKGrid returns a provider for zone "GB" (in any case) or a region
+// id ("13" is London; "013" is the same region and reads as "13"). The
+// base URL defaults to [UKGridURL]. It returns an error wrapping
+// [ErrInvalidConfig] for anything else, an empty zone included; a region
+// id the API does not know fails at fetch with [ErrUnknownZone].
 func NewUKGrid(zone string, opts ...ClientOption) (*UKGrid, error) {
 	zone = strings.TrimSpace(zone)
-	p := &UKGrid{zone: zone}
-	switch {
-	case zone == "" || strings.EqualFold(zone, "GB"):
+	p := &UKGrid{}
+	if strings.EqualFold(zone, "GB") {
 		p.zone = "GB"
-	default:
-		if n, err := strconv.ParseUint(zone, 10, 16); err != nil || n == 0 {
+	} else {
+		n, err := strconv.ParseUint(zone, 10, 16)
+		if err != nil || n == 0 || !isDigits(zone) {
 			return nil, fmt.Errorf("%w: %s zone %q: want GB or a region id such as 13", ErrInvalidConfig, SourceUKGrid, zone)
 		}
-		p.regional = true
+		p.zone, p.regional = strconv.FormatUint(n, 10), true
 	}
 	c, err := newClient(SourceUKGrid, UKGridURL, false, opts)
 	if err != nil {

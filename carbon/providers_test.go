@@ -171,16 +171,25 @@ func TestProviderFaults(t *testing.T) {
 // actual).
 func TestUKGridRegional(t *testing.T) {
 	f := newFake(t, ukHandler, 120)
-	p, err := NewUKGrid("13", WithBaseURL(f.URL))
+	for _, zone := range []string{"13", "013", " 13 "} {
+		p, err := NewUKGrid(zone, WithBaseURL(f.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, err := p.Intensity(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it.MgPerKWh != 125_000 || it.Zone != "13" || it.Kind != Average {
+			t.Errorf("zone %q: Intensity = %+v, want the forecast 125 g/kWh for region 13", zone, it)
+		}
+	}
+	p, err := NewUKGrid("gb", WithBaseURL(f.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := p.Intensity(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if it.MgPerKWh != 125_000 || it.Zone != "13" || it.Kind != Average {
-		t.Errorf("Intensity = %+v, want the forecast 125 g/kWh for region 13", it)
+	if it, err := p.Intensity(context.Background()); err != nil || it.Zone != "GB" || it.MgPerKWh != 120_000 {
+		t.Errorf("zone gb: %+v, %v; want GB's actual 120 g/kWh", it, err)
 	}
 }
 
@@ -323,6 +332,8 @@ func TestProviderConfigErrors(t *testing.T) {
 		{"wt no user", func() error { _, err := NewWattTime("CAISO_NORTH", "", tok); return err }},
 		{"uk bad zone", func() error { _, err := NewUKGrid("London"); return err }},
 		{"uk zero region", func() error { _, err := NewUKGrid("0"); return err }},
+		{"uk empty zone", func() error { _, err := NewUKGrid(" "); return err }},
+		{"uk signed region", func() error { _, err := NewUKGrid("+13"); return err }},
 		{"em http to a remote host", func() error {
 			_, err := NewElectricityMaps("DE", tok, WithBaseURL("http://api.example.com/v3"))
 			return err
