@@ -26,7 +26,7 @@ const (
 
 // PUE is a facility's power usage effectiveness, total facility energy
 // over IT energy, in parts per million: 1.135 is 1_135_000. Its zero value
-// is not valid; [ParsePUE] and [PUEFromFloat] build one. Cloud Carbon
+// is not valid; [ParsePUE] builds one. Cloud Carbon
 // Footprint uses 1.135 for AWS, 1.1 for GCP and 1.185 for Azure.
 type PUE uint64
 
@@ -42,15 +42,6 @@ func ParsePUE(s string) (PUE, error) {
 		return 0, fmt.Errorf("%w: PUE %q: want a decimal from 1 to 100, such as 1.135", ErrInvalidConfig, s)
 	}
 	return PUE(v), nil
-}
-
-// PUEFromFloat rounds f to parts per million. It returns an error
-// wrapping [ErrInvalidConfig] for a PUE below 1, above 100, or not finite.
-func PUEFromFloat(f float64) (PUE, error) {
-	if math.IsNaN(f) || f < 1 || f > 100 {
-		return 0, fmt.Errorf("%w: PUE %v: want 1 to 100", ErrInvalidConfig, f)
-	}
-	return PUE(math.Round(f * ppmPerUnit)), nil
 }
 
 // Float returns the PUE as a number, such as 1.135.
@@ -72,15 +63,15 @@ func ParseGramsPerKWh(s string) (uint64, error) {
 }
 
 // ParseGramsPerHour parses embodied emissions in g CO2e per device-hour,
-// such as "12.5", exactly (up to six decimals), into µg per hour. It
-// returns an error wrapping [ErrInvalidConfig] for anything else, or for
-// a value above 1 t per hour.
-func ParseGramsPerHour(s string) (uint64, error) {
+// such as "12.5", exactly (up to six decimals), into an [Embodied] (µg
+// per hour). It returns an error wrapping [ErrInvalidConfig] for anything
+// else, or for a value above 1 t per hour.
+func ParseGramsPerHour(s string) (Embodied, error) {
 	v, err := parseDecimal(strings.TrimSpace(s), 6)
 	if err != nil || v > maxUGPerHour {
 		return 0, fmt.Errorf("%w: embodied emissions %q: want g CO2e per device-hour from 0 to 1000000, such as 12.5", ErrInvalidConfig, s)
 	}
-	return v, nil
+	return Embodied(v), nil
 }
 
 // parseDecimal parses a plain decimal (digits, optionally a point and

@@ -307,7 +307,7 @@ func TestIntensityChangeMidRequest(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	low := &Reading{Intensity: Intensity{MgPerKWh: 52_000, Kind: Average, Source: SourceStatic}}
 	high := &Reading{Intensity: Intensity{MgPerKWh: 710_000, Kind: Average, Source: SourceStatic}}
-	tl := NewTimeline(0)
+	tl := newTimeline(0)
 	// The sampler reads every 17 ms and notes the poller's reading; the
 	// provider's figure changes between the reads at 153 and 170 ms.
 	for t := int64(0); t <= 340*ms; t += 17 * ms {

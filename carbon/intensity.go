@@ -122,18 +122,38 @@ type Provider interface {
 	Intensity(ctx context.Context) (Intensity, error)
 }
 
-// Static is a [Provider] that always returns its own value, with Source
-// [SourceStatic]. Use it for a figure you know (a contract's, a yearly
-// average) or to test.
-type Static Intensity
+// Static is one intensity that does not change: a figure you know (a
+// contract's, a yearly average) or one to test with. It is a [Provider]
+// whose every fetch returns it, and a [Reader] whose reading is always
+// it, so a [Model] can use it without a [Poller]. Build it with
+// [NewStatic]; the zero Static has no reading. It is safe for concurrent
+// use.
+type Static struct{ r *Reading }
 
-// NewStatic returns a static average intensity of mgPerKWh.
-func NewStatic(mgPerKWh uint64) Static {
-	return Static{MgPerKWh: mgPerKWh, Kind: Average, Source: SourceStatic}
+// NewStatic returns the static intensity i. A zero Kind is taken as
+// [Average] and an empty Source as [SourceStatic].
+func NewStatic(i Intensity) Static {
+	if i.Kind == 0 {
+		i.Kind = Average
+	}
+	if i.Source == "" {
+		i.Source = SourceStatic
+	}
+	return Static{r: &Reading{Intensity: i}}
 }
 
-// Intensity returns s.
-func (s Static) Intensity(context.Context) (Intensity, error) { return Intensity(s), nil }
+// Intensity returns the static intensity; for the zero Static, an error
+// wrapping [ErrInvalidConfig].
+func (s Static) Intensity(context.Context) (Intensity, error) {
+	if s.r == nil {
+		return Intensity{}, fmt.Errorf("%w: a Static not built by NewStatic", ErrInvalidConfig)
+	}
+	return s.r.Intensity, nil
+}
+
+// Current returns the static reading, nil for the zero Static. It is
+// the same pointer at every call.
+func (s Static) Current() *Reading { return s.r }
 
 // Reading is the intensity a [Poller] publishes: immutable once
 // published, so that readers share it without copying.

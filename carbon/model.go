@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Reader gives the reading in force now. [*Poller] is one; [Fixed] is a
+// Reader gives the reading in force now. [*Poller] is one; [Static] is a
 // static one.
 type Reader interface {
 	// Current returns the reading in force, or nil for none. It must not
@@ -13,17 +13,8 @@ type Reader interface {
 	Current() *Reading
 }
 
-// Fixed is a [Reader] of one static reading.
-type Fixed struct{ r *Reading }
-
-// NewFixed returns a reader that always gives i.
-func NewFixed(i Intensity) Fixed { return Fixed{r: &Reading{Intensity: i}} }
-
-// Current returns the fixed reading.
-func (f Fixed) Current() *Reading { return f.r }
-
 // Model is what the sampler needs to turn each split interval into
-// emissions: where the intensity comes from, a [Timeline] of it, the
+// emissions: where the intensity comes from, a timeline of it, the
 // PUE, and embodied emissions per device-hour. It is the one object the
 // Monitor holds; see docs/carbon.md, "How it plugs in".
 //
@@ -32,7 +23,7 @@ func (f Fixed) Current() *Reading { return f.r }
 // lock and allocate nothing. A Model must not be copied after first use.
 type Model struct {
 	src      Reader
-	tl       *Timeline
+	tl       *timeline
 	pue      PUE
 	embodied Embodied
 
@@ -43,50 +34,57 @@ type Model struct {
 
 // ModelOption configures a [Model].
 type ModelOption interface {
-	apply(*Model)
+	apply(*modelConfig)
 }
 
-type modelOptionFunc func(*Model)
+type modelOptionFunc func(*modelConfig)
 
-func (f modelOptionFunc) apply(m *Model) { f(m) }
+func (f modelOptionFunc) apply(c *modelConfig) { f(c) }
+
+type modelConfig struct {
+	pue      PUE
+	embodied Embodied
+	capacity int // 0: defaultTimelineCapacity
+}
 
 // WithPUE sets the facility's PUE. The default is [PUENone], 1.
-func WithPUE(p PUE) ModelOption { return modelOptionFunc(func(m *Model) { m.pue = p }) }
+func WithPUE(p PUE) ModelOption { return modelOptionFunc(func(c *modelConfig) { c.pue = p }) }
 
 // WithEmbodied sets the embodied emissions per device-hour. The default
 // is none.
-func WithEmbodied(e Embodied) ModelOption { return modelOptionFunc(func(m *Model) { m.embodied = e }) }
+func WithEmbodied(e Embodied) ModelOption {
+	return modelOptionFunc(func(c *modelConfig) { c.embodied = e })
+}
 
-// WithTimelineCapacity sets how many intensity changes the model keeps.
-// The default is [DefaultTimelineCapacity].
+// WithTimelineCapacity sets how many intensity changes the model keeps
+// (at least 2). The default, 64, is more than five hours of changes at
+// one every 5 minutes, far beyond the ledger's horizon.
 func WithTimelineCapacity(n int) ModelOption {
-	return modelOptionFunc(func(m *Model) { m.tl = NewTimeline(n) })
+	return modelOptionFunc(func(c *modelConfig) { c.capacity = n })
 }
 
 // NewModel returns a model that reads the intensity from src. It returns
-// an error wrapping [ErrInvalidConfig] for a nil src, a PUE outside
-// [1, 100] or embodied emissions above 1 t per device-hour.
+// an error wrapping [ErrInvalidConfig] for a nil src, a [Static] out of
+// range, a PUE outside [1, 100] or embodied emissions above 1 t per
+// device-hour.
 func NewModel(src Reader, opts ...ModelOption) (*Model, error) {
-	m := &Model{src: src, pue: PUENone}
+	c := modelConfig{pue: PUENone}
 	for _, o := range opts {
-		o.apply(m)
-	}
-	if m.tl == nil {
-		m.tl = NewTimeline(0)
+		o.apply(&c)
 	}
 	if src == nil {
 		return nil, fmt.Errorf("%w: no intensity reader", ErrInvalidConfig)
 	}
-	if m.pue < PUENone || m.pue > maxPUEPPM {
-		return nil, fmt.Errorf("%w: PUE %s", ErrInvalidConfig, m.pue)
+	if c.pue < PUENone || c.pue > maxPUEPPM {
+		return nil, fmt.Errorf("%w: PUE %s", ErrInvalidConfig, c.pue)
 	}
-	if f, ok := src.(Fixed); ok && f.r.MgPerKWh > maxMgPerKWh {
-		return nil, fmt.Errorf("%w: intensity %d mg/kWh", ErrInvalidConfig, f.r.MgPerKWh)
+	if s, ok := src.(Static); ok && s.r != nil && s.r.MgPerKWh > maxMgPerKWh {
+		return nil, fmt.Errorf("%w: intensity %d mg/kWh", ErrInvalidConfig, s.r.MgPerKWh)
 	}
-	if uint64(m.embodied) > maxUGPerHour {
-		return nil, fmt.Errorf("%w: embodied emissions %d µg per device-hour", ErrInvalidConfig, m.embodied)
+	if uint64(c.embodied) > maxUGPerHour {
+		return nil, fmt.Errorf("%w: embodied emissions %d µg per device-hour", ErrInvalidConfig, c.embodied)
 	}
-	return m, nil
+	return &Model{src: src, tl: newTimeline(c.capacity), pue: c.pue, embodied: c.embodied}, nil
 }
 
 // Current returns the reading in force now.

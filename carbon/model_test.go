@@ -86,7 +86,7 @@ func TestModelIntervals(t *testing.T) {
 }
 
 func TestModelNone(t *testing.T) {
-	pl, err := NewPoller(NewStatic(1), WithErrorHandler(func(error) {}))
+	pl, err := NewPoller(NewStatic(Intensity{MgPerKWh: 1}), WithErrorHandler(func(error) {}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestModelNone(t *testing.T) {
 		{"nil reader", nil, nil},
 		{"PUE below 1", pl, []ModelOption{WithPUE(999_999)}},
 		{"embodied above 1 t/h", pl, []ModelOption{WithEmbodied(maxUGPerHour + 1)}},
-		{"fixed out of range", NewFixed(Intensity{MgPerKWh: maxMgPerKWh + 1}), nil},
+		{"fixed out of range", NewStatic(Intensity{MgPerKWh: maxMgPerKWh + 1}), nil},
 	} {
 		if _, err := NewModel(tt.src, tt.opts...); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: err = %v", tt.name, err)
@@ -176,7 +176,7 @@ func TestModelConcurrentSafe(t *testing.T) {
 // figure from the previous interval in emb, breaking conservation), and
 // reused scratch slices are rewritten whole.
 func TestModelIntervalLengths(t *testing.T) {
-	m, err := NewModel(NewFixed(Intensity{MgPerKWh: 400_000, Kind: Average, Source: SourceStatic}),
+	m, err := NewModel(NewStatic(Intensity{MgPerKWh: 400_000, Kind: Average, Source: SourceStatic}),
 		WithEmbodied(Embodied(3_600_000_000))) // 1 µg per µs
 	if err != nil {
 		t.Fatal(err)
@@ -225,5 +225,31 @@ func TestModelReaderOutOfRange(t *testing.T) {
 	}
 	if _, ok := m.Estimate(1000); ok {
 		t.Error("Estimate with an out-of-range reading")
+	}
+}
+
+// TestStatic: a Static is both a Provider and a Reader of one intensity,
+// with an average kind and the static source unless told otherwise; the
+// zero Static has no reading.
+func TestStatic(t *testing.T) {
+	s := NewStatic(Intensity{MgPerKWh: 436_000})
+	it, err := s.Intensity(context.Background())
+	want := Intensity{MgPerKWh: 436_000, Kind: Average, Source: SourceStatic}
+	if err != nil || it != want {
+		t.Errorf("Intensity = %+v, %v; want %+v", it, err, want)
+	}
+	if r := s.Current(); r == nil || r.Intensity != want || r != s.Current() {
+		t.Errorf("Current = %+v, want %+v, the same pointer each time", r, want)
+	}
+	m := NewStatic(Intensity{MgPerKWh: 90_000, Kind: Marginal, Source: "contract"})
+	if r := m.Current(); r.Kind != Marginal || r.Source != "contract" {
+		t.Errorf("a given kind and source: %+v", r)
+	}
+	var zero Static
+	if _, err := zero.Intensity(context.Background()); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("zero Static: Intensity err = %v, want ErrInvalidConfig", err)
+	}
+	if zero.Current() != nil {
+		t.Error("zero Static has a reading")
 	}
 }

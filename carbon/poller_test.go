@@ -75,10 +75,10 @@ func TestPollerStaleness(t *testing.T) {
 	}
 	clk := newFakeClock()
 	var rep reports
-	fallback := NewStatic(300_000)
+	fallback := Intensity{MgPerKWh: 300_000}
 	pl, err := NewPoller(p,
 		WithPollInterval(time.Minute), WithStaleAfter(10*time.Minute),
-		WithFetchTimeout(200*time.Millisecond), WithFallback(Intensity(fallback)),
+		WithFetchTimeout(200*time.Millisecond), WithFallback(fallback),
 		WithPollerClock(clk.Now), WithErrorHandler(rep.handle))
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestPollerNoFallback(t *testing.T) {
 		if fail.Load() {
 			return Intensity{}, ErrServer
 		}
-		return Intensity(NewStatic(90_000)), nil
+		return Intensity{MgPerKWh: 90_000, Kind: Average, Source: SourceStatic}, nil
 	})
 	pl, err := NewPoller(p, WithPollInterval(time.Minute), WithStaleAfter(5*time.Minute),
 		WithPollerClock(clk.Now), WithErrorHandler(rep.handle))
@@ -249,7 +249,7 @@ func TestPollerShutdownCancelsFetch(t *testing.T) {
 	}
 	var rep reports
 	pl, err := NewPoller(p, WithPollInterval(time.Minute), WithFetchTimeout(time.Minute), WithErrorHandler(rep.handle),
-		WithFallback(Intensity(NewStatic(250_000))))
+		WithFallback(Intensity{MgPerKWh: 250_000, Kind: Average, Source: SourceStatic}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestPollerShutdownCancelsFetch(t *testing.T) {
 }
 
 func TestPollerConfigErrors(t *testing.T) {
-	p := NewStatic(1)
+	p := NewStatic(Intensity{MgPerKWh: 1})
 	for _, tt := range []struct {
 		name string
 		p    Provider
@@ -319,7 +319,7 @@ func TestPollerConcurrentSafe(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl, err := NewPoller(p, WithPollInterval(time.Second), WithFetchTimeout(time.Second),
-		WithFallback(Intensity(NewStatic(100_000))))
+		WithFallback(Intensity{MgPerKWh: 100_000, Kind: Average, Source: SourceStatic}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +385,7 @@ func TestPollerDefaultHandler(t *testing.T) {
 // TestPollerDefaultTimeout: a poll interval below the default fetch
 // timeout shortens the timeout rather than refuse the configuration.
 func TestPollerDefaultTimeout(t *testing.T) {
-	pl, err := NewPoller(NewStatic(1), WithPollInterval(2*time.Second))
+	pl, err := NewPoller(NewStatic(Intensity{MgPerKWh: 1}), WithPollInterval(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,15 +18,15 @@ var (
 	_ Provider = (*UKGrid)(nil)
 	_ Provider = Static{}
 	_ Reader   = (*Poller)(nil)
-	_ Reader   = Fixed{}
+	_ Reader   = Static{}
 	_ Reader   = (*Model)(nil)
 )
 
-// Default base URLs of the providers' public APIs.
+// The base URLs of the providers' public APIs.
 const (
-	ElectricityMapsURL = "https://api.electricitymaps.com/v3"
-	WattTimeURL        = "https://api.watttime.org"
-	UKGridURL          = "https://api.carbonintensity.org.uk"
+	electricityMapsURL = "https://api.electricitymaps.com/v3"
+	wattTimeURL        = "https://api.watttime.org"
+	ukGridURL          = "https://api.carbonintensity.org.uk"
 )
 
 // ElectricityMaps is a [Provider] for the Electricity Maps API v3: GET
@@ -44,7 +44,7 @@ type ElectricityMaps struct {
 
 // NewElectricityMaps returns a provider for zone (an Electricity Maps zone
 // key such as "DE", "FR" or "US-CAL-CISO"), authenticated by token. The
-// base URL defaults to [ElectricityMapsURL]. It returns an error wrapping
+// base URL defaults to https://api.electricitymaps.com/v3. It returns an error wrapping
 // [ErrInvalidConfig] for an empty zone or token.
 func NewElectricityMaps(zone string, token Secret, opts ...ClientOption) (*ElectricityMaps, error) {
 	zone = strings.TrimSpace(zone)
@@ -54,7 +54,7 @@ func NewElectricityMaps(zone string, token Secret, opts ...ClientOption) (*Elect
 	if token.IsZero() {
 		return nil, fmt.Errorf("%w: %s needs a token", ErrInvalidConfig, SourceElectricityMaps)
 	}
-	c, err := newClient(SourceElectricityMaps, ElectricityMapsURL, true, opts)
+	c, err := newClient(SourceElectricityMaps, electricityMapsURL, true, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -112,14 +112,14 @@ const tokenLife = 25 * time.Minute
 
 // NewWattTime returns a provider for region (a WattTime region such as
 // "CAISO_NORTH") with the account user and password. The base URL
-// defaults to [WattTimeURL]. It returns an error wrapping
+// defaults to https://api.watttime.org. It returns an error wrapping
 // [ErrInvalidConfig] for an empty region, user or password.
 func NewWattTime(region, user string, password Secret, opts ...ClientOption) (*WattTime, error) {
 	region = strings.TrimSpace(region)
 	if region == "" || user == "" || password.IsZero() {
 		return nil, fmt.Errorf("%w: %s needs a region, a user and a password", ErrInvalidConfig, SourceWattTime)
 	}
-	c, err := newClient(SourceWattTime, WattTimeURL, true, opts)
+	c, err := newClient(SourceWattTime, wattTimeURL, true, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ type UKGrid struct {
 
 // NewUKGrid returns a provider for zone "GB" (in any case) or a region
 // id ("13" is London; "013" is the same region and reads as "13"). The
-// base URL defaults to [UKGridURL]. It returns an error wrapping
+// base URL defaults to https://api.carbonintensity.org.uk. It returns an error wrapping
 // [ErrInvalidConfig] for anything else, an empty zone included; a region
 // id the API does not know fails at fetch with [ErrUnknownZone].
 func NewUKGrid(zone string, opts ...ClientOption) (*UKGrid, error) {
@@ -242,7 +242,7 @@ func NewUKGrid(zone string, opts ...ClientOption) (*UKGrid, error) {
 		}
 		p.zone, p.regional = strconv.FormatUint(n, 10), true
 	}
-	c, err := newClient(SourceUKGrid, UKGridURL, false, opts)
+	c, err := newClient(SourceUKGrid, ukGridURL, false, opts)
 	if err != nil {
 		return nil, err
 	}

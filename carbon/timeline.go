@@ -5,17 +5,17 @@ import (
 	"sync"
 )
 
-// DefaultTimelineCapacity is how many changes a [Timeline] keeps by
+// defaultTimelineCapacity is how many changes a timeline keeps by
 // default: at a change every 5 minutes, more than five hours, far beyond
 // the ledger's horizon (10 s) and maximum age (an hour).
-const DefaultTimelineCapacity = 64
+const defaultTimelineCapacity = 64
 
-// Timeline records which [Reading] was in force when, on the caller's
+// timeline records which [Reading] was in force when, on the caller's
 // clock (the ledger's ns), so that an interval split later is converted
 // at the intensity in force when it was metered, not at the one in force
 // when it is split.
 //
-// The sampler calls [Timeline.Note] with the poller's current reading at
+// The sampler calls Note with the poller's current reading at
 // every read; a change starts at the read that first saw it. An interval
 // (a, b] uses the reading in force at b: its energy is the counter's step
 // at b, and one interval has one intensity. Because Note stamps a change
@@ -23,9 +23,9 @@ const DefaultTimelineCapacity = 64
 // before a read that saw the old reading never moves to the new one: a
 // figure, once computed, is what it would be if computed again.
 //
-// A Timeline is safe for concurrent use. It must not be copied after
-// first use. Its zero value is not usable; build it with [NewTimeline].
-type Timeline struct {
+// A timeline is safe for concurrent use. It must not be copied after
+// first use. Its zero value is not usable; build it with newTimeline.
+type timeline struct {
 	mu   sync.Mutex
 	at   []int64
 	r    []*Reading
@@ -34,14 +34,14 @@ type Timeline struct {
 	last int64 // newest instant noted
 }
 
-// NewTimeline returns a timeline that keeps the last capacity changes
-// (at least 2; [DefaultTimelineCapacity] when capacity is 0 or less).
-func NewTimeline(capacity int) *Timeline {
+// newTimeline returns a timeline that keeps the last capacity changes
+// (at least 2; 64 when capacity is 0 or less).
+func newTimeline(capacity int) *timeline {
 	if capacity <= 0 {
-		capacity = DefaultTimelineCapacity
+		capacity = defaultTimelineCapacity
 	}
 	capacity = max(capacity, 2)
-	return &Timeline{at: make([]int64, capacity), r: make([]*Reading, capacity)}
+	return &timeline{at: make([]int64, capacity), r: make([]*Reading, capacity)}
 }
 
 // Note records that r (nil: none) is in force from t on. A reading equal
@@ -52,7 +52,7 @@ func NewTimeline(capacity int) *Timeline {
 // that instant may already have been converted at the reading then in
 // force, and must convert the same if converted again. When full, the
 // oldest change is dropped.
-func (tl *Timeline) Note(t int64, r *Reading) {
+func (tl *timeline) Note(t int64, r *Reading) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	if tl.n > 0 {
@@ -91,7 +91,7 @@ func (tl *Timeline) Note(t int64, r *Reading) {
 // or, once changes were dropped, the oldest left) it returns the oldest
 // kept and false: the figure for t is not known exactly. It returns nil
 // and false only when nothing was ever noted.
-func (tl *Timeline) At(t int64) (r *Reading, ok bool) {
+func (tl *timeline) At(t int64) (r *Reading, ok bool) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	if tl.n == 0 {

@@ -9,7 +9,7 @@ func TestTimelineSteps(t *testing.T) {
 	a := &Reading{Intensity: Intensity{MgPerKWh: 1}}
 	b := &Reading{Intensity: Intensity{MgPerKWh: 2}}
 	c := &Reading{Intensity: Intensity{MgPerKWh: 3}}
-	tl := NewTimeline(3)
+	tl := newTimeline(3)
 	if r, ok := tl.At(0); r != nil || ok {
 		t.Fatalf("empty timeline: %v, %v", r, ok)
 	}
@@ -49,7 +49,7 @@ func FuzzTimeline(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		readings := []*Reading{nil, {}, {}, {}}
 		const capacity = 4
-		tl := NewTimeline(capacity)
+		tl := newTimeline(capacity)
 		type entry struct {
 			at int64
 			r  *Reading
@@ -100,7 +100,7 @@ func FuzzTimeline(f *testing.F) {
 }
 
 func TestTimelineConcurrentSafe(t *testing.T) {
-	tl := NewTimeline(8)
+	tl := newTimeline(8)
 	rs := []*Reading{{}, {}, {}}
 	var wg sync.WaitGroup
 	wg.Add(2)
