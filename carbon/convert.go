@@ -141,7 +141,8 @@ func (f Factor) Of(mJ uint64) uint64 { return mulDivRound(mJ, f.num, energyDen) 
 // the interval's energy times its one intensity and PUE, rounded once.
 // One interval has one intensity: a request that spans an intensity
 // change gets each interval's figure at that interval's intensity.
-// Operational allocates nothing and is safe from any goroutine.
+// Operational allocates nothing and is safe from any goroutine. It
+// panics if out is shorter than sharesMJ.
 func (f Factor) Operational(sharesMJ []uint64, unattributedMJ uint64, out []uint64) (unattributed uint64) {
 	return cumSplit(sharesMJ, unattributedMJ, f.num, energyDen, out)
 }
@@ -170,7 +171,7 @@ func (e Embodied) Of(d time.Duration) uint64 {
 //	Σ out + idle = e.Of(Σ coverNS + idleNS),
 //
 // by the same cumulative rounding as [Factor.Operational]. It allocates
-// nothing.
+// nothing, and panics if out is shorter than coverNS.
 func (e Embodied) Split(coverNS []uint64, idleNS uint64, out []uint64) (idle uint64) {
 	return cumSplit(coverNS, idleNS, uint64(e), nsPerHour, out)
 }
