@@ -49,7 +49,9 @@
 //     ([Poller.Current]): no lock, no allocation, never a wait for a
 //     provider. BenchmarkCurrent measures it against a bare atomic load.
 //   - A provider's failure never blocks a request: the last figure stays
-//     in force up to the staleness bound ([WithStaleAfter]), then the
+//     in force up to the staleness bound ([WithStaleAfter]: by its last
+//     answer, on a monotonic clock, or by the end of the period it
+//     describes, whichever is older), then the
 //     fallback ([WithFallback]) or none, said once through otel.Handle.
 //     Every failure wraps an exported sentinel ([ErrRateLimited],
 //     [ErrServer], [ErrTimeout], [ErrMalformed], [ErrUnknownZone],

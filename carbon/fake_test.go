@@ -54,6 +54,16 @@ type fakeServer struct {
 	loginFault atomic.Int32
 	// units is WattTime's meta.units; "" is lbs_co2_per_mwh.
 	units atomic.Value
+	// shift moves every instant the fake answers (its figures are for
+	// 2026-12-01 11:00 UTC) by this many ns.
+	shift atomic.Int64
+}
+
+// at formats the instant hh:mm on 2026-12-01 UTC, moved by f.shift, in
+// layout.
+func (f *fakeServer) at(hh, mm int, layout string) string {
+	t := time.Date(2026, 12, 1, hh, mm, 0, 0, time.UTC).Add(time.Duration(f.shift.Load()))
+	return t.Format(layout)
 }
 
 func (f *fakeServer) setFigure(v float64) { f.grams.Store(math.Float64bits(v)) }
@@ -139,7 +149,7 @@ func emHandler(f *fakeServer) http.Handler {
 		writeJSON(w, map[string]any{
 			"zone":               zone,
 			"carbonIntensity":    f.figure(),
-			"datetime":           "2026-12-01T11:00:00.000Z",
+			"datetime":           f.at(11, 0, "2006-01-02T15:04:05.000Z"),
 			"updatedAt":          "2026-12-01T11:04:21.002Z",
 			"createdAt":          "2026-11-28T11:52:37.667Z",
 			"emissionFactorType": "lifecycle",
@@ -195,9 +205,9 @@ func wtHandler(f *fakeServer) http.Handler {
 		}
 		writeJSON(w, map[string]any{
 			"data": []map[string]any{
-				{"point_time": "2026-12-01T11:05:00+00:00", "value": f.figure()},
-				{"point_time": "2026-12-01T11:10:00+00:00", "value": f.figure() + 40},
-				{"point_time": "2026-12-01T11:15:00+00:00", "value": f.figure() + 80},
+				{"point_time": f.at(11, 5, time.RFC3339), "value": f.figure()},
+				{"point_time": f.at(11, 10, time.RFC3339), "value": f.figure() + 40},
+				{"point_time": f.at(11, 15, time.RFC3339), "value": f.figure() + 80},
 			},
 			"meta": map[string]any{
 				"data_point_period_seconds":   300,
@@ -223,7 +233,7 @@ func ukHandler(f *fakeServer) http.Handler {
 		if actual {
 			in["actual"] = f.figure()
 		}
-		return map[string]any{"from": "2026-12-01T11:00Z", "to": "2026-12-01T11:30Z", "intensity": in}
+		return map[string]any{"from": f.at(11, 0, "2006-01-02T15:04Z"), "to": f.at(11, 30, "2006-01-02T15:04Z"), "intensity": in}
 	}
 	mux.HandleFunc("GET /intensity", func(w http.ResponseWriter, r *http.Request) {
 		f.hits.Add(1)

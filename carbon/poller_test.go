@@ -314,6 +314,8 @@ func TestPollerConfigErrors(t *testing.T) {
 // every reading seen is one the provider gave, whole.
 func TestPollerConcurrentSafe(t *testing.T) {
 	f := newFake(t, ukHandler, 100)
+	// The poller runs on the real clock: the fake's half hour is now's.
+	f.shift.Store(int64(time.Now().Truncate(30 * time.Minute).Sub(time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC))))
 	p, err := NewUKGrid("GB", WithBaseURL(f.URL))
 	if err != nil {
 		t.Fatal(err)
@@ -344,6 +346,7 @@ func TestPollerConcurrentSafe(t *testing.T) {
 					return
 				}
 				pl.Age()
+				pl.FigureAge()
 			}
 		}()
 	}
@@ -539,5 +542,67 @@ func TestPollerRetryAfterCappedByStaleness(t *testing.T) {
 	}
 	if n := asked.Load(); n != 2 {
 		t.Errorf("asked %d times, want 2 (none during the Retry-After)", n)
+	}
+}
+
+// TestPollerFigureStale: a provider that answers every poll but with an
+// old period goes stale by the figure's own age (its At plus the
+// provider's granularity), not by the fetch's; the loop wakes when it
+// would, and a current period brings the figure back.
+func TestPollerFigureStale(t *testing.T) {
+	f := newFake(t, emHandler, 300) // its figure is for 11:00–12:00
+	p, err := NewElectricityMaps("DE", testSecret(t, testToken), WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newFakeClock() // 11:00
+	var rep reports
+	pl, err := NewPoller(p, WithPollInterval(5*time.Minute), WithStaleAfter(time.Hour),
+		WithFallback(Intensity{MgPerKWh: 250_000}), WithPollerClock(clk.Now), WithErrorHandler(rep.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := pl.FigureAge(); ok {
+		t.Error("FigureAge before any figure")
+	}
+	steps := []struct {
+		name         string
+		advance      time.Duration
+		shift        time.Duration // of the provider's period
+		wantFigAge   time.Duration
+		wantWait     time.Duration
+		wantFallback bool
+		wantStale    int
+	}{
+		{name: "the current hour", wantFigAge: 0, wantWait: 5 * time.Minute},
+		{name: "the provider lags half an hour", advance: 90 * time.Minute, wantFigAge: 30 * time.Minute, wantWait: 5 * time.Minute},
+		{name: "two minutes before the bound: the loop wakes then", advance: 28 * time.Minute, wantFigAge: 58 * time.Minute, wantWait: 2 * time.Minute},
+		{name: "past the bound: the fallback, said once", advance: 3 * time.Minute, wantFigAge: 61 * time.Minute, wantWait: 5 * time.Minute, wantFallback: true, wantStale: 1},
+		{name: "still old: nothing more said", advance: 5 * time.Minute, wantFigAge: 66 * time.Minute, wantWait: 5 * time.Minute, wantFallback: true, wantStale: 1},
+		{name: "a current hour again", advance: 5 * time.Minute, shift: 2 * time.Hour, wantFigAge: 0, wantWait: 5 * time.Minute, wantStale: 1},
+	}
+	for _, s := range steps {
+		clk.Add(s.advance)
+		f.shift.Store(int64(s.shift))
+		wait, err := pl.poll(context.Background())
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if age, ok := pl.Age(); !ok || age != 0 {
+			t.Errorf("%s: Age = %v, %v; want 0 after an answer", s.name, age, ok)
+		}
+		if age, ok := pl.FigureAge(); !ok || age != s.wantFigAge {
+			t.Errorf("%s: FigureAge = %v, %v; want %v", s.name, age, ok, s.wantFigAge)
+		}
+		if wait != s.wantWait {
+			t.Errorf("%s: wait %v, want %v", s.name, wait, s.wantWait)
+		}
+		r := pl.Current()
+		if r == nil || r.Fallback != s.wantFallback || (!s.wantFallback && r.MgPerKWh != 300_000) {
+			t.Errorf("%s: Current = %+v, want fallback %v", s.name, r, s.wantFallback)
+		}
+		if rep.count(ErrStale) != s.wantStale {
+			t.Errorf("%s: %d stale reports, want %d: %v", s.name, rep.count(ErrStale), s.wantStale, rep.errs)
+		}
 	}
 }

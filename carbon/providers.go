@@ -68,6 +68,9 @@ type emLatest struct {
 	Datetime        string   `json:"datetime"`
 }
 
+// granularity is how long one figure describes: an hour from At.
+func (p *ElectricityMaps) granularity() time.Duration { return time.Hour }
+
 // Intensity fetches the zone's latest intensity.
 func (p *ElectricityMaps) Intensity(ctx context.Context) (Intensity, error) {
 	var v emLatest
@@ -142,6 +145,9 @@ type wtForecast struct {
 
 // lbsPerMWhToMg is mg/kWh per lb/MWh: 453.59237 g per lb, 1000 kWh per MWh.
 const lbsPerMWhToMg = 453.59237
+
+// granularity is how long one figure describes: five minutes from At.
+func (p *WattTime) granularity() time.Duration { return 5 * time.Minute }
 
 // Intensity fetches the region's MOER now.
 func (p *WattTime) Intensity(ctx context.Context) (Intensity, error) {
@@ -268,6 +274,9 @@ type ukRegional struct {
 		Data     []ukPeriod `json:"data"`
 	} `json:"data"`
 }
+
+// granularity is how long one figure describes: half an hour from At.
+func (p *UKGrid) granularity() time.Duration { return 30 * time.Minute }
 
 // Intensity fetches the current half hour's intensity.
 func (p *UKGrid) Intensity(ctx context.Context) (Intensity, error) {
