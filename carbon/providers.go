@@ -33,12 +33,15 @@ const (
 // {base}/carbon-intensity/latest?zone=Z with the token in the auth-token
 // header. Its figure is an average in g CO2e per kWh, hourly: lifecycle
 // emissions unless the account is set to direct ones (the answer's
-// emissionFactorType, which this package does not read). A zone is
-// asked by its key; Electricity Maps' lat/lon query is not supported. Build it with [NewElectricityMaps]. It is safe for
+// emissionFactorType, which this package does not read). Build it with
+// [NewElectricityMaps] for a zone, or [NewElectricityMapsAt] for a
+// location (?lat=..&lon=..). Build it with [NewElectricityMaps]. It is safe for
 // concurrent use.
 type ElectricityMaps struct {
 	c     client
-	zone  string
+	zone  string     // "" when asked by location
+	query url.Values // zone, or lat and lon; read-only after construction
+	label string     // the zone, or "lat,lon", for errors
 	token Secret
 }
 
@@ -58,7 +61,29 @@ func NewElectricityMaps(zone string, token Secret, opts ...ClientOption) (*Elect
 	if err != nil {
 		return nil, err
 	}
-	return &ElectricityMaps{c: c, zone: zone, token: token}, nil
+	return &ElectricityMaps{c: c, zone: zone, query: url.Values{"zone": {zone}}, label: zone, token: token}, nil
+}
+
+// NewElectricityMapsAt returns a provider for the zone that contains the
+// location lat, lon (decimal degrees, WGS 84), authenticated by token;
+// each figure's Zone is the zone Electricity Maps answers. The base URL
+// defaults to https://api.electricitymaps.com/v3. It returns an error
+// wrapping [ErrInvalidConfig] for a latitude outside [-90, 90], a
+// longitude outside [-180, 180], or an empty token; a location in no zone
+// fails at fetch with [ErrUnknownZone].
+func NewElectricityMapsAt(lat, lon float64, token Secret, opts ...ClientOption) (*ElectricityMaps, error) {
+	if !(lat >= -90 && lat <= 90) || !(lon >= -180 && lon <= 180) {
+		return nil, fmt.Errorf("%w: %s location %v, %v: want a latitude in [-90, 90] and a longitude in [-180, 180]", ErrInvalidConfig, SourceElectricityMaps, lat, lon)
+	}
+	if token.IsZero() {
+		return nil, fmt.Errorf("%w: %s needs a token", ErrInvalidConfig, SourceElectricityMaps)
+	}
+	c, err := newClient(SourceElectricityMaps, electricityMapsURL, true, opts)
+	if err != nil {
+		return nil, err
+	}
+	la, lo := strconv.FormatFloat(lat, 'f', -1, 64), strconv.FormatFloat(lon, 'f', -1, 64)
+	return &ElectricityMaps{c: c, query: url.Values{"lat": {la}, "lon": {lo}}, label: la + "," + lo, token: token}, nil
 }
 
 // emLatest is the documented shape of carbon-intensity/latest.
@@ -74,19 +99,26 @@ func (p *ElectricityMaps) granularity() time.Duration { return time.Hour }
 // Intensity fetches the zone's latest intensity.
 func (p *ElectricityMaps) Intensity(ctx context.Context) (Intensity, error) {
 	var v emLatest
-	err := p.c.get(ctx, "/carbon-intensity/latest", url.Values{"zone": {p.zone}},
+	err := p.c.get(ctx, "/carbon-intensity/latest", p.query,
 		func(h http.Header) { h.Set("auth-token", p.token.value()) }, &v)
 	if err != nil {
 		return Intensity{}, err
 	}
 	if v.CarbonIntensity == nil {
-		return Intensity{}, fmt.Errorf("%w: %s: no carbonIntensity for zone %s", ErrMalformed, p.c.name, p.zone)
+		return Intensity{}, fmt.Errorf("%w: %s: no carbonIntensity for %s", ErrMalformed, p.c.name, p.label)
 	}
 	mg, err := p.c.gramsToMg(*v.CarbonIntensity, "carbonIntensity")
 	if err != nil {
 		return Intensity{}, err
 	}
-	return Intensity{MgPerKWh: mg, Kind: Average, Source: SourceElectricityMaps, Zone: p.zone, At: parseTime(v.Datetime)}, nil
+	zone := p.zone
+	if zone == "" {
+		// Asked by location: the zone is the provider's answer.
+		if zone = v.Zone; zone == "" {
+			zone = p.label
+		}
+	}
+	return Intensity{MgPerKWh: mg, Kind: Average, Source: SourceElectricityMaps, Zone: zone, At: parseTime(v.Datetime)}, nil
 }
 
 // WattTime is a [Provider] for the WattTime API v3's marginal operating

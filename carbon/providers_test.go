@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -534,5 +535,36 @@ func TestWattTimeLoginFaults(t *testing.T) {
 	}
 	if _, err := nowhere.Intensity(context.Background()); !errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrUnknownZone) {
 		t.Errorf("/login not found: err = %v, want ErrUnauthorized", err)
+	}
+}
+
+// TestElectricityMapsAt: a location is asked as lat and lon, and the
+// figure's zone is the one the provider answers; a location in no zone
+// is ErrUnknownZone, and one off the globe is refused at construction.
+func TestElectricityMapsAt(t *testing.T) {
+	f := newFake(t, emHandler, 302)
+	tok := testSecret(t, testToken)
+	p, err := NewElectricityMapsAt(52.52, 13.405, tok, WithBaseURL(f.URL)) // Berlin
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := p.Intensity(context.Background())
+	if err != nil || it.MgPerKWh != 302_000 || it.Zone != "DE" || it.Kind != Average || it.Source != SourceElectricityMaps {
+		t.Errorf("Berlin: %+v, %v; want DE at 302 g/kWh", it, err)
+	}
+	sea, err := NewElectricityMapsAt(0, -30, tok, WithBaseURL(f.URL)) // the Atlantic
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sea.Intensity(context.Background()); !errors.Is(err, ErrUnknownZone) {
+		t.Errorf("the Atlantic: err = %v, want ErrUnknownZone", err)
+	}
+	for _, ll := range [][2]float64{{91, 0}, {-90.5, 0}, {0, 181}, {0, -180.1}, {math.NaN(), 0}, {0, math.Inf(1)}} {
+		if _, err := NewElectricityMapsAt(ll[0], ll[1], tok); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("location %v: err = %v, want ErrInvalidConfig", ll, err)
+		}
+	}
+	if _, err := NewElectricityMapsAt(52.52, 13.405, Secret{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("no token: err = %v, want ErrInvalidConfig", err)
 	}
 }
