@@ -43,7 +43,10 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 }
 
 // WithBaseURL sets the provider's base URL, for a proxy or a test server.
-// The default is the provider's public API, as each constructor says.
+// The default is the provider's public API, as each constructor says. The
+// constructor refuses, with [ErrInvalidConfig], a URL that is not
+// http(s)://host (an empty one included), and a plain http:// one to a
+// host other than loopback for a provider that sends a secret.
 func WithBaseURL(u string) ClientOption {
 	return clientOptionFunc(func(c *client) { c.base = strings.TrimRight(u, "/") })
 }
