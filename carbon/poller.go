@@ -308,7 +308,9 @@ func (pl *Poller) poll(ctx context.Context) (time.Duration, error) {
 	if pl.last == nil || !sameIntensity(pl.last.Intensity, it) {
 		pl.last = &Reading{Intensity: it, Fetched: now}
 		var end int64
-		if !it.At.IsZero() {
+		// An At that UnixNano cannot hold (before 1678 or after 2261) is
+		// taken as none, as a zero one is.
+		if y := it.At.Year(); !it.At.IsZero() && y > 1677 && y < 2262 {
 			end = max(it.At.Add(pl.gran).UnixNano(), 1)
 		}
 		pl.figureEnd.Store(end)
