@@ -11,7 +11,7 @@ var sinkReading *Reading
 // BenchmarkCurrent is the request path's read of the intensity: one
 // atomic load. The baseline is a bare atomic.Pointer load.
 func BenchmarkCurrent(b *testing.B) {
-	r := &Reading{Intensity: Intensity(NewStatic(436_000))}
+	r := &Reading{Intensity: Intensity{MgPerKWh: 436_000, Kind: Average, Source: SourceStatic}}
 	b.Run("baseline", func(b *testing.B) {
 		var p atomic.Pointer[Reading]
 		p.Store(r)
@@ -21,7 +21,7 @@ func BenchmarkCurrent(b *testing.B) {
 		}
 	})
 	b.Run("poller", func(b *testing.B) {
-		pl, err := NewPoller(NewStatic(436_000), WithFallback(Intensity(NewStatic(436_000))))
+		pl, err := NewPoller(NewStatic(Intensity{MgPerKWh: 436_000}), WithFallback(Intensity{MgPerKWh: 436_000, Kind: Average, Source: SourceStatic}))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -31,7 +31,7 @@ func BenchmarkCurrent(b *testing.B) {
 		}
 	})
 	b.Run("estimate", func(b *testing.B) {
-		pl, err := NewPoller(NewStatic(436_000), WithFallback(Intensity(NewStatic(436_000))))
+		pl, err := NewPoller(NewStatic(Intensity{MgPerKWh: 436_000}), WithFallback(Intensity{MgPerKWh: 436_000, Kind: Average, Source: SourceStatic}))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -84,8 +84,8 @@ func BenchmarkOperational(b *testing.B) {
 // BenchmarkTimeline is the sampler's per-read Note with an unchanged
 // reading, and the split's lookup.
 func BenchmarkTimeline(b *testing.B) {
-	tl := NewTimeline(0)
-	rs := make([]*Reading, DefaultTimelineCapacity)
+	tl := newTimeline(0)
+	rs := make([]*Reading, defaultTimelineCapacity)
 	for i := range rs {
 		rs[i] = &Reading{}
 		tl.Note(int64(i)*1e9, rs[i])

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -27,9 +28,12 @@ type clientOptionFunc func(*client)
 
 func (f clientOptionFunc) apply(c *client) { f(c) }
 
-// WithHTTPClient sets the HTTP client a provider uses. The default is a
-// client of its own with http.DefaultTransport and no overall timeout
-// (each fetch's context bounds it; see [WithFetchTimeout]).
+// WithHTTPClient sets the HTTP client a provider uses; nil keeps the
+// default, a client of its own with http.DefaultTransport and no overall
+// timeout (each fetch's context bounds it; see [WithFetchTimeout]). A
+// client whose CheckRedirect is nil is used through a shallow copy that
+// follows no redirect (a 3xx fails with [ErrUnavailable]), so that no
+// token follows one; hc itself is not modified.
 func WithHTTPClient(hc *http.Client) ClientOption {
 	return clientOptionFunc(func(c *client) {
 		if hc != nil {
@@ -39,7 +43,10 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 }
 
 // WithBaseURL sets the provider's base URL, for a proxy or a test server.
-// The default is the provider's public API, as each constructor says.
+// The default is the provider's public API, as each constructor says. The
+// constructor refuses, with [ErrInvalidConfig], a URL that is not
+// http(s)://host (an empty one included), and a plain http:// one to a
+// host other than loopback for a provider that sends a secret.
 func WithBaseURL(u string) ClientOption {
 	return clientOptionFunc(func(c *client) { c.base = strings.TrimRight(u, "/") })
 }
@@ -53,16 +60,44 @@ type client struct {
 	now  func() time.Time
 }
 
-func newClient(name, base string, opts []ClientOption) (client, error) {
+// newClient resolves the options. A provider that sends a secret
+// (secret true) refuses a plain http:// base URL unless its host is a
+// loopback address: the secret would cross the network in clear.
+func newClient(name, base string, secret bool, opts []ClientOption) (client, error) {
 	c := client{name: name, hc: &http.Client{}, base: base, now: time.Now}
 	for _, o := range opts {
 		o.apply(&c)
 	}
 	u, err := url.Parse(c.base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return client{}, fmt.Errorf("%w: %s base URL %q", ErrInvalidConfig, name, c.base)
+	if err != nil {
+		// url.Parse's error quotes the URL, which may hold credentials.
+		return client{}, fmt.Errorf("%w: %s base URL does not parse", ErrInvalidConfig, name)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return client{}, fmt.Errorf("%w: %s base URL %s: want http(s)://host", ErrInvalidConfig, name, u.Redacted())
+	}
+	if secret && u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return client{}, fmt.Errorf("%w: %s base URL %s: the credentials need https (http only to a loopback host)", ErrInvalidConfig, name, u.Redacted())
+	}
+	if c.hc.CheckRedirect == nil {
+		// Go's client copies every custom header (auth-token, or an
+		// Authorization to the same host name on another port) to the
+		// target of a redirect. The providers' APIs do not redirect, so a
+		// redirect is answered as it is, a 3xx, and no secret follows it.
+		hc := *c.hc
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		c.hc = &hc
 	}
 	return c, nil
+}
+
+// isLoopback reports whether host is localhost or a loopback IP.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // get fetches path with header set by hdr and decodes a 200 answer into
@@ -151,13 +186,28 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
-		return min(time.Duration(n)*time.Second, maxRetryAfter)
+	if isDigits(v) {
+		// Too many digits for 64 bits is still a delay, a long one.
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n > uint64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		return time.Duration(n) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return min(max(t.Sub(now), 0), maxRetryAfter)
 	}
 	return 0
+}
+
+// isDigits reports whether s is one or more ASCII digits.
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // gramsToMg converts a provider's g/kWh figure to mg/kWh, refusing what

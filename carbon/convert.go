@@ -26,7 +26,7 @@ const (
 
 // PUE is a facility's power usage effectiveness, total facility energy
 // over IT energy, in parts per million: 1.135 is 1_135_000. Its zero value
-// is not valid; [ParsePUE] and [PUEFromFloat] build one. Cloud Carbon
+// is not valid; [ParsePUE] builds one. Cloud Carbon
 // Footprint uses 1.135 for AWS, 1.1 for GCP and 1.185 for Azure.
 type PUE uint64
 
@@ -44,18 +44,10 @@ func ParsePUE(s string) (PUE, error) {
 	return PUE(v), nil
 }
 
-// PUEFromFloat rounds f to parts per million. It returns an error
-// wrapping [ErrInvalidConfig] for a PUE below 1, above 100, or not finite.
-func PUEFromFloat(f float64) (PUE, error) {
-	if math.IsNaN(f) || f < 1 || f > 100 {
-		return 0, fmt.Errorf("%w: PUE %v: want 1 to 100", ErrInvalidConfig, f)
-	}
-	return PUE(math.Round(f * ppmPerUnit)), nil
-}
-
 // Float returns the PUE as a number, such as 1.135.
 func (p PUE) Float() float64 { return float64(p) / ppmPerUnit }
 
+// String returns the PUE as a decimal, such as "1.135".
 func (p PUE) String() string { return formatDecimal(uint64(p), 6) }
 
 // ParseGramsPerKWh parses a decimal intensity in g CO2e per kWh, such as
@@ -71,25 +63,28 @@ func ParseGramsPerKWh(s string) (uint64, error) {
 }
 
 // ParseGramsPerHour parses embodied emissions in g CO2e per device-hour,
-// such as "12.5", exactly (up to six decimals), into µg per hour. It
-// returns an error wrapping [ErrInvalidConfig] for anything else, or for
-// a value above 1 t per hour.
-func ParseGramsPerHour(s string) (uint64, error) {
+// such as "12.5", exactly (up to six decimals), into an [Embodied] (µg
+// per hour). It returns an error wrapping [ErrInvalidConfig] for anything
+// else, or for a value above 1 t per hour.
+func ParseGramsPerHour(s string) (Embodied, error) {
 	v, err := parseDecimal(strings.TrimSpace(s), 6)
 	if err != nil || v > maxUGPerHour {
 		return 0, fmt.Errorf("%w: embodied emissions %q: want g CO2e per device-hour from 0 to 1000000, such as 12.5", ErrInvalidConfig, s)
 	}
-	return v, nil
+	return Embodied(v), nil
 }
 
-// parseDecimal parses a non-negative decimal with at most scale digits
-// after the point into an integer scaled by 10^scale.
+// parseDecimal parses a plain decimal (digits, optionally a point and
+// more digits) with at most scale digits after the point into an integer scaled by 10^scale.
 func parseDecimal(s string, scale int) (uint64, error) {
-	if s == "" {
+	// big.Rat.SetString also takes signs, exponents, fractions, 0x and
+	// 0b prefixes and underscores: only digits[.digits] is a decimal.
+	whole, frac, dot := strings.Cut(s, ".")
+	if !isDigits(whole) || (dot && !isDigits(frac)) {
 		return 0, ErrInvalidConfig
 	}
 	r, ok := new(big.Rat).SetString(s)
-	if !ok || r.Sign() < 0 || strings.ContainsAny(s, "eE/") {
+	if !ok {
 		return 0, ErrInvalidConfig
 	}
 	r.Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(scale)), nil)))
@@ -125,8 +120,9 @@ func NewFactor(mgPerKWh uint64, p PUE) (Factor, error) {
 }
 
 // Of returns the emissions of mJ millijoules, in µg CO2e, rounded half
-// up. It saturates at the largest uint64 rather than wrap (beyond 10^10 J
-// at the dirtiest grid; no interval comes near).
+// up. It saturates at the largest uint64 rather than wrap: at the largest
+// factor (10 kg/kWh at a PUE of 100) that is beyond 6.6e16 mJ, 6.6e13 J;
+// no interval comes near.
 func (f Factor) Of(mJ uint64) uint64 { return mulDivRound(mJ, f.num, energyDen) }
 
 // Operational converts one counter interval's energy, as the ledger split
@@ -145,7 +141,8 @@ func (f Factor) Of(mJ uint64) uint64 { return mulDivRound(mJ, f.num, energyDen) 
 // the interval's energy times its one intensity and PUE, rounded once.
 // One interval has one intensity: a request that spans an intensity
 // change gets each interval's figure at that interval's intensity.
-// Operational allocates nothing and is safe from any goroutine.
+// Operational allocates nothing and is safe from any goroutine. It
+// panics if out is shorter than sharesMJ.
 func (f Factor) Operational(sharesMJ []uint64, unattributedMJ uint64, out []uint64) (unattributed uint64) {
 	return cumSplit(sharesMJ, unattributedMJ, f.num, energyDen, out)
 }
@@ -174,7 +171,7 @@ func (e Embodied) Of(d time.Duration) uint64 {
 //	Σ out + idle = e.Of(Σ coverNS + idleNS),
 //
 // by the same cumulative rounding as [Factor.Operational]. It allocates
-// nothing.
+// nothing, and panics if out is shorter than coverNS.
 func (e Embodied) Split(coverNS []uint64, idleNS uint64, out []uint64) (idle uint64) {
 	return cumSplit(coverNS, idleNS, uint64(e), nsPerHour, out)
 }

@@ -26,6 +26,13 @@ func TestParsePUE(t *testing.T) {
 		{in: "", err: true},
 		{in: "abc", err: true},
 		{in: "-1.2", err: true},
+		{in: "+1.2", err: true},
+		{in: "0x1", err: true},
+		{in: "0b1", err: true},
+		{in: "1_0", err: true},
+		{in: "1.", err: true},
+		{in: ".5", err: true},
+		{in: "1.2.3", err: true},
 	} {
 		got, err := ParsePUE(tt.in)
 		if tt.err {
@@ -60,6 +67,14 @@ func TestParseGramsPerKWh(t *testing.T) {
 		{in: "10001", err: true},
 		{in: "-5", err: true},
 		{in: "NaN", err: true},
+		{in: "0x1b4", err: true}, // big.Rat reads it as 436
+		{in: "0b111", err: true},
+		{in: "0o7", err: true},
+		{in: "4_36", err: true},
+		{in: "436e0", err: true},
+		{in: "872/2", err: true},
+		{in: "+436", err: true},
+		{in: "Inf", err: true},
 	} {
 		got, err := ParseGramsPerKWh(tt.in)
 		if tt.err != (err != nil) || got != tt.want {
@@ -68,6 +83,11 @@ func TestParseGramsPerKWh(t *testing.T) {
 	}
 	if got, err := ParseGramsPerHour("12.5"); err != nil || got != 12_500_000 {
 		t.Errorf("ParseGramsPerHour(12.5) = %v, %v", got, err)
+	}
+	for _, in := range []string{"0x10", "1_000", "1e3", "-1", "1/2", ""} {
+		if got, err := ParseGramsPerHour(in); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("ParseGramsPerHour(%q) = %v, %v; want ErrInvalidConfig", in, got, err)
+		}
 	}
 }
 
@@ -287,7 +307,7 @@ func TestIntensityChangeMidRequest(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	low := &Reading{Intensity: Intensity{MgPerKWh: 52_000, Kind: Average, Source: SourceStatic}}
 	high := &Reading{Intensity: Intensity{MgPerKWh: 710_000, Kind: Average, Source: SourceStatic}}
-	tl := NewTimeline(0)
+	tl := newTimeline(0)
 	// The sampler reads every 17 ms and notes the poller's reading; the
 	// provider's figure changes between the reads at 153 and 170 ms.
 	for t := int64(0); t <= 340*ms; t += 17 * ms {

@@ -4,7 +4,7 @@
 // interval, as the ledger (package ledger) splits energy among requests.
 //
 // A [Poller] asks a [Provider] (Electricity Maps, WattTime, the GB Carbon
-// Intensity API, or [Static]) for the intensity in a goroutine of its own;
+// Intensity API, or a [Static] figure) for the intensity in a goroutine of its own;
 // a [Model] holds it with the PUE and embodied emissions, notes the reading
 // at every sampler read and converts each interval the ledger splits.
 //
@@ -38,15 +38,20 @@
 //     time ([Embodied.Split]). Each figure is within 1 µg of its exact
 //     value. FuzzOperational and FuzzEmbodied check them against
 //     math/big.
-//   - One intensity per interval: the [Timeline] gives the reading in
-//     force at an interval's end, as noted when the sampler read it, so a
-//     request spanning a change integrates both values, interval by
-//     interval, and a figure never changes when computed again.
+//   - One intensity per interval: the [Model] gives the reading in force
+//     at an interval's end, as noted ([Model.Note]) when the sampler read
+//     it, so a request spanning a change integrates both values, interval
+//     by interval, and a figure never changes when computed again (a
+//     change is never stamped at or before an instant already noted). An
+//     interval that ended before the oldest change the model keeps gets
+//     the oldest kept, flagged ([IntervalResult].Known false).
 //   - The request path reads the intensity with one atomic load
 //     ([Poller.Current]): no lock, no allocation, never a wait for a
 //     provider. BenchmarkCurrent measures it against a bare atomic load.
 //   - A provider's failure never blocks a request: the last figure stays
-//     in force up to the staleness bound ([WithStaleAfter]), then the
+//     in force up to the staleness bound ([WithStaleAfter]: by its last
+//     answer, on a monotonic clock, or by the end of the period it
+//     describes, whichever is older), then the
 //     fallback ([WithFallback]) or none, said once through otel.Handle.
 //     Every failure wraps an exported sentinel ([ErrRateLimited],
 //     [ErrServer], [ErrTimeout], [ErrMalformed], [ErrUnknownZone],

@@ -26,6 +26,7 @@ const (
 	faultSlow                     // no answer until the client gives up
 	faultMalformed                // 200 with a body that is not JSON
 	faultWrongShape               // 200 with JSON that lacks the figure
+	faultUnavailable              // 503 with Retry-After: 11
 )
 
 // Test credentials. The token is long and distinctive so that a search
@@ -48,20 +49,43 @@ type fakeServer struct {
 	// expireNext makes the next data request answer 401, as an expired
 	// WattTime token does.
 	expireNext atomic.Bool
+	// loginFault is the fault of WattTime's /login, apart from fault,
+	// which is the data requests'.
+	loginFault atomic.Int32
+	// units is WattTime's meta.units; "" is lbs_co2_per_mwh.
+	units atomic.Value
+	// shift moves every instant the fake answers (its figures are for
+	// 2026-12-01 11:00 UTC) by this many ns.
+	shift atomic.Int64
+}
+
+// at formats the instant hh:mm on 2026-12-01 UTC, moved by f.shift, in
+// layout.
+func (f *fakeServer) at(hh, mm int, layout string) string {
+	t := time.Date(2026, 12, 1, hh, mm, 0, 0, time.UTC).Add(time.Duration(f.shift.Load()))
+	return t.Format(layout)
 }
 
 func (f *fakeServer) setFigure(v float64) { f.grams.Store(math.Float64bits(v)) }
 func (f *fakeServer) figure() float64     { return math.Float64frombits(f.grams.Load()) }
 
-// faulted answers the fault modes common to every provider; it reports
-// whether it answered.
+// faulted answers the data request fault modes common to every
+// provider; it reports whether it answered.
 func (f *fakeServer) faulted(w http.ResponseWriter, r *http.Request) bool {
-	switch fault(f.fault.Load()) {
+	return answerFault(w, r, fault(f.fault.Load()))
+}
+
+// answerFault answers with fault ft; it reports whether it answered.
+func answerFault(w http.ResponseWriter, r *http.Request, ft fault) bool {
+	switch ft {
 	case faultRateLimited:
 		w.Header().Set("Retry-After", "7")
 		http.Error(w, `{"error":"rate limited"}`, http.StatusTooManyRequests)
 	case faultServer:
 		http.Error(w, `{"error":"internal"}`, http.StatusInternalServerError)
+	case faultUnavailable:
+		w.Header().Set("Retry-After", "11")
+		http.Error(w, `{"error":"maintenance"}`, http.StatusServiceUnavailable)
 	case faultSlow:
 		// Wait for the client to give up; bounded so that no handler
 		// outlives a test by much.
@@ -79,6 +103,13 @@ func (f *fakeServer) faulted(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	return true
+}
+
+func (f *fakeServer) wtUnits() string {
+	if u, _ := f.units.Load().(string); u != "" {
+		return u
+	}
+	return "lbs_co2_per_mwh"
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -109,6 +140,19 @@ func emHandler(f *fakeServer) http.Handler {
 			return
 		}
 		zone := r.URL.Query().Get("zone")
+		if q := r.URL.Query(); q.Has("lat") || q.Has("lon") {
+			// By location: a box around Germany is DE, the rest no zone.
+			var lat, lon float64
+			_, err1 := fmt.Sscan(q.Get("lat"), &lat)
+			_, err2 := fmt.Sscan(q.Get("lon"), &lon)
+			if zone != "" || err1 != nil || err2 != nil {
+				http.Error(w, `{"message":"bad query"}`, http.StatusBadRequest)
+				return
+			}
+			if lat >= 47 && lat <= 55 && lon >= 6 && lon <= 15 {
+				zone = "DE"
+			}
+		}
 		if zone != "DE" && zone != "FR" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
@@ -118,7 +162,7 @@ func emHandler(f *fakeServer) http.Handler {
 		writeJSON(w, map[string]any{
 			"zone":               zone,
 			"carbonIntensity":    f.figure(),
-			"datetime":           "2026-12-01T11:00:00.000Z",
+			"datetime":           f.at(11, 0, "2006-01-02T15:04:05.000Z"),
 			"updatedAt":          "2026-12-01T11:04:21.002Z",
 			"createdAt":          "2026-11-28T11:52:37.667Z",
 			"emissionFactorType": "lifecycle",
@@ -141,6 +185,15 @@ func wtHandler(f *fakeServer) http.Handler {
 			return
 		}
 		f.logins.Add(1)
+		switch fault(f.loginFault.Load()) {
+		case faultNone:
+		case faultWrongShape:
+			writeJSON(w, map[string]string{"error": "no token today"})
+			return
+		default:
+			answerFault(w, r, fault(f.loginFault.Load()))
+			return
+		}
 		writeJSON(w, map[string]string{"token": wtToken})
 	})
 	mux.HandleFunc("GET /v3/forecast", func(w http.ResponseWriter, r *http.Request) {
@@ -165,15 +218,15 @@ func wtHandler(f *fakeServer) http.Handler {
 		}
 		writeJSON(w, map[string]any{
 			"data": []map[string]any{
-				{"point_time": "2026-12-01T11:05:00+00:00", "value": f.figure()},
-				{"point_time": "2026-12-01T11:10:00+00:00", "value": f.figure() + 40},
-				{"point_time": "2026-12-01T11:15:00+00:00", "value": f.figure() + 80},
+				{"point_time": f.at(11, 5, time.RFC3339), "value": f.figure()},
+				{"point_time": f.at(11, 10, time.RFC3339), "value": f.figure() + 40},
+				{"point_time": f.at(11, 15, time.RFC3339), "value": f.figure() + 80},
 			},
 			"meta": map[string]any{
 				"data_point_period_seconds":   300,
 				"region":                      "CAISO_NORTH",
 				"signal_type":                 "co2_moer",
-				"units":                       "lbs_co2_per_mwh",
+				"units":                       f.wtUnits(),
 				"generated_at_period_seconds": 300,
 				"generated_at":                "2026-12-01T11:05:00+00:00",
 				"model":                       map[string]string{"date": "2026-03-01"},
@@ -193,7 +246,7 @@ func ukHandler(f *fakeServer) http.Handler {
 		if actual {
 			in["actual"] = f.figure()
 		}
-		return map[string]any{"from": "2026-12-01T11:00Z", "to": "2026-12-01T11:30Z", "intensity": in}
+		return map[string]any{"from": f.at(11, 0, "2006-01-02T15:04Z"), "to": f.at(11, 30, "2006-01-02T15:04Z"), "intensity": in}
 	}
 	mux.HandleFunc("GET /intensity", func(w http.ResponseWriter, r *http.Request) {
 		f.hits.Add(1)

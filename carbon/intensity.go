@@ -38,14 +38,18 @@ var (
 // wraps the sentinel that classifies it ([ErrRateLimited], [ErrServer],
 // [ErrUnknownZone], [ErrUnauthorized] or [ErrUnavailable]).
 type StatusError struct {
+	// Provider is the provider's Source name, such as "electricitymaps".
 	Provider string
-	Status   int
+	// Status is the HTTP status code of the answer.
+	Status int
 	// RetryAfter is the wait a 429 or 503 asked for in its Retry-After
 	// header (seconds or an HTTP date), or 0.
 	RetryAfter time.Duration
 	kind       error
 }
 
+// Error says the provider, the status and any Retry-After; never a
+// secret, a URL or the answer's body.
 func (e *StatusError) Error() string {
 	s := fmt.Sprintf("%v: %s answered %d", e.kind, e.Provider, e.Status)
 	if e.RetryAfter > 0 {
@@ -54,6 +58,7 @@ func (e *StatusError) Error() string {
 	return s
 }
 
+// Unwrap returns the sentinel that classifies the answer.
 func (e *StatusError) Unwrap() error { return e.kind }
 
 // Kind says what an intensity figure means.
@@ -68,6 +73,8 @@ const (
 	Marginal
 )
 
+// String returns "average", "marginal", or "unknown" for the zero Kind
+// and any other value.
 func (k Kind) String() string {
 	switch k {
 	case Average:
@@ -92,7 +99,8 @@ type Intensity struct {
 	// MgPerKWh is the intensity in mg CO2e per kWh (436 g/kWh is
 	// 436_000): an integer, so that the conversion is exact.
 	MgPerKWh uint64
-	Kind     Kind
+	// Kind says whether the figure is an [Average] or a [Marginal] one.
+	Kind Kind
 	// Source is one of the Source constants.
 	Source string
 	// Zone is the provider's zone or region, "" for a static figure.
@@ -114,18 +122,38 @@ type Provider interface {
 	Intensity(ctx context.Context) (Intensity, error)
 }
 
-// Static is a [Provider] that always returns its own value, with Source
-// [SourceStatic]. Use it for a figure you know (a contract's, a yearly
-// average) or to test.
-type Static Intensity
+// Static is one intensity that does not change: a figure you know (a
+// contract's, a yearly average) or one to test with. It is a [Provider]
+// whose every fetch returns it, and a [Reader] whose reading is always
+// it, so a [Model] can use it without a [Poller]. Build it with
+// [NewStatic]; the zero Static has no reading. It is safe for concurrent
+// use.
+type Static struct{ r *Reading }
 
-// NewStatic returns a static average intensity of mgPerKWh.
-func NewStatic(mgPerKWh uint64) Static {
-	return Static{MgPerKWh: mgPerKWh, Kind: Average, Source: SourceStatic}
+// NewStatic returns the static intensity i. A zero Kind is taken as
+// [Average] and an empty Source as [SourceStatic].
+func NewStatic(i Intensity) Static {
+	if i.Kind == 0 {
+		i.Kind = Average
+	}
+	if i.Source == "" {
+		i.Source = SourceStatic
+	}
+	return Static{r: &Reading{Intensity: i}}
 }
 
-// Intensity returns s.
-func (s Static) Intensity(context.Context) (Intensity, error) { return Intensity(s), nil }
+// Intensity returns the static intensity; for the zero Static, an error
+// wrapping [ErrInvalidConfig].
+func (s Static) Intensity(context.Context) (Intensity, error) {
+	if s.r == nil {
+		return Intensity{}, fmt.Errorf("%w: a Static not built by NewStatic", ErrInvalidConfig)
+	}
+	return s.r.Intensity, nil
+}
+
+// Current returns the static reading, nil for the zero Static. It is
+// the same pointer at every call.
+func (s Static) Current() *Reading { return s.r }
 
 // Reading is the intensity a [Poller] publishes: immutable once
 // published, so that readers share it without copying.

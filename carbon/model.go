@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Reader gives the reading in force now. [*Poller] is one; [Fixed] is a
+// Reader gives the reading in force now. [*Poller] is one; [Static] is a
 // static one.
 type Reader interface {
 	// Current returns the reading in force, or nil for none. It must not
@@ -13,17 +13,8 @@ type Reader interface {
 	Current() *Reading
 }
 
-// Fixed is a [Reader] of one static reading.
-type Fixed struct{ r *Reading }
-
-// NewFixed returns a reader that always gives i.
-func NewFixed(i Intensity) Fixed { return Fixed{r: &Reading{Intensity: i}} }
-
-// Current returns the fixed reading.
-func (f Fixed) Current() *Reading { return f.r }
-
 // Model is what the sampler needs to turn each split interval into
-// emissions: where the intensity comes from, a [Timeline] of it, the
+// emissions: where the intensity comes from, a timeline of it, the
 // PUE, and embodied emissions per device-hour. It is the one object the
 // Monitor holds; see docs/carbon.md, "How it plugs in".
 //
@@ -32,60 +23,68 @@ func (f Fixed) Current() *Reading { return f.r }
 // lock and allocate nothing. A Model must not be copied after first use.
 type Model struct {
 	src      Reader
-	tl       *Timeline
+	tl       *timeline
 	pue      PUE
 	embodied Embodied
 
-	cachedR *Reading // Interval's factor cache: the sampler's only
-	cachedF Factor
+	cachedR  *Reading // Interval's factor cache: the sampler's only
+	cachedF  Factor
+	cachedOK bool
 }
 
 // ModelOption configures a [Model].
 type ModelOption interface {
-	apply(*Model)
+	apply(*modelConfig)
 }
 
-type modelOptionFunc func(*Model)
+type modelOptionFunc func(*modelConfig)
 
-func (f modelOptionFunc) apply(m *Model) { f(m) }
+func (f modelOptionFunc) apply(c *modelConfig) { f(c) }
+
+type modelConfig struct {
+	pue      PUE
+	embodied Embodied
+	capacity int // 0: defaultTimelineCapacity
+}
 
 // WithPUE sets the facility's PUE. The default is [PUENone], 1.
-func WithPUE(p PUE) ModelOption { return modelOptionFunc(func(m *Model) { m.pue = p }) }
+func WithPUE(p PUE) ModelOption { return modelOptionFunc(func(c *modelConfig) { c.pue = p }) }
 
 // WithEmbodied sets the embodied emissions per device-hour. The default
 // is none.
-func WithEmbodied(e Embodied) ModelOption { return modelOptionFunc(func(m *Model) { m.embodied = e }) }
+func WithEmbodied(e Embodied) ModelOption {
+	return modelOptionFunc(func(c *modelConfig) { c.embodied = e })
+}
 
-// WithTimelineCapacity sets how many intensity changes the model keeps.
-// The default is [DefaultTimelineCapacity].
+// WithTimelineCapacity sets how many intensity changes the model keeps
+// (at least 2). The default, 64, is more than five hours of changes at
+// one every 5 minutes, far beyond the ledger's horizon.
 func WithTimelineCapacity(n int) ModelOption {
-	return modelOptionFunc(func(m *Model) { m.tl = NewTimeline(n) })
+	return modelOptionFunc(func(c *modelConfig) { c.capacity = n })
 }
 
 // NewModel returns a model that reads the intensity from src. It returns
-// an error wrapping [ErrInvalidConfig] for a nil src, a PUE outside
-// [1, 100] or embodied emissions above 1 t per device-hour.
+// an error wrapping [ErrInvalidConfig] for a nil src, a [Static] out of
+// range, a PUE outside [1, 100] or embodied emissions above 1 t per
+// device-hour.
 func NewModel(src Reader, opts ...ModelOption) (*Model, error) {
-	m := &Model{src: src, pue: PUENone}
+	c := modelConfig{pue: PUENone}
 	for _, o := range opts {
-		o.apply(m)
-	}
-	if m.tl == nil {
-		m.tl = NewTimeline(0)
+		o.apply(&c)
 	}
 	if src == nil {
 		return nil, fmt.Errorf("%w: no intensity reader", ErrInvalidConfig)
 	}
-	if m.pue < PUENone || m.pue > maxPUEPPM {
-		return nil, fmt.Errorf("%w: PUE %s", ErrInvalidConfig, m.pue)
+	if c.pue < PUENone || c.pue > maxPUEPPM {
+		return nil, fmt.Errorf("%w: PUE %s", ErrInvalidConfig, c.pue)
 	}
-	if f, ok := src.(Fixed); ok && f.r.MgPerKWh > maxMgPerKWh {
-		return nil, fmt.Errorf("%w: intensity %d mg/kWh", ErrInvalidConfig, f.r.MgPerKWh)
+	if s, ok := src.(Static); ok && s.r != nil && s.r.MgPerKWh > maxMgPerKWh {
+		return nil, fmt.Errorf("%w: intensity %d mg/kWh", ErrInvalidConfig, s.r.MgPerKWh)
 	}
-	if uint64(m.embodied) > maxUGPerHour {
-		return nil, fmt.Errorf("%w: embodied emissions %d µg per device-hour", ErrInvalidConfig, m.embodied)
+	if uint64(c.embodied) > maxUGPerHour {
+		return nil, fmt.Errorf("%w: embodied emissions %d µg per device-hour", ErrInvalidConfig, c.embodied)
 	}
-	return m, nil
+	return &Model{src: src, tl: newTimeline(c.capacity), pue: c.pue, embodied: c.embodied}, nil
 }
 
 // Current returns the reading in force now.
@@ -103,7 +102,9 @@ func (m *Model) Note(t int64) { m.tl.Note(t, m.src.Current()) }
 // figures.
 type IntervalResult struct {
 	// Reading is the intensity the interval was converted at; nil when
-	// none was in force (then operational emissions are all zero).
+	// none was in force, or when the one in force was out of range (a
+	// custom [Reader]'s figure above 10 kg/kWh): then operational
+	// emissions are all zero.
 	Reading *Reading
 	// Known is false when the interval ended before the oldest change the
 	// timeline keeps, or before the first: the reading is then the oldest
@@ -122,17 +123,31 @@ type IntervalResult struct {
 // intensity is the one in force at b.
 //
 // It is exact in the sense of [Factor.Operational] and [Embodied.Split],
-// and allocates nothing.
+// and allocates nothing. Every element of op[:len(sharesMJ)] and
+// emb[:len(sharesMJ)] is written, so they may be reused between calls.
+//
+// Interval panics if op or emb is shorter than sharesMJ, or if coverNS is
+// not nil and not as long as sharesMJ: the slices are the caller's
+// bookkeeping, not input, and a mismatch would give one request another's
+// figure.
 func (m *Model) Interval(a, b int64, sharesMJ []uint64, restMJ uint64, coverNS []uint64, op, emb []uint64) IntervalResult {
+	if coverNS != nil && len(coverNS) != len(sharesMJ) {
+		panic(fmt.Sprintf("carbon: Model.Interval: %d covers for %d shares", len(coverNS), len(sharesMJ)))
+	}
+	op, emb = op[:len(sharesMJ)], emb[:len(sharesMJ)]
 	r, known := m.tl.At(b)
+	f, ok := m.factor(r)
+	if !ok {
+		// A reading this package cannot convert (a custom Reader's figure
+		// out of range) counts as none, and says so.
+		r, known = nil, false
+	}
 	res := IntervalResult{Reading: r, Known: known}
-	f := m.factor(r)
 	res.OperationalRest = f.Operational(sharesMJ, restMJ, op)
 	var dt uint64
 	if b > a {
 		dt = uint64(b - a)
 	}
-	emb = emb[:len(sharesMJ)]
 	if coverNS == nil || m.embodied == 0 {
 		clear(emb)
 		res.EmbodiedRest = m.embodied.Of(time.Duration(dt))
@@ -164,16 +179,14 @@ func (m *Model) Estimate(mJ uint64) (uint64, bool) {
 // factor returns r's factor at the model's PUE, cached for the last
 // reading: readings change every few minutes, intervals every 100 ms.
 // Only Interval calls it.
-func (m *Model) factor(r *Reading) Factor {
+// It is false, with a zero Factor, for no reading or one out of range.
+func (m *Model) factor(r *Reading) (Factor, bool) {
 	if r == nil {
-		return Factor{}
+		return Factor{}, false
 	}
 	if r != m.cachedR {
 		f, err := NewFactor(r.MgPerKWh, m.pue)
-		if err != nil {
-			f = Factor{} // out of range: counted as none
-		}
-		m.cachedR, m.cachedF = r, f
+		m.cachedR, m.cachedF, m.cachedOK = r, f, err == nil
 	}
-	return m.cachedF
+	return m.cachedF, m.cachedOK
 }

@@ -86,7 +86,7 @@ func TestModelIntervals(t *testing.T) {
 }
 
 func TestModelNone(t *testing.T) {
-	pl, err := NewPoller(NewStatic(1), WithErrorHandler(func(error) {}))
+	pl, err := NewPoller(NewStatic(Intensity{MgPerKWh: 1}), WithErrorHandler(func(error) {}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestModelNone(t *testing.T) {
 		{"nil reader", nil, nil},
 		{"PUE below 1", pl, []ModelOption{WithPUE(999_999)}},
 		{"embodied above 1 t/h", pl, []ModelOption{WithEmbodied(maxUGPerHour + 1)}},
-		{"fixed out of range", NewFixed(Intensity{MgPerKWh: maxMgPerKWh + 1}), nil},
+		{"fixed out of range", NewStatic(Intensity{MgPerKWh: maxMgPerKWh + 1}), nil},
 	} {
 		if _, err := NewModel(tt.src, tt.opts...); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: err = %v", tt.name, err)
@@ -169,4 +169,87 @@ func TestModelConcurrentSafe(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestModelIntervalLengths: covers of another length than the shares are
+// a contract violation that panics (it used to leave a stale embodied
+// figure from the previous interval in emb, breaking conservation), and
+// reused scratch slices are rewritten whole.
+func TestModelIntervalLengths(t *testing.T) {
+	m, err := NewModel(NewStatic(Intensity{MgPerKWh: 400_000, Kind: Average, Source: SourceStatic}),
+		WithEmbodied(Embodied(3_600_000_000))) // 1 µg per µs
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Note(0)
+	op, emb := make([]uint64, 3), make([]uint64, 3)
+	const us = 1000
+	m.Interval(0, 1000*us, []uint64{1, 1, 1}, 0, []uint64{300 * us, 300 * us, 300 * us}, op, emb)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("two covers for three shares: no panic")
+			}
+		}()
+		m.Interval(1000*us, 1520*us, []uint64{1, 1, 1}, 0, []uint64{174 * us, 173 * us}, op, emb)
+	}()
+	// The same slices, now with no covers: every figure is rewritten.
+	res := m.Interval(1520*us, 2040*us, []uint64{1, 1, 1}, 0, nil, op, emb)
+	if emb[0]+emb[1]+emb[2] != 0 || res.EmbodiedRest != 520 {
+		t.Errorf("no covers: emb %v, rest %d; want zeros and 520", emb, res.EmbodiedRest)
+	}
+	res = m.Interval(2040*us, 2560*us, []uint64{1, 1, 1}, 0, []uint64{174 * us, 173 * us, 0}, op, emb)
+	if got := emb[0] + emb[1] + emb[2] + res.EmbodiedRest; got != 520 || emb[2] != 0 {
+		t.Errorf("emb %v + rest %d = %d µg, want 520 with nothing for the third", emb, res.EmbodiedRest, got)
+	}
+}
+
+// outOfRange is a custom Reader whose figure this package cannot convert.
+type outOfRange struct{ r *Reading }
+
+func (o outOfRange) Current() *Reading { return o.r }
+
+// TestModelReaderOutOfRange: a custom Reader's figure above 10 kg/kWh
+// counts as none, and the result says so instead of naming the reading
+// beside zero emissions.
+func TestModelReaderOutOfRange(t *testing.T) {
+	m, err := NewModel(outOfRange{&Reading{Intensity: Intensity{MgPerKWh: maxMgPerKWh + 1, Kind: Average, Source: "custom"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Note(0)
+	op, emb := make([]uint64, 1), make([]uint64, 1)
+	res := m.Interval(0, 100, []uint64{5000}, 7, nil, op, emb)
+	if res.Reading != nil || res.Known || op[0] != 0 || res.OperationalRest != 0 {
+		t.Errorf("out of range: %+v, op %v; want no reading and zeros", res, op)
+	}
+	if _, ok := m.Estimate(1000); ok {
+		t.Error("Estimate with an out-of-range reading")
+	}
+}
+
+// TestStatic: a Static is both a Provider and a Reader of one intensity,
+// with an average kind and the static source unless told otherwise; the
+// zero Static has no reading.
+func TestStatic(t *testing.T) {
+	s := NewStatic(Intensity{MgPerKWh: 436_000})
+	it, err := s.Intensity(context.Background())
+	want := Intensity{MgPerKWh: 436_000, Kind: Average, Source: SourceStatic}
+	if err != nil || it != want {
+		t.Errorf("Intensity = %+v, %v; want %+v", it, err, want)
+	}
+	if r := s.Current(); r == nil || r.Intensity != want || r != s.Current() {
+		t.Errorf("Current = %+v, want %+v, the same pointer each time", r, want)
+	}
+	m := NewStatic(Intensity{MgPerKWh: 90_000, Kind: Marginal, Source: "contract"})
+	if r := m.Current(); r.Kind != Marginal || r.Source != "contract" {
+		t.Errorf("a given kind and source: %+v", r)
+	}
+	var zero Static
+	if _, err := zero.Intensity(context.Background()); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("zero Static: Intensity err = %v, want ErrInvalidConfig", err)
+	}
+	if zero.Current() != nil {
+		t.Error("zero Static has a reading")
+	}
 }

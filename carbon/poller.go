@@ -49,7 +49,9 @@ func WithPollInterval(d time.Duration) PollerOption {
 }
 
 // WithStaleAfter sets how old the provider's last figure may get before
-// the fallback ([WithFallback], or none) takes its place. The default is
+// the fallback ([WithFallback], or none) takes its place: old by its last
+// answer ([Poller.Age]) or by the end of the period it describes
+// ([Poller.FigureAge]), whichever is larger. The default is
 // [DefaultStaleAfter]; it must be longer than the poll interval.
 func WithStaleAfter(d time.Duration) PollerOption {
 	return pollerOptionFunc(func(c *pollerConfig) { c.staleAfter = d })
@@ -63,15 +65,24 @@ func WithFetchTimeout(d time.Duration) PollerOption {
 }
 
 // WithFallback sets the intensity in force before the provider's first
-// answer and after its figure goes stale, with its Source (usually
-// [SourceStatic]) saying so. By default there is none: no figure, and
-// no emissions, rather than a guess.
+// answer and after its figure goes stale; its reading says Fallback. A
+// zero Kind is taken as [Average] and an empty Source as [SourceStatic].
+// By default there is none: no figure, and no emissions, rather than a
+// guess.
 func WithFallback(i Intensity) PollerOption {
+	if i.Kind == 0 {
+		i.Kind = Average
+	}
+	if i.Source == "" {
+		i.Source = SourceStatic
+	}
 	return pollerOptionFunc(func(c *pollerConfig) { c.fallback = &i })
 }
 
-// WithPollerClock sets the clock that stamps fetches and ages them. The
-// default is time.Now.
+// WithPollerClock sets the clock that stamps fetches and ages them; nil
+// keeps the default, time.Now. Ages are the differences of its readings
+// from the one taken at [NewPoller], so a clock whose times carry a
+// monotonic reading (as time.Now's do) ages figures monotonically.
 func WithPollerClock(now func() time.Time) PollerOption {
 	return pollerOptionFunc(func(c *pollerConfig) {
 		if now != nil {
@@ -81,7 +92,7 @@ func WithPollerClock(now func() time.Time) PollerOption {
 }
 
 // WithErrorHandler sets where the poller reports, once per streak, that
-// fetches fail and that its figure went stale. The default is
+// fetches fail and that its figure went stale; nil keeps the default,
 // otel.Handle: the poller runs in a goroutine of its own, with no caller
 // to return an error to.
 func WithErrorHandler(h func(error)) PollerOption {
@@ -102,24 +113,39 @@ var ErrStale = errors.New("carbon: intensity is stale")
 // request path to read with one atomic load ([Poller.Current]).
 //
 // A failed fetch changes nothing that readers see: the last figure stays
-// in force until it is older than the staleness bound, when the fallback
-// (or none) replaces it, and the poller says so once through its error
+// in force until it is older than the staleness bound ([WithStaleAfter]:
+// by its last answer or by its own period, as a provider that keeps
+// answering an old hour is no fresher for it), when the fallback (or
+// none) replaces it, and the poller says so once through its error
 // handler. A 429 or 503 with Retry-After delays the next fetch by at
 // least that (at most six hours). The first failure of a streak is
 // reported; the rest are counted ([Poller.Failures]).
 //
-// Current, Age and Failures are safe from any goroutine and never block.
+// Current, Age, FigureAge and Failures are safe from any goroutine and
+// never block.
 // Start, Poll and Shutdown are safe to call concurrently with each other.
+// A Poller must not be copied; build it with [NewPoller].
 type Poller struct {
 	p   Provider
 	cfg pollerConfig
 
 	cur      atomic.Pointer[Reading]
-	fallback *Reading     // nil when none
-	lastGood atomic.Int64 // UnixNano of the last good fetch, on the poller's clock; 0 before
-	failures atomic.Uint64
+	fallback *Reading // nil when none
+	// epoch is the clock's reading at NewPoller. Ages are durations since
+	// it: with time.Now they are monotonic, so that a step of the wall
+	// clock (NTP, a VM resumed) neither makes an age negative nor makes a
+	// fresh figure stale.
+	epoch    time.Time
+	lastGood atomic.Int64 // 1 + ns from epoch to the last good fetch; 0 before
+	// figureEnd is the UnixNano instant at which the period the provider's
+	// last figure describes ended (its At plus gran); 0 before the first
+	// figure, or for one with no instant.
+	figureEnd atomic.Int64
+	gran      time.Duration // the provider's granularity; 0 when unknown
+	failures  atomic.Uint64
 
 	mu       sync.Mutex // serializes polls and guards the fields below
+	last     *Reading   // the provider's last figure, in force unless stale
 	failing  bool       // the current streak was reported
 	stale    bool       // staleness was reported
 	notUntil time.Time  // Retry-After: no fetch before this
@@ -167,7 +193,10 @@ func NewPoller(p Provider, opts ...PollerOption) (*Poller, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	pl := &Poller{p: p, cfg: c}
+	pl := &Poller{p: p, cfg: c, epoch: c.now()}
+	if g, ok := p.(granular); ok {
+		pl.gran = g.granularity()
+	}
 	if c.fallback != nil {
 		pl.fallback = &Reading{Intensity: *c.fallback, Fallback: true}
 		pl.cur.Store(pl.fallback)
@@ -180,16 +209,46 @@ func NewPoller(p Provider, opts ...PollerOption) (*Poller, error) {
 // nothing and never waits for a fetch. The reading must not be modified.
 func (pl *Poller) Current() *Reading { return pl.cur.Load() }
 
-// Age returns how old the provider's last good figure is, by the time it
-// was fetched, and false before the first. It is what the intensity age
-// gauge exports.
+// Age returns the time since the provider's last good answer, on a
+// monotonic clock, and false before the first. It is what the intensity
+// age gauge exports; the figure's own age is [Poller.FigureAge].
 func (pl *Poller) Age() (time.Duration, bool) {
+	return pl.age(pl.cfg.now())
+}
+
+// age is the time from the last good fetch to now, never negative, and
+// false before the first.
+func (pl *Poller) age(now time.Time) (time.Duration, bool) {
 	t := pl.lastGood.Load()
 	if t == 0 {
 		return 0, false
 	}
-	return pl.cfg.now().Sub(time.Unix(0, t)), true
+	return max(now.Sub(pl.epoch)-time.Duration(t-1), 0), true
 }
+
+// FigureAge returns how long ago the period that the provider's last
+// figure describes ended: its [Intensity.At] plus the provider's
+// granularity (an hour for Electricity Maps, half an hour for the UK API,
+// five minutes for WattTime, none for another [Provider]). It is 0 while
+// that period runs, and false before the first figure or for one with no
+// At. Unlike [Poller.Age] it is on the wall clock, against the provider's
+// stamp. A provider that keeps answering an old period keeps Age small
+// and makes FigureAge grow; staleness is judged by the larger of the two.
+func (pl *Poller) FigureAge() (time.Duration, bool) {
+	return pl.figureAge(pl.cfg.now())
+}
+
+func (pl *Poller) figureAge(now time.Time) (time.Duration, bool) {
+	e := pl.figureEnd.Load()
+	if e == 0 {
+		return 0, false
+	}
+	return max(now.Sub(time.Unix(0, e)), 0), true
+}
+
+// granular is what this package's providers tell of their figures: how
+// long one describes, from its At.
+type granular interface{ granularity() time.Duration }
 
 // Failures returns how many fetches have failed.
 func (pl *Poller) Failures() uint64 { return pl.failures.Load() }
@@ -241,41 +300,62 @@ func (pl *Poller) poll(ctx context.Context) (time.Duration, error) {
 		pl.checkStale(now)
 		return pl.capWait(wait, now), err
 	}
-	pl.failing, pl.stale = false, false
+	pl.failing = false
 	pl.notUntil = time.Time{}
-	pl.lastGood.Store(max(now.UnixNano(), 1))
+	pl.lastGood.Store(1 + int64(max(now.Sub(pl.epoch), 0)))
 	// The same figure again keeps its reading, so that a timeline records
 	// changes, not polls.
-	if cur := pl.cur.Load(); cur == nil || cur.Fallback || !sameIntensity(cur.Intensity, it) {
-		pl.cur.Store(&Reading{Intensity: it, Fetched: now})
+	if pl.last == nil || !sameIntensity(pl.last.Intensity, it) {
+		pl.last = &Reading{Intensity: it, Fetched: now}
+		var end int64
+		// An At that UnixNano cannot hold (before 1678 or after 2261) is
+		// taken as none, as a zero one is.
+		if y := it.At.Year(); !it.At.IsZero() && y > 1677 && y < 2262 {
+			end = max(it.At.Add(pl.gran).UnixNano(), 1)
+		}
+		pl.figureEnd.Store(end)
 	}
-	return wait, nil
+	if !pl.checkStale(now) {
+		pl.stale = false
+		pl.cur.Store(pl.last)
+	}
+	return pl.capWait(wait, now), nil
 }
 
 func sameIntensity(a, b Intensity) bool {
 	return a.MgPerKWh == b.MgPerKWh && a.Kind == b.Kind && a.Source == b.Source && a.Zone == b.Zone && a.At.Equal(b.At)
 }
 
+// staleness is how old the provider's figure is, for the staleness
+// bound: the larger of its fetch's age and its own (FigureAge). It is
+// false before the first good fetch.
+func (pl *Poller) staleness(now time.Time) (fetch, figure time.Duration, ok bool) {
+	fetch, ok = pl.age(now)
+	figure, _ = pl.figureAge(now)
+	return fetch, figure, ok
+}
+
 // capWait shortens wait so that the loop wakes when the provider's
 // figure goes stale, to put the fallback in force on time.
 func (pl *Poller) capWait(wait time.Duration, now time.Time) time.Duration {
-	t := pl.lastGood.Load()
-	if t == 0 || pl.stale {
+	fetch, figure, ok := pl.staleness(now)
+	if !ok || pl.stale {
 		return wait
 	}
-	return min(wait, max(time.Unix(0, t).Add(pl.cfg.staleAfter).Sub(now), time.Millisecond))
+	return min(wait, max(pl.cfg.staleAfter-max(fetch, figure), time.Millisecond))
 }
 
-// checkStale replaces a figure older than the bound with the fallback,
-// and reports it once per streak. pl.mu is held.
-func (pl *Poller) checkStale(now time.Time) {
-	t := pl.lastGood.Load()
-	if t == 0 || pl.stale {
-		return
+// checkStale puts the fallback (or none) in force when the provider's
+// figure is older than the bound, by its fetch or by its own period, and
+// reports it once per streak. It reports whether the figure is stale.
+// pl.mu is held.
+func (pl *Poller) checkStale(now time.Time) bool {
+	fetch, figure, ok := pl.staleness(now)
+	if !ok || max(fetch, figure) <= pl.cfg.staleAfter {
+		return false
 	}
-	age := now.Sub(time.Unix(0, t))
-	if age <= pl.cfg.staleAfter {
-		return
+	if pl.stale {
+		return true
 	}
 	pl.stale = true
 	pl.cur.Store(pl.fallback)
@@ -283,7 +363,12 @@ func (pl *Poller) checkStale(now time.Time) {
 	if pl.fallback != nil {
 		what = fmt.Sprintf("the fallback %s %s intensity of %g g/kWh is used", pl.fallback.Source, pl.fallback.Kind, pl.fallback.GramsPerKWh())
 	}
-	pl.cfg.handle(fmt.Errorf("%w: the provider's last figure is %v old, above %v; %s until it answers again", ErrStale, age.Round(time.Second), pl.cfg.staleAfter, what))
+	why := fmt.Sprintf("the provider's last answer is %v old", fetch.Round(time.Second))
+	if figure > fetch {
+		why = fmt.Sprintf("the provider's figure is for %s, a period that ended %v ago", pl.last.At.UTC().Format(time.RFC3339), figure.Round(time.Second))
+	}
+	pl.cfg.handle(fmt.Errorf("%w: %s, above %v; %s until it answers a current figure", ErrStale, why, pl.cfg.staleAfter, what))
+	return true
 }
 
 // Start fetches in a goroutine of its own, at once and then every poll

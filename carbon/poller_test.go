@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/otel"
 )
@@ -74,10 +75,10 @@ func TestPollerStaleness(t *testing.T) {
 	}
 	clk := newFakeClock()
 	var rep reports
-	fallback := NewStatic(300_000)
+	fallback := Intensity{MgPerKWh: 300_000}
 	pl, err := NewPoller(p,
 		WithPollInterval(time.Minute), WithStaleAfter(10*time.Minute),
-		WithFetchTimeout(200*time.Millisecond), WithFallback(Intensity(fallback)),
+		WithFetchTimeout(200*time.Millisecond), WithFallback(fallback),
 		WithPollerClock(clk.Now), WithErrorHandler(rep.handle))
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +148,7 @@ func TestPollerNoFallback(t *testing.T) {
 		if fail.Load() {
 			return Intensity{}, ErrServer
 		}
-		return Intensity(NewStatic(90_000)), nil
+		return Intensity{MgPerKWh: 90_000, Kind: Average, Source: SourceStatic}, nil
 	})
 	pl, err := NewPoller(p, WithPollInterval(time.Minute), WithStaleAfter(5*time.Minute),
 		WithPollerClock(clk.Now), WithErrorHandler(rep.handle))
@@ -248,7 +249,7 @@ func TestPollerShutdownCancelsFetch(t *testing.T) {
 	}
 	var rep reports
 	pl, err := NewPoller(p, WithPollInterval(time.Minute), WithFetchTimeout(time.Minute), WithErrorHandler(rep.handle),
-		WithFallback(Intensity(NewStatic(250_000))))
+		WithFallback(Intensity{MgPerKWh: 250_000, Kind: Average, Source: SourceStatic}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestPollerShutdownCancelsFetch(t *testing.T) {
 }
 
 func TestPollerConfigErrors(t *testing.T) {
-	p := NewStatic(1)
+	p := NewStatic(Intensity{MgPerKWh: 1})
 	for _, tt := range []struct {
 		name string
 		p    Provider
@@ -313,12 +314,14 @@ func TestPollerConfigErrors(t *testing.T) {
 // every reading seen is one the provider gave, whole.
 func TestPollerConcurrentSafe(t *testing.T) {
 	f := newFake(t, ukHandler, 100)
+	// The poller runs on the real clock: the fake's half hour is now's.
+	f.shift.Store(int64(time.Now().Truncate(30 * time.Minute).Sub(time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC))))
 	p, err := NewUKGrid("GB", WithBaseURL(f.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pl, err := NewPoller(p, WithPollInterval(time.Second), WithFetchTimeout(time.Second),
-		WithFallback(Intensity(NewStatic(100_000))))
+		WithFallback(Intensity{MgPerKWh: 100_000, Kind: Average, Source: SourceStatic}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,6 +346,7 @@ func TestPollerConcurrentSafe(t *testing.T) {
 					return
 				}
 				pl.Age()
+				pl.FigureAge()
 			}
 		}()
 	}
@@ -384,7 +388,7 @@ func TestPollerDefaultHandler(t *testing.T) {
 // TestPollerDefaultTimeout: a poll interval below the default fetch
 // timeout shortens the timeout rather than refuse the configuration.
 func TestPollerDefaultTimeout(t *testing.T) {
-	pl, err := NewPoller(NewStatic(1), WithPollInterval(2*time.Second))
+	pl, err := NewPoller(NewStatic(Intensity{MgPerKWh: 1}), WithPollInterval(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,5 +431,178 @@ func TestPollerSameFigureKeepsReading(t *testing.T) {
 	}
 	if r := pl.Current(); r == first || r.MgPerKWh != 45_000 || !r.Fetched.Equal(clk.Now()) {
 		t.Errorf("a new figure: Current = %+v", r)
+	}
+}
+
+// stepWall returns t, which carries a monotonic clock reading, with its
+// wall clock moved by d (whole seconds) and its monotonic reading kept:
+// what an NTP step does to time.Now. It relies on time.Time's layout
+// (hasMonotonic, 33 bits of seconds, 30 of nanoseconds in its first
+// word); the caller checks that it worked.
+func stepWall(t time.Time, d time.Duration) time.Time {
+	w := (*uint64)(unsafe.Pointer(&t))
+	*w += uint64(int64(d/time.Second)) << 30
+	return t
+}
+
+// TestPollerWallClockStep: ages are monotonic. A wall clock stepped back
+// an hour does not make the age negative, and one stepped forward does
+// not make a fresh figure stale.
+func TestPollerWallClockStep(t *testing.T) {
+	base := time.Now() // with a monotonic reading
+	if s := stepWall(base, time.Hour); s.Sub(base) != 0 || s.Round(0).Sub(base.Round(0)) != time.Hour {
+		t.Skip("time.Time's layout is not the one stepWall knows")
+	}
+	var mu sync.Mutex
+	mono, wall := time.Duration(0), time.Duration(0)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return stepWall(base.Add(mono), wall)
+	}
+	set := func(m, w time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		mono, wall = m, w
+	}
+	var rep reports
+	var fail atomic.Bool
+	pl, err := NewPoller(providerFunc(func(context.Context) (Intensity, error) {
+		if fail.Load() {
+			return Intensity{}, ErrServer
+		}
+		return Intensity{MgPerKWh: 200_000, Kind: Average, Source: SourceStatic}, nil
+	}), WithPollInterval(time.Minute), WithStaleAfter(10*time.Minute),
+		WithFallback(Intensity{MgPerKWh: 300_000}), WithPollerClock(clock), WithErrorHandler(rep.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(time.Minute, 0)
+	if err := pl.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	set(2*time.Minute, -time.Hour) // a minute on, the wall clock an hour back
+	if age, ok := pl.Age(); !ok || age != time.Minute {
+		t.Errorf("wall clock stepped back: Age = %v, %v; want 1m", age, ok)
+	}
+	fail.Store(true)
+	set(3*time.Minute, time.Hour) // the wall clock an hour ahead
+	_ = pl.Poll(context.Background())
+	if age, _ := pl.Age(); age != 2*time.Minute {
+		t.Errorf("wall clock stepped forward: Age = %v, want 2m", age)
+	}
+	if r := pl.Current(); r == nil || r.Fallback || rep.count(ErrStale) != 0 {
+		t.Errorf("a 2-minute-old figure went stale on a wall clock step: %+v, %v", r, rep.errs)
+	}
+	set(12*time.Minute, -time.Hour)
+	_ = pl.Poll(context.Background())
+	if r := pl.Current(); r == nil || !r.Fallback || rep.count(ErrStale) != 1 {
+		t.Errorf("an 11-minute-old figure with the wall clock back: %+v, %v; want stale", r, rep.errs)
+	}
+}
+
+// TestPollerRetryAfterCappedByStaleness: a Retry-After longer than the
+// figure has left before it goes stale does not delay the fallback: the
+// loop wakes when the figure goes stale, puts the fallback in force, and
+// then waits out the rest of the Retry-After without asking.
+func TestPollerRetryAfterCappedByStaleness(t *testing.T) {
+	clk := newFakeClock()
+	var limited atomic.Bool
+	var asked atomic.Int64
+	pl, err := NewPoller(providerFunc(func(context.Context) (Intensity, error) {
+		asked.Add(1)
+		if limited.Load() {
+			return Intensity{}, &StatusError{Provider: "test", Status: 429, RetryAfter: maxRetryAfter, kind: ErrRateLimited}
+		}
+		return Intensity{MgPerKWh: 200_000, Kind: Average, Source: SourceStatic}, nil
+	}), WithPollInterval(time.Minute), WithStaleAfter(10*time.Minute),
+		WithFallback(Intensity{MgPerKWh: 300_000}), WithPollerClock(clk.Now), WithErrorHandler(func(error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if wait, err := pl.poll(ctx); err != nil || wait != time.Minute {
+		t.Fatalf("first poll = %v, %v", wait, err)
+	}
+	limited.Store(true)
+	clk.Add(3 * time.Minute)
+	if wait, err := pl.poll(ctx); !errors.Is(err, ErrRateLimited) || wait != 7*time.Minute {
+		t.Errorf("429 with Retry-After 6h, 3m into 10m of staleness: wait %v, %v; want the 7m left", wait, err)
+	}
+	clk.Add(7*time.Minute + time.Second)
+	wait, err := pl.poll(ctx)
+	if !errors.Is(err, ErrRateLimited) || wait != maxRetryAfter-7*time.Minute-time.Second {
+		t.Errorf("when stale: wait %v, %v; want the rest of the Retry-After", wait, err)
+	}
+	if r := pl.Current(); r == nil || !r.Fallback || r.MgPerKWh != 300_000 {
+		t.Errorf("when stale: Current = %+v, want the fallback", r)
+	}
+	if r := pl.Current(); r != nil && (r.Kind != Average || r.Source != SourceStatic) {
+		t.Errorf("fallback given with no kind or source: %+v, want average and %q", r, SourceStatic)
+	}
+	if n := asked.Load(); n != 2 {
+		t.Errorf("asked %d times, want 2 (none during the Retry-After)", n)
+	}
+}
+
+// TestPollerFigureStale: a provider that answers every poll but with an
+// old period goes stale by the figure's own age (its At plus the
+// provider's granularity), not by the fetch's; the loop wakes when it
+// would, and a current period brings the figure back.
+func TestPollerFigureStale(t *testing.T) {
+	f := newFake(t, emHandler, 300) // its figure is for 11:00–12:00
+	p, err := NewElectricityMaps("DE", testSecret(t, testToken), WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newFakeClock() // 11:00
+	var rep reports
+	pl, err := NewPoller(p, WithPollInterval(5*time.Minute), WithStaleAfter(time.Hour),
+		WithFallback(Intensity{MgPerKWh: 250_000}), WithPollerClock(clk.Now), WithErrorHandler(rep.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := pl.FigureAge(); ok {
+		t.Error("FigureAge before any figure")
+	}
+	steps := []struct {
+		name         string
+		advance      time.Duration
+		shift        time.Duration // of the provider's period
+		wantFigAge   time.Duration
+		wantWait     time.Duration
+		wantFallback bool
+		wantStale    int
+	}{
+		{name: "the current hour", wantFigAge: 0, wantWait: 5 * time.Minute},
+		{name: "the provider lags half an hour", advance: 90 * time.Minute, wantFigAge: 30 * time.Minute, wantWait: 5 * time.Minute},
+		{name: "two minutes before the bound: the loop wakes then", advance: 28 * time.Minute, wantFigAge: 58 * time.Minute, wantWait: 2 * time.Minute},
+		{name: "past the bound: the fallback, said once", advance: 3 * time.Minute, wantFigAge: 61 * time.Minute, wantWait: 5 * time.Minute, wantFallback: true, wantStale: 1},
+		{name: "still old: nothing more said", advance: 5 * time.Minute, wantFigAge: 66 * time.Minute, wantWait: 5 * time.Minute, wantFallback: true, wantStale: 1},
+		{name: "a current hour again", advance: 5 * time.Minute, shift: 2 * time.Hour, wantFigAge: 0, wantWait: 5 * time.Minute, wantStale: 1},
+	}
+	for _, s := range steps {
+		clk.Add(s.advance)
+		f.shift.Store(int64(s.shift))
+		wait, err := pl.poll(context.Background())
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if age, ok := pl.Age(); !ok || age != 0 {
+			t.Errorf("%s: Age = %v, %v; want 0 after an answer", s.name, age, ok)
+		}
+		if age, ok := pl.FigureAge(); !ok || age != s.wantFigAge {
+			t.Errorf("%s: FigureAge = %v, %v; want %v", s.name, age, ok, s.wantFigAge)
+		}
+		if wait != s.wantWait {
+			t.Errorf("%s: wait %v, want %v", s.name, wait, s.wantWait)
+		}
+		r := pl.Current()
+		if r == nil || r.Fallback != s.wantFallback || (!s.wantFallback && r.MgPerKWh != 300_000) {
+			t.Errorf("%s: Current = %+v, want fallback %v", s.name, r, s.wantFallback)
+		}
+		if rep.count(ErrStale) != s.wantStale {
+			t.Errorf("%s: %d stale reports, want %d: %v", s.name, rep.count(ErrStale), s.wantStale, rep.errs)
+		}
 	}
 }

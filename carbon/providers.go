@@ -2,6 +2,7 @@ package carbon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -17,31 +18,36 @@ var (
 	_ Provider = (*UKGrid)(nil)
 	_ Provider = Static{}
 	_ Reader   = (*Poller)(nil)
-	_ Reader   = Fixed{}
+	_ Reader   = Static{}
 	_ Reader   = (*Model)(nil)
 )
 
-// Default base URLs of the providers' public APIs.
+// The base URLs of the providers' public APIs.
 const (
-	ElectricityMapsURL = "https://api.electricitymaps.com/v3"
-	WattTimeURL        = "https://api.watttime.org"
-	UKGridURL          = "https://api.carbonintensity.org.uk"
+	electricityMapsURL = "https://api.electricitymaps.com/v3"
+	wattTimeURL        = "https://api.watttime.org"
+	ukGridURL          = "https://api.carbonintensity.org.uk"
 )
 
 // ElectricityMaps is a [Provider] for the Electricity Maps API v3: GET
 // {base}/carbon-intensity/latest?zone=Z with the token in the auth-token
-// header. Its figure is an average (lifecycle by default) in g CO2e per
-// kWh, hourly. Build it with [NewElectricityMaps]. It is safe for
+// header. Its figure is an average in g CO2e per kWh, hourly: lifecycle
+// emissions unless the account is set to direct ones (the answer's
+// emissionFactorType, which this package does not read). Build it with
+// [NewElectricityMaps] for a zone, or [NewElectricityMapsAt] for a
+// location (?lat=..&lon=..). Build it with [NewElectricityMaps]. It is safe for
 // concurrent use.
 type ElectricityMaps struct {
 	c     client
-	zone  string
+	zone  string     // "" when asked by location
+	query url.Values // zone, or lat and lon; read-only after construction
+	label string     // the zone, or "lat,lon", for errors
 	token Secret
 }
 
 // NewElectricityMaps returns a provider for zone (an Electricity Maps zone
 // key such as "DE", "FR" or "US-CAL-CISO"), authenticated by token. The
-// base URL defaults to [ElectricityMapsURL]. It returns an error wrapping
+// base URL defaults to https://api.electricitymaps.com/v3. It returns an error wrapping
 // [ErrInvalidConfig] for an empty zone or token.
 func NewElectricityMaps(zone string, token Secret, opts ...ClientOption) (*ElectricityMaps, error) {
 	zone = strings.TrimSpace(zone)
@@ -51,11 +57,33 @@ func NewElectricityMaps(zone string, token Secret, opts ...ClientOption) (*Elect
 	if token.IsZero() {
 		return nil, fmt.Errorf("%w: %s needs a token", ErrInvalidConfig, SourceElectricityMaps)
 	}
-	c, err := newClient(SourceElectricityMaps, ElectricityMapsURL, opts)
+	c, err := newClient(SourceElectricityMaps, electricityMapsURL, true, opts)
 	if err != nil {
 		return nil, err
 	}
-	return &ElectricityMaps{c: c, zone: zone, token: token}, nil
+	return &ElectricityMaps{c: c, zone: zone, query: url.Values{"zone": {zone}}, label: zone, token: token}, nil
+}
+
+// NewElectricityMapsAt returns a provider for the zone that contains the
+// location lat, lon (decimal degrees, WGS 84), authenticated by token;
+// each figure's Zone is the zone Electricity Maps answers. The base URL
+// defaults to https://api.electricitymaps.com/v3. It returns an error
+// wrapping [ErrInvalidConfig] for a latitude outside [-90, 90], a
+// longitude outside [-180, 180], or an empty token; a location in no zone
+// fails at fetch with [ErrUnknownZone].
+func NewElectricityMapsAt(lat, lon float64, token Secret, opts ...ClientOption) (*ElectricityMaps, error) {
+	if !(lat >= -90 && lat <= 90) || !(lon >= -180 && lon <= 180) {
+		return nil, fmt.Errorf("%w: %s location %v, %v: want a latitude in [-90, 90] and a longitude in [-180, 180]", ErrInvalidConfig, SourceElectricityMaps, lat, lon)
+	}
+	if token.IsZero() {
+		return nil, fmt.Errorf("%w: %s needs a token", ErrInvalidConfig, SourceElectricityMaps)
+	}
+	c, err := newClient(SourceElectricityMaps, electricityMapsURL, true, opts)
+	if err != nil {
+		return nil, err
+	}
+	la, lo := strconv.FormatFloat(lat, 'f', -1, 64), strconv.FormatFloat(lon, 'f', -1, 64)
+	return &ElectricityMaps{c: c, query: url.Values{"lat": {la}, "lon": {lo}}, label: la + "," + lo, token: token}, nil
 }
 
 // emLatest is the documented shape of carbon-intensity/latest.
@@ -63,25 +91,34 @@ type emLatest struct {
 	Zone            string   `json:"zone"`
 	CarbonIntensity *float64 `json:"carbonIntensity"`
 	Datetime        string   `json:"datetime"`
-	FactorType      string   `json:"emissionFactorType"`
 }
+
+// granularity is how long one figure describes: an hour from At.
+func (p *ElectricityMaps) granularity() time.Duration { return time.Hour }
 
 // Intensity fetches the zone's latest intensity.
 func (p *ElectricityMaps) Intensity(ctx context.Context) (Intensity, error) {
 	var v emLatest
-	err := p.c.get(ctx, "/carbon-intensity/latest", url.Values{"zone": {p.zone}},
+	err := p.c.get(ctx, "/carbon-intensity/latest", p.query,
 		func(h http.Header) { h.Set("auth-token", p.token.value()) }, &v)
 	if err != nil {
 		return Intensity{}, err
 	}
 	if v.CarbonIntensity == nil {
-		return Intensity{}, fmt.Errorf("%w: %s: no carbonIntensity for zone %s", ErrMalformed, p.c.name, p.zone)
+		return Intensity{}, fmt.Errorf("%w: %s: no carbonIntensity for %s", ErrMalformed, p.c.name, p.label)
 	}
 	mg, err := p.c.gramsToMg(*v.CarbonIntensity, "carbonIntensity")
 	if err != nil {
 		return Intensity{}, err
 	}
-	return Intensity{MgPerKWh: mg, Kind: Average, Source: SourceElectricityMaps, Zone: p.zone, At: parseTime(v.Datetime)}, nil
+	zone := p.zone
+	if zone == "" {
+		// Asked by location: the zone is the provider's answer.
+		if zone = v.Zone; zone == "" {
+			zone = p.label
+		}
+	}
+	return Intensity{MgPerKWh: mg, Kind: Average, Source: SourceElectricityMaps, Zone: zone, At: parseTime(v.Datetime)}, nil
 }
 
 // WattTime is a [Provider] for the WattTime API v3's marginal operating
@@ -110,14 +147,14 @@ const tokenLife = 25 * time.Minute
 
 // NewWattTime returns a provider for region (a WattTime region such as
 // "CAISO_NORTH") with the account user and password. The base URL
-// defaults to [WattTimeURL]. It returns an error wrapping
+// defaults to https://api.watttime.org. It returns an error wrapping
 // [ErrInvalidConfig] for an empty region, user or password.
 func NewWattTime(region, user string, password Secret, opts ...ClientOption) (*WattTime, error) {
 	region = strings.TrimSpace(region)
 	if region == "" || user == "" || password.IsZero() {
 		return nil, fmt.Errorf("%w: %s needs a region, a user and a password", ErrInvalidConfig, SourceWattTime)
 	}
-	c, err := newClient(SourceWattTime, WattTimeURL, opts)
+	c, err := newClient(SourceWattTime, wattTimeURL, true, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +178,9 @@ type wtForecast struct {
 // lbsPerMWhToMg is mg/kWh per lb/MWh: 453.59237 g per lb, 1000 kWh per MWh.
 const lbsPerMWhToMg = 453.59237
 
+// granularity is how long one figure describes: five minutes from At.
+func (p *WattTime) granularity() time.Duration { return 5 * time.Minute }
+
 // Intensity fetches the region's MOER now.
 func (p *WattTime) Intensity(ctx context.Context) (Intensity, error) {
 	p.mu.Lock()
@@ -152,7 +192,8 @@ func (p *WattTime) Intensity(ctx context.Context) (Intensity, error) {
 			}
 		}
 		it, err := p.forecast(ctx)
-		if se, ok := err.(*StatusError); ok && se.Status == http.StatusUnauthorized && attempt == 0 {
+		var se *StatusError
+		if errors.As(err, &se) && se.Status == http.StatusUnauthorized && attempt == 0 {
 			p.token = Secret{} // expired early: log in once more
 			continue
 		}
@@ -166,7 +207,7 @@ func (p *WattTime) login(ctx context.Context) error {
 		r := http.Request{Header: h}
 		r.SetBasicAuth(p.user, p.password.value())
 	}, &v)
-	if se, ok := err.(*StatusError); ok && se.kind == ErrUnknownZone {
+	if se := (*StatusError)(nil); errors.As(err, &se) && se.kind == ErrUnknownZone {
 		se.kind = ErrUnauthorized // /login knows no zone
 	}
 	if err != nil {
@@ -222,23 +263,24 @@ type UKGrid struct {
 	regional bool
 }
 
-// NewUKGrid returns a provider for zone "GB" or a region id ("13" is
-// London). The base URL defaults to [UKGridURL]. It returns an error
-// wrapping [ErrInvalidConfig] for anything else; a region id the API
-// does not know fails at fetch with [ErrUnknownZone].
+// NewUKGrid returns a provider for zone "GB" (in any case) or a region
+// id ("13" is London; "013" is the same region and reads as "13"). The
+// base URL defaults to https://api.carbonintensity.org.uk. It returns an error wrapping
+// [ErrInvalidConfig] for anything else, an empty zone included; a region
+// id the API does not know fails at fetch with [ErrUnknownZone].
 func NewUKGrid(zone string, opts ...ClientOption) (*UKGrid, error) {
 	zone = strings.TrimSpace(zone)
-	p := &UKGrid{zone: zone}
-	switch {
-	case zone == "" || strings.EqualFold(zone, "GB"):
+	p := &UKGrid{}
+	if strings.EqualFold(zone, "GB") {
 		p.zone = "GB"
-	default:
-		if n, err := strconv.ParseUint(zone, 10, 16); err != nil || n == 0 {
+	} else {
+		n, err := strconv.ParseUint(zone, 10, 16)
+		if err != nil || n == 0 || !isDigits(zone) {
 			return nil, fmt.Errorf("%w: %s zone %q: want GB or a region id such as 13", ErrInvalidConfig, SourceUKGrid, zone)
 		}
-		p.regional = true
+		p.zone, p.regional = strconv.FormatUint(n, 10), true
 	}
-	c, err := newClient(SourceUKGrid, UKGridURL, opts)
+	c, err := newClient(SourceUKGrid, ukGridURL, false, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -264,6 +306,9 @@ type ukRegional struct {
 		Data     []ukPeriod `json:"data"`
 	} `json:"data"`
 }
+
+// granularity is how long one figure describes: half an hour from At.
+func (p *UKGrid) granularity() time.Duration { return 30 * time.Minute }
 
 // Intensity fetches the current half hour's intensity.
 func (p *UKGrid) Intensity(ctx context.Context) (Intensity, error) {

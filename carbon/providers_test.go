@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -89,6 +92,7 @@ func TestProviderFaults(t *testing.T) {
 				{name: "normal", fault: faultNone},
 				{name: "429", fault: faultRateLimited, want: ErrRateLimited},
 				{name: "500", fault: faultServer, want: ErrServer},
+				{name: "503", fault: faultUnavailable, want: ErrServer},
 				{name: "slow", fault: faultSlow, timeout: 100 * time.Millisecond, want: ErrTimeout},
 				{name: "malformed", fault: faultMalformed, want: ErrMalformed},
 				{name: "no figure", fault: faultWrongShape, want: ErrMalformed},
@@ -141,6 +145,15 @@ func TestProviderFaults(t *testing.T) {
 						if !errors.As(err, &se) || se.RetryAfter != 7*time.Second || se.Status != 429 {
 							t.Errorf("err = %#v, want a StatusError 429 with RetryAfter 7s", err)
 						}
+					case ErrServer:
+						var se *StatusError
+						wantWait := time.Duration(0)
+						if tt.fault == faultUnavailable {
+							wantWait = 11 * time.Second // a 503's Retry-After counts too
+						}
+						if !errors.As(err, &se) || se.RetryAfter != wantWait {
+							t.Errorf("err = %#v, want a StatusError with RetryAfter %v", err, wantWait)
+						}
 					case ErrTimeout:
 						if !errors.Is(err, context.DeadlineExceeded) {
 							t.Errorf("err = %v, want it to match context.DeadlineExceeded too", err)
@@ -159,16 +172,25 @@ func TestProviderFaults(t *testing.T) {
 // actual).
 func TestUKGridRegional(t *testing.T) {
 	f := newFake(t, ukHandler, 120)
-	p, err := NewUKGrid("13", WithBaseURL(f.URL))
+	for _, zone := range []string{"13", "013", " 13 "} {
+		p, err := NewUKGrid(zone, WithBaseURL(f.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, err := p.Intensity(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it.MgPerKWh != 125_000 || it.Zone != "13" || it.Kind != Average {
+			t.Errorf("zone %q: Intensity = %+v, want the forecast 125 g/kWh for region 13", zone, it)
+		}
+	}
+	p, err := NewUKGrid("gb", WithBaseURL(f.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := p.Intensity(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if it.MgPerKWh != 125_000 || it.Zone != "13" || it.Kind != Average {
-		t.Errorf("Intensity = %+v, want the forecast 125 g/kWh for region 13", it)
+	if it, err := p.Intensity(context.Background()); err != nil || it.Zone != "GB" || it.MgPerKWh != 120_000 {
+		t.Errorf("zone gb: %+v, %v; want GB's actual 120 g/kWh", it, err)
 	}
 }
 
@@ -311,6 +333,16 @@ func TestProviderConfigErrors(t *testing.T) {
 		{"wt no user", func() error { _, err := NewWattTime("CAISO_NORTH", "", tok); return err }},
 		{"uk bad zone", func() error { _, err := NewUKGrid("London"); return err }},
 		{"uk zero region", func() error { _, err := NewUKGrid("0"); return err }},
+		{"uk empty zone", func() error { _, err := NewUKGrid(" "); return err }},
+		{"uk signed region", func() error { _, err := NewUKGrid("+13"); return err }},
+		{"em http to a remote host", func() error {
+			_, err := NewElectricityMaps("DE", tok, WithBaseURL("http://api.example.com/v3"))
+			return err
+		}},
+		{"wt http to a remote host", func() error {
+			_, err := NewWattTime("CAISO_NORTH", "u", tok, WithBaseURL("http://10.0.0.1"))
+			return err
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := tt.err(); !errors.Is(err, ErrInvalidConfig) {
@@ -348,9 +380,191 @@ func TestParseRetryAfter(t *testing.T) {
 		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
 		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
 		{"99999999", maxRetryAfter},
+		{"4294967296", maxRetryAfter},              // beyond 32 bits: capped, not ignored
+		{"99999999999999999999999", maxRetryAfter}, // beyond 64 bits
+		{"21600", maxRetryAfter},
+		{"21599", maxRetryAfter - time.Second},
+		{"+7", 0},
+		{"0x10", 0},
 	} {
 		if got := parseRetryAfter(tt.in, now); got != tt.want {
 			t.Errorf("parseRetryAfter(%q) = %v, want %v", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestProviderBaseURLRedacted: a base URL refused is named without the
+// password it may carry.
+func TestProviderBaseURLRedacted(t *testing.T) {
+	tok := testSecret(t, testToken)
+	for _, base := range []string{"ftp://user:" + testPassword + "@host/x", "http://user:" + testPassword + "@api.example.com"} {
+		_, err := NewElectricityMaps("DE", tok, WithBaseURL(base))
+		if !errors.Is(err, ErrInvalidConfig) || strings.Contains(err.Error(), testPassword) {
+			t.Errorf("base %s: err = %v, want ErrInvalidConfig without the password", base, err)
+		}
+	}
+	// Loopback over plain http is allowed: a test server, a local proxy.
+	for _, base := range []string{"http://127.0.0.1:1", "http://[::1]:1", "http://localhost:1"} {
+		if _, err := NewElectricityMaps("DE", tok, WithBaseURL(base)); err != nil {
+			t.Errorf("base %s: %v", base, err)
+		}
+	}
+}
+
+// TestProviderRedirectKeepsSecret: a provider whose API redirects to
+// another server does not send its secret there; the redirect is an
+// ErrUnavailable. Both servers are on 127.0.0.1, so Go would forward even
+// an Authorization header (same host name).
+func TestProviderRedirectKeepsSecret(t *testing.T) {
+	var leaked atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("auth-token") != "" || r.Header.Get("Authorization") != "" {
+			leaked.Add(1)
+		}
+		writeJSON(w, map[string]any{"token": "x", "carbonIntensity": 1, "data": []any{}})
+	}))
+	defer other.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
+	}))
+	defer redirect.Close()
+
+	em, err := NewElectricityMaps("DE", testSecret(t, testToken), WithBaseURL(redirect.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := NewWattTime("CAISO_NORTH", testUser, testSecret(t, testPassword), WithBaseURL(redirect.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A user's client with no redirect policy gets the same protection,
+	// and is itself left as it was.
+	hc := &http.Client{}
+	emUser, err := NewElectricityMaps("DE", testSecret(t, testToken), WithBaseURL(redirect.URL), WithHTTPClient(hc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]Provider{"electricitymaps": em, "watttime": wt, "user client": emUser} {
+		_, err := p.Intensity(context.Background())
+		var se *StatusError
+		if !errors.Is(err, ErrUnavailable) || !errors.As(err, &se) || se.Status != http.StatusFound {
+			t.Errorf("%s: err = %v, want ErrUnavailable with status 302", name, err)
+		}
+	}
+	if n := leaked.Load(); n != 0 {
+		t.Errorf("the secret reached the redirect's target %d times", n)
+	}
+	if hc.CheckRedirect != nil {
+		t.Error("WithHTTPClient modified the caller's client")
+	}
+}
+
+// TestProviderMalformedFigures: a figure that is negative or beyond
+// 10 kg/kWh is not a figure.
+func TestProviderMalformedFigures(t *testing.T) {
+	for _, pc := range providerCases() {
+		for _, v := range []float64{-5, -0.0001, 2e7, 1e300} {
+			f := newFake(t, pc.handler, v)
+			_, err := pc.build(t, f.URL, pc.zone).Intensity(context.Background())
+			if !errors.Is(err, ErrMalformed) {
+				t.Errorf("%s, figure %v: err = %v, want ErrMalformed", pc.name, v, err)
+			}
+		}
+	}
+}
+
+// TestWattTimeUnits: the forecast's figure is read in the units its meta
+// names; an unknown unit is refused rather than guessed.
+func TestWattTimeUnits(t *testing.T) {
+	f := newFake(t, wtHandler, 300)
+	p, err := NewWattTime("CAISO_NORTH", testUser, testSecret(t, testPassword), WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.units.Store("g_co2_per_kwh")
+	if it, err := p.Intensity(context.Background()); err != nil || it.MgPerKWh != 300_000 {
+		t.Errorf("g_co2_per_kwh: %+v, %v; want 300000 mg/kWh", it, err)
+	}
+	for _, u := range []string{"kg_co2_per_mwh", "percent", "LBS_CO2_PER_MWH"} {
+		f.units.Store(u)
+		if _, err := p.Intensity(context.Background()); !errors.Is(err, ErrMalformed) {
+			t.Errorf("units %q: err = %v, want ErrMalformed", u, err)
+		}
+	}
+}
+
+// TestWattTimeLoginFaults: a failed login is classified like a data
+// request (a /login that is not found is a refusal, not a zone), keeps
+// no token, and the next fetch logs in again.
+func TestWattTimeLoginFaults(t *testing.T) {
+	f := newFake(t, wtHandler, 850.5)
+	p, err := NewWattTime("CAISO_NORTH", testUser, testSecret(t, testPassword), WithBaseURL(f.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		fault fault
+		want  error
+	}{
+		{faultServer, ErrServer},
+		{faultRateLimited, ErrRateLimited},
+		{faultUnavailable, ErrServer},
+		{faultMalformed, ErrMalformed},
+		{faultWrongShape, ErrUnauthorized},
+		{faultSlow, ErrTimeout},
+	} {
+		f.loginFault.Store(int32(tt.fault))
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := p.Intensity(ctx)
+		cancel()
+		if !errors.Is(err, tt.want) {
+			t.Errorf("login fault %d: err = %v, want %v", tt.fault, err, tt.want)
+		}
+	}
+	if f.hits.Load() != 0 {
+		t.Errorf("the forecast was asked %d times with no token", f.hits.Load())
+	}
+	f.loginFault.Store(int32(faultNone))
+	if it, err := p.Intensity(context.Background()); err != nil || it.MgPerKWh != 385_780 {
+		t.Errorf("after the faults: %+v, %v", it, err)
+	}
+
+	nowhere, err := NewWattTime("CAISO_NORTH", testUser, testSecret(t, testPassword), WithBaseURL(f.URL+"/nowhere"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nowhere.Intensity(context.Background()); !errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrUnknownZone) {
+		t.Errorf("/login not found: err = %v, want ErrUnauthorized", err)
+	}
+}
+
+// TestElectricityMapsAt: a location is asked as lat and lon, and the
+// figure's zone is the one the provider answers; a location in no zone
+// is ErrUnknownZone, and one off the globe is refused at construction.
+func TestElectricityMapsAt(t *testing.T) {
+	f := newFake(t, emHandler, 302)
+	tok := testSecret(t, testToken)
+	p, err := NewElectricityMapsAt(52.52, 13.405, tok, WithBaseURL(f.URL)) // Berlin
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := p.Intensity(context.Background())
+	if err != nil || it.MgPerKWh != 302_000 || it.Zone != "DE" || it.Kind != Average || it.Source != SourceElectricityMaps {
+		t.Errorf("Berlin: %+v, %v; want DE at 302 g/kWh", it, err)
+	}
+	sea, err := NewElectricityMapsAt(0, -30, tok, WithBaseURL(f.URL)) // the Atlantic
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sea.Intensity(context.Background()); !errors.Is(err, ErrUnknownZone) {
+		t.Errorf("the Atlantic: err = %v, want ErrUnknownZone", err)
+	}
+	for _, ll := range [][2]float64{{91, 0}, {-90.5, 0}, {0, 181}, {0, -180.1}, {math.NaN(), 0}, {0, math.Inf(1)}} {
+		if _, err := NewElectricityMapsAt(ll[0], ll[1], tok); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("location %v: err = %v, want ErrInvalidConfig", ll, err)
+		}
+	}
+	if _, err := NewElectricityMapsAt(52.52, 13.405, Secret{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("no token: err = %v, want ErrInvalidConfig", err)
 	}
 }

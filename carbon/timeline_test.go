@@ -9,7 +9,7 @@ func TestTimelineSteps(t *testing.T) {
 	a := &Reading{Intensity: Intensity{MgPerKWh: 1}}
 	b := &Reading{Intensity: Intensity{MgPerKWh: 2}}
 	c := &Reading{Intensity: Intensity{MgPerKWh: 3}}
-	tl := NewTimeline(3)
+	tl := newTimeline(3)
 	if r, ok := tl.At(0); r != nil || ok {
 		t.Fatalf("empty timeline: %v, %v", r, ok)
 	}
@@ -27,7 +27,9 @@ func TestTimelineSteps(t *testing.T) {
 		{name: "second change", noteAt: 200, note: b, at: 199, want: a, wantOK: true},
 		{name: "at the change", noteAt: 200, note: b, at: 200, want: b, wantOK: true},
 		{name: "going back is clamped", noteAt: 150, note: c, at: 199, want: a, wantOK: true},
-		{name: "the clamped change is in force at the newest instant", noteAt: 210, note: c, at: 200, want: c, wantOK: true},
+		{name: "an interval ending at the newest instant keeps its reading", noteAt: 150, note: c, at: 200, want: b, wantOK: true},
+		{name: "the clamped change is in force just after it", noteAt: 210, note: c, at: 201, want: c, wantOK: true},
+		{name: "a change at the newest instant starts just after it", noteAt: 210, note: nil, at: 210, want: c, wantOK: true},
 		{name: "none", noteAt: 300, note: nil, at: 300, want: nil, wantOK: true},
 		{name: "full: the oldest drops", noteAt: 400, note: a, at: 150, want: c, wantOK: false},
 		{name: "newest", noteAt: 500, note: a, at: 1 << 40, want: a, wantOK: true},
@@ -47,7 +49,7 @@ func FuzzTimeline(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		readings := []*Reading{nil, {}, {}, {}}
 		const capacity = 4
-		tl := NewTimeline(capacity)
+		tl := newTimeline(capacity)
 		type entry struct {
 			at int64
 			r  *Reading
@@ -81,15 +83,16 @@ func FuzzTimeline(f *testing.F) {
 				continue
 			}
 			tl.Note(t0, r)
-			if len(ref) > 0 && t0 < last {
-				t0 = last
-			}
-			last = t0
+			// The reference: a change at or before the newest instant
+			// noted starts 1 ns after it, so no lookup ever changes.
 			switch {
 			case len(ref) > 0 && ref[len(ref)-1].r == r:
-			case len(ref) > 0 && ref[len(ref)-1].at == t0:
-				ref[len(ref)-1].r = r
+				last = max(last, t0)
+			case len(ref) > 0 && t0 <= last:
+				last++
+				ref = append(ref, entry{last, r})
 			default:
+				last = t0
 				ref = append(ref, entry{t0, r})
 			}
 		}
@@ -97,7 +100,7 @@ func FuzzTimeline(f *testing.F) {
 }
 
 func TestTimelineConcurrentSafe(t *testing.T) {
-	tl := NewTimeline(8)
+	tl := newTimeline(8)
 	rs := []*Reading{{}, {}, {}}
 	var wg sync.WaitGroup
 	wg.Add(2)
