@@ -21,6 +21,21 @@ type ProcessUsage struct {
 	Samples int
 }
 
+// Sample is one utilization sample of one process, as NVML's
+// GetProcessUtilization returns it: the process's use of the board over
+// the span since that process's previous sample, ending at TimeStamp.
+type Sample struct {
+	// Pid is the process the sample describes.
+	Pid uint32
+	// TimeStamp ends the sample's span: CPU time in microseconds since
+	// the Unix epoch, as NVML stamps it.
+	TimeStamp uint64
+	// SmUtil, MemUtil, EncUtil and DecUtil are the process's SM, memory
+	// (frame buffer bandwidth), encoder and decoder utilization over the
+	// span, in percent.
+	SmUtil, MemUtil, EncUtil, DecUtil uint32
+}
+
 // Utilization says what a board can tell about its processes' use of it.
 type Utilization uint8
 
@@ -41,6 +56,10 @@ type BoardProcesses struct {
 	// Processes are the listed processes, each pid once (MPS clients
 	// included), then the unlisted pids that had samples.
 	Processes []ProcessUsage
+	// Samples are the utilization samples newer than the reader's
+	// previous read of the board, in the order NVML returned them; each
+	// is also summed into its process's SmUtil.
+	Samples []Sample
 	// Utilization says whether SmUtil was measured.
 	Utilization Utilization
 	// MIG is true when MIG mode is enabled on the board: its processes
@@ -51,6 +70,7 @@ type BoardProcesses struct {
 // Reset empties b, keeping its storage.
 func (b *BoardProcesses) Reset() {
 	b.Processes = b.Processes[:0]
+	b.Samples = b.Samples[:0]
 	b.Utilization = UtilMeasured
 	b.MIG = false
 }

@@ -139,6 +139,8 @@ func (r *ProcessReader) Read(i int, b *BoardProcesses) error {
 			}
 			p.SmUtil += uint64(smp.SmUtil)
 			p.Samples++
+			b.Samples = append(b.Samples, Sample{Pid: smp.Pid, TimeStamp: smp.TimeStamp,
+				SmUtil: smp.SmUtil, MemUtil: smp.MemUtil, EncUtil: smp.EncUtil, DecUtil: smp.DecUtil})
 		}
 	default:
 		// vGPU and some boards have no per-process utilization.

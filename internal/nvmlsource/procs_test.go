@@ -70,6 +70,11 @@ func TestProcessReader(t *testing.T) {
 	if !slices.Equal(b.Processes, want) || b.Utilization != nvmlsource.UtilMeasured || b.MIG {
 		t.Fatalf("first read: %+v", b)
 	}
+	// Each sample is kept with its timestamp, for the agent's alignment.
+	wantSamples := []nvmlsource.Sample{{Pid: 10, TimeStamp: 100, SmUtil: 30}, {Pid: 10, TimeStamp: 200, SmUtil: 50}, {Pid: 12, TimeStamp: 150, SmUtil: 20}}
+	if !slices.Equal(b.Samples, wantSamples) {
+		t.Fatalf("first read's samples: %+v, want %+v", b.Samples, wantSamples)
+	}
 	if err := r.Read(0, &b); err != nil {
 		t.Fatal(err)
 	}

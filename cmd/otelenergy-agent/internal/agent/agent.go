@@ -391,6 +391,8 @@ type Totals struct {
 	ExitedMJ, OverflowMJ uint64
 	// Processes maps each process series (live or exiting) to its total.
 	Processes map[Process]uint64
+	// IdleWatts is the board's static power as learned so far.
+	IdleWatts float64
 }
 
 // Process identifies a process series.
@@ -406,7 +408,7 @@ func (a *Agent) Totals(i int) Totals {
 	defer a.mu.Unlock()
 	b := a.boards[i]
 	t := Totals{EnergyMJ: b.lastE, IdleMJ: b.idleMJ, UnattributedMJ: b.unattributedMJ,
-		ExitedMJ: b.exited.mj, OverflowMJ: b.overflow.mj, Processes: map[Process]uint64{}}
+		ExitedMJ: b.exited.mj, OverflowMJ: b.overflow.mj, Processes: map[Process]uint64{}, IdleWatts: b.static.Watts()}
 	for _, s := range b.procs {
 		if s != &b.overflow {
 			t.Processes[Process{s.pid, s.start}] += s.mj
