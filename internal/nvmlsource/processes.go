@@ -19,6 +19,11 @@ type ProcessUsage struct {
 	SmUtil uint64
 	// Samples is the number of those samples.
 	Samples int
+	// Weight is, under MIG, the process's share of the board's active
+	// energy relative to the others': its instance's weight (see
+	// [Instance]) divided evenly among the instance's processes. Zero
+	// elsewhere; all zero splits evenly.
+	Weight uint64
 }
 
 // Sample is one utilization sample of one process, as NVML's

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
@@ -71,6 +73,18 @@ type Config struct {
 	IdleWatts float64
 	// MeterProvider registers the instruments; nil selects the global one.
 	MeterProvider metric.MeterProvider
+	// SampleHold is how long a counter interval waits for the utilization
+	// samples that cover it before it is split without them; zero selects
+	// attrib.DefaultHold (2 s), and a negative hold waits for nothing. hw.energy trails the counter by
+	// up to this plus one process interval.
+	SampleHold time.Duration
+	// Now is the clock that NVML's sample timestamps are read against;
+	// nil selects time.Now.
+	Now func() time.Time
+	// Epoch is when the Rings' time scale is zero: the Monitor's
+	// construction, on Now's clock. The zero value selects Now() at New,
+	// right for a Monitor built just before.
+	Epoch time.Time
 }
 
 // Agent splits each board's energy among its processes. Create one with
@@ -78,6 +92,7 @@ type Config struct {
 type Agent struct {
 	cfg    Config
 	boards []*board
+	epoch  int64 // Epoch in Unix ns
 
 	mu     sync.Mutex
 	gen    uint64
@@ -107,7 +122,10 @@ type board struct {
 	primed  bool
 	lastE   uint64
 	lastT   int64
-	static  split.Static
+	static  split.Static // boards without per-process utilization
+	att     *attrib.Board
+	res     attrib.Result
+	smp     []attrib.Sample
 	listing nvmlsource.BoardProcesses
 
 	procs    map[uint32]*series // the current process of each pid
@@ -137,7 +155,13 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = otel.GetMeterProvider()
 	}
-	a := &Agent{cfg: cfg}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Epoch.IsZero() {
+		cfg.Epoch = cfg.Now()
+	}
+	a := &Agent{cfg: cfg, epoch: cfg.Epoch.UnixNano()}
 	for _, d := range cfg.Rings.Devices() {
 		id := semconv.HwID(d.ID)
 		b := &board{
@@ -146,6 +170,7 @@ func New(cfg Config) (*Agent, error) {
 				semconv.HwName(d.Name), semconv.HwVendor(d.Vendor))),
 			idOpt:  metric.WithAttributeSet(attribute.NewSet(id)),
 			static: split.Static{Fixed: cfg.IdleWatts},
+			att:    attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts}),
 			procs:  make(map[uint32]*series),
 		}
 		b.overflow.opt = metric.WithAttributeSet(attribute.NewSet(id, OverflowKey.Bool(true)))
@@ -219,8 +244,6 @@ func (a *Agent) passBoard(i int, b *board) {
 		}
 	}
 	b.slots, b.weights = b.slots[:0], b.weights[:0]
-	var smSum uint64
-	var maxSamples int
 	if mode != split.Unknown {
 		for k := range b.listing.Processes {
 			p := &b.listing.Processes[k]
@@ -229,10 +252,21 @@ func (a *Agent) passBoard(i int, b *board) {
 			}
 			s := a.lookup(b, p)
 			b.slots = append(b.slots, s)
-			b.weights = append(b.weights, p.SmUtil)
-			smSum += p.SmUtil
-			maxSamples = max(maxSamples, p.Samples)
+			w := p.SmUtil
+			if mode == split.Unmeasured {
+				w = p.Weight
+			}
+			b.weights = append(b.weights, w)
 		}
+	}
+	if mode == split.Measured {
+		a.splitAligned(b, ivs)
+		ivs = nil
+	} else if b.att.PendingMJ() > 0 {
+		// Intervals held for samples that will not come now: split them
+		// by those that came.
+		b.att.Split(0, true, &b.res)
+		a.give(b, &b.res)
 	}
 	if len(ivs) > 0 {
 		if cap(b.out) < len(b.weights) {
@@ -240,7 +274,11 @@ func (a *Agent) passBoard(i int, b *board) {
 		}
 		b.out = b.out[:len(b.weights)]
 		clear(b.out)
-		r := split.Window(ivs, b.static.Watts(), mode, b.weights, b.out)
+		staticW := b.att.IdleWatts()
+		if b.shared {
+			staticW = b.static.Watts()
+		}
+		r := split.Window(ivs, staticW, mode, b.weights, b.out)
 		b.idleMJ += r.IdleMJ
 		b.unattributedMJ += r.UnattributedMJ
 		for k, s := range b.slots {
@@ -252,16 +290,12 @@ func (a *Agent) passBoard(i int, b *board) {
 		}
 		// A board without per-process utilization still says it is idle
 		// when it lists no process.
-		if mode == split.Measured || (mode == split.Unmeasured && len(b.slots) == 0) {
+		if mode == split.Unmeasured && len(b.slots) == 0 {
 			var e uint64
 			for _, iv := range ivs {
 				e += iv.EnergyMJ
 			}
-			util := 0.0
-			if maxSamples > 0 {
-				util = float64(smSum) / (100 * float64(maxSamples))
-			}
-			b.static.Observe(ivs[len(ivs)-1].T1-ivs[0].T0, e, util)
+			b.static.Observe(ivs[len(ivs)-1].T1-ivs[0].T0, e, 0)
 		}
 	}
 	if mode == split.Unknown && !b.lost {
@@ -393,6 +427,10 @@ type Totals struct {
 	Processes map[Process]uint64
 	// IdleWatts is the board's static power as learned so far.
 	IdleWatts float64
+	// Model is the board's power model (attrib.TermNames), and
+	// ModelLearned whether it splits the energy yet.
+	Model        [attrib.NumTerms]float64
+	ModelLearned bool
 }
 
 // Process identifies a process series.
@@ -407,8 +445,9 @@ func (a *Agent) Totals(i int) Totals {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b := a.boards[i]
-	t := Totals{EnergyMJ: b.lastE, IdleMJ: b.idleMJ, UnattributedMJ: b.unattributedMJ,
-		ExitedMJ: b.exited.mj, OverflowMJ: b.overflow.mj, Processes: map[Process]uint64{}, IdleWatts: b.static.Watts()}
+	t := Totals{EnergyMJ: b.splitE(), IdleMJ: b.idleMJ, UnattributedMJ: b.unattributedMJ,
+		ExitedMJ: b.exited.mj, OverflowMJ: b.overflow.mj, Processes: map[Process]uint64{}, IdleWatts: b.idleWatts()}
+	t.Model, t.ModelLearned = b.att.Model()
 	for _, s := range b.procs {
 		if s != &b.overflow {
 			t.Processes[Process{s.pid, s.start}] += s.mj
@@ -428,7 +467,7 @@ func (a *Agent) observe(_ context.Context, o metric.Observer) error {
 	in := &a.inst
 	j := func(mj uint64) float64 { return float64(mj) / 1000 }
 	for _, b := range a.boards {
-		o.ObserveFloat64(in.energy, j(b.lastE), b.hwOpt)
+		o.ObserveFloat64(in.energy, j(b.splitE()), b.hwOpt)
 		o.ObserveFloat64(in.idle, j(b.idleMJ), b.idOpt)
 		o.ObserveFloat64(in.unattributed, j(b.unattributedMJ), b.idOpt)
 		o.ObserveFloat64(in.process, j(b.exited.mj), b.exited.opt)

@@ -347,7 +347,11 @@ func TestMockNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mon.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: src.NewProcessReader(), Resolver: wd, IdleWatts: 100, MeterProvider: mp})
+	// The samples' timestamps count from zero, on no clock of the agent's:
+	// each pass's samples describe its window. A board with no sample is
+	// split at once.
+	ag, err := agent.New(agent.Config{Rings: mon, Lister: src.NewProcessReader(), Resolver: wd, IdleWatts: 100, MeterProvider: mp,
+		Now: clock, SampleHold: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

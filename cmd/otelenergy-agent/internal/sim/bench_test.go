@@ -70,7 +70,7 @@ func runSplit(tb testing.TB, sc splitScenario, seed uint64) splitFigures {
 		tb.Fatal(err)
 	}
 	defer mon.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: nd, Resolver: nd, MeterProvider: mp})
+	ag, err := agent.New(agent.Config{Rings: mon, Lister: nd, Resolver: nd, MeterProvider: mp, Now: clock})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -126,6 +126,7 @@ func runSplit(tb testing.TB, sc splitScenario, seed uint64) splitFigures {
 		t := ag.Totals(b)
 		unat += float64(t.UnattributedMJ)
 		energy += float64(t.EnergyMJ)
+		f.procs = append(f.procs, fmt.Sprintf("board %d: idle %.1f W, model %.1f learned %v", b, t.IdleWatts, t.Model, t.ModelLearned))
 		f.idleErr = max(f.idleErr, math.Abs(t.IdleWatts-sc.ph.IdleWatts)/sc.ph.IdleWatts*100)
 	}
 	f.unattributed = unat / energy * 100
