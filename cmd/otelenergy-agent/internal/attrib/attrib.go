@@ -185,23 +185,29 @@ func (b *Board) AddSamples(ss []Sample) {
 		}
 		return 0
 	})
+	// Learn the period first, from the gaps between sampling instants
+	// that are not multiples of it (an idle board skips instants), so
+	// that the first sample after an idle spell is not stretched.
+	last := b.instant
+	for _, s := range ss {
+		if s.T1 <= last {
+			continue
+		}
+		if g := s.T1 - last; last > 0 && g > 0 {
+			if g < b.period {
+				b.period = g
+			} else if g < 2*b.period {
+				b.period += (min(g, maxSpan) - b.period) / 16
+			}
+		}
+		last = s.T1
+	}
 	prev := b.instant
 	for k, s := range ss {
 		if k > 0 && s.T1 != ss[k-1].T1 {
 			prev = ss[k-1].T1
 		}
-		if s.T1 > b.instant {
-			// A new sampling instant: learn the period from gaps that
-			// are not multiples of it (an idle board skips instants).
-			if g := s.T1 - b.instant; b.instant > 0 && g > 0 {
-				if g < b.period {
-					b.period = g
-				} else if g < 2*b.period {
-					b.period += (min(g, maxSpan) - b.period) / 16
-				}
-			}
-			b.instant = s.T1
-		}
+		b.instant = max(b.instant, s.T1)
 		t0 := s.T0
 		if t0 <= 0 || t0 >= s.T1 {
 			t0 = max(prev, s.T1-min(b.period, maxSpan))
