@@ -115,18 +115,19 @@ type series struct {
 }
 
 type board struct {
-	dev     otelenergy.Device
-	hwOpt   metric.ObserveOption
-	idOpt   metric.ObserveOption
-	shared  bool // the latest listing had no per-process utilization
-	primed  bool
-	lastE   uint64
-	lastT   int64
-	static  split.Static // boards without per-process utilization
-	att     *attrib.Board
-	res     attrib.Result
-	smp     []attrib.Sample
-	listing nvmlsource.BoardProcesses
+	dev       otelenergy.Device
+	hwOpt     metric.ObserveOption
+	idOpt     metric.ObserveOption
+	modelOpts modelOpts
+	shared    bool // the latest listing had no per-process utilization
+	primed    bool
+	lastE     uint64
+	lastT     int64
+	static    split.Static // boards without per-process utilization
+	att       *attrib.Board
+	res       attrib.Result
+	smp       []attrib.Sample
+	listing   nvmlsource.BoardProcesses
 
 	procs    map[uint32]*series // the current process of each pid
 	exiting  []*series          // no longer listed, observed once more
@@ -168,10 +169,11 @@ func New(cfg Config) (*Agent, error) {
 			dev: d,
 			hwOpt: metric.WithAttributeSet(attribute.NewSet(id, semconv.HwTypeKey.String(d.HWType()),
 				semconv.HwName(d.Name), semconv.HwVendor(d.Vendor))),
-			idOpt:  metric.WithAttributeSet(attribute.NewSet(id)),
-			static: split.Static{Fixed: cfg.IdleWatts},
-			att:    attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts}),
-			procs:  make(map[uint32]*series),
+			idOpt:     metric.WithAttributeSet(attribute.NewSet(id)),
+			modelOpts: newModelOpts(d.ID),
+			static:    split.Static{Fixed: cfg.IdleWatts},
+			att:       attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts}),
+			procs:     make(map[uint32]*series),
 		}
 		b.overflow.opt = metric.WithAttributeSet(attribute.NewSet(id, OverflowKey.Bool(true)))
 		b.exited.opt = metric.WithAttributeSet(attribute.NewSet(id, ExitedKey.Bool(true)))
@@ -494,6 +496,7 @@ type instruments struct {
 	reg                                 metric.Registration
 	energy, process, idle, unattributed metric.Float64ObservableCounter
 	overflow, listErrors                metric.Int64ObservableCounter
+	model                               modelInstruments
 }
 
 func (in *instruments) register(a *Agent) error {
@@ -514,14 +517,18 @@ func (in *instruments) register(a *Agent) error {
 	if err := errors.Join(errs[:]...); err != nil {
 		return err
 	}
+	if err := in.model.register(a, m); err != nil {
+		return err
+	}
 	var err error
 	in.reg, err = m.RegisterCallback(a.observe, in.energy, in.process, in.idle, in.unattributed, in.overflow, in.listErrors)
 	return err
 }
 
 func (in *instruments) unregister() error {
+	err := in.model.unregister()
 	if in.reg == nil {
-		return nil
+		return err
 	}
-	return in.reg.Unregister()
+	return errors.Join(err, in.reg.Unregister())
 }

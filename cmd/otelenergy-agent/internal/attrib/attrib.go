@@ -228,15 +228,41 @@ func (b *Board) AddSamples(ss []Sample) {
 // behind it; else the prior ([Board.SetPrior]); else 0, and the
 // processes carry the static part.
 func (b *Board) IdleWatts() float64 {
+	w, _, _ := b.Idle()
+	return w
+}
+
+// IdleSource says where a board's idle power comes from.
+type IdleSource uint8
+
+// The sources of [Board.IdleWatts], in its order of preference.
+const (
+	IdleNone      IdleSource = iota // nothing learned: 0
+	IdleFixed                       // Config.IdleWatts
+	IdleIntervals                   // the board's own idle intervals
+	IdleModel                       // the power model's static term
+	IdlePeers                       // identical boards' idle intervals
+)
+
+// IdleSourceNames name the sources, as the idle gauges label them.
+var IdleSourceNames = [...]string{"none", "fixed", "idle_intervals", "model", "peers"}
+
+// Idle returns the idle power (see [Board.IdleWatts]), where it comes
+// from, and the seconds of data behind it after forgetting: idle seconds
+// from idle intervals, model rows (about a second each) from the model,
+// zero otherwise.
+func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 	switch {
 	case b.cfg.IdleWatts > 0:
-		return b.cfg.IdleWatts
+		return b.cfg.IdleWatts, IdleFixed, 0
 	case b.idleW >= minIdle:
-		return b.idleMJ / 1000 / b.idleW
+		return b.idleMJ / 1000 / b.idleW, IdleIntervals, b.idleW
 	case b.usable && b.fit.Count() >= minIntercept:
-		return b.theta[TermStatic]
+		return b.theta[TermStatic], IdleModel, b.fit.Count()
+	case b.prior > 0:
+		return b.prior, IdlePeers, 0
 	}
-	return b.prior
+	return 0, IdleNone, 0
 }
 
 // OwnIdle returns the idle power measured on this board's own idle
@@ -253,9 +279,9 @@ func (b *Board) OwnIdle() (float64, bool) {
 // Zero or less clears it.
 func (b *Board) SetPrior(w float64) { b.prior = max(w, 0) }
 
-// IdleSeconds returns the idle time behind the idle power, after
-// forgetting; zero when it comes from the model or is fixed.
-func (b *Board) IdleSeconds() float64 { return b.idleW }
+// ModelRows returns the effective number of rows, about a second each,
+// behind the power model.
+func (b *Board) ModelRows() float64 { return b.fit.Count() }
 
 // Model returns the power model's coefficients (see the package doc),
 // and whether they split the energy yet.
@@ -329,6 +355,14 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, r *Result, x *[NumT
 		if d > 0 {
 			b.idleW += d
 			b.idleMJ += float64(iv.EnergyMJ)
+		}
+		if w, src, _ := b.Idle(); src == IdleNone || src == IdlePeers {
+			// The board's first idle moments: until they add up to a
+			// measurement, their own mean is the best idle power there
+			// is, better than none or a sibling's.
+			staticW = b.idleMJ / 1000 / b.idleW
+		} else {
+			staticW = w // this interval may have completed the measurement
 		}
 		w := split.Window(one[:], staticW, split.Measured, nil, nil)
 		r.IdleMJ += w.IdleMJ
