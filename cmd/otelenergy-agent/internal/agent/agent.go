@@ -223,9 +223,19 @@ func (a *Agent) Pass() {
 func (a *Agent) passBoard(i int, b *board) {
 	ivs := a.intervals(i, b)
 	mode := split.Unknown
+	partial := false // some MIG instance could not be listed
 	if !b.lost {
 		err := a.cfg.Lister.Read(i, &b.listing)
 		switch {
+		case err == nil && b.listing.InstanceErrors > 0:
+			partial = true
+			b.listErrors.Add(uint64(b.listing.InstanceErrors))
+			if !b.failing {
+				otel.Handle(fmt.Errorf("agent: GPU %s: %w", b.dev.ID, b.listing.InstanceErr))
+			}
+			b.failing = true
+			mode = split.Unmeasured
+			b.shared = true
 		case err == nil:
 			b.failing = false
 			mode = split.Measured
@@ -259,6 +269,11 @@ func (a *Agent) passBoard(i int, b *board) {
 				w = p.Weight
 			}
 			b.weights = append(b.weights, w)
+		}
+		if partial && b.listing.UnlistedWeight > 0 {
+			// The share of the instances that could not be listed.
+			b.slots = append(b.slots, nil)
+			b.weights = append(b.weights, b.listing.UnlistedWeight)
 		}
 	}
 	if mode == split.Measured {
@@ -300,8 +315,8 @@ func (a *Agent) passBoard(i int, b *board) {
 			b.static.Observe(ivs[len(ivs)-1].T1-ivs[0].T0, e, 0)
 		}
 	}
-	if mode == split.Unknown && !b.lost {
-		return // unknown who runs: the series stay as they are
+	if mode == split.Unknown && !b.lost || partial {
+		return // unknown who runs (there): the series stay as they are
 	}
 	for pid, s := range b.procs {
 		if s.seen != a.gen {
