@@ -33,4 +33,7 @@
 // 10 s then busy; busy from the start; a steady job and a churn of 2-4 s
 // jobs with idle gaps. Their processes are compute-bound or memory-bound
 // ([Kind]) and their loads change every 0.3 to 3 s.
+//
+// [ParseOptions] reads the knobs from one string, for a -simulate flag:
+// physics=membound, lag=400ms, script=bench and the others it lists.
 package sim
