@@ -6,10 +6,10 @@
 //
 // # Physics
 //
-// Time advances in steps of one millisecond. Each board draws its idle
-// power, plus a white noise, plus each running process's power: its SM,
-// memory, encoder and decoder utilization times [Physics]' watts per
-// percent. The energy counter is a staircase that steps every
+// Time advances in ticks (Physics.Tick, 1 ms in the bench, 10 ms under
+// -simulate). Each board draws its idle power, plus a white noise, plus
+// each running process's power: its SM, memory, encoder and decoder
+// utilization times [Physics]' watts per percent. The energy counter is a staircase that steps every
 // CounterPeriod at a phase of its own per board. The driver samples each
 // process's utilization every SamplePeriod, one sample per process that
 // used the board in the period, its mean utilization over the period

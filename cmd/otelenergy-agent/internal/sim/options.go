@@ -15,7 +15,7 @@ var ErrBadOption = errors.New("sim: bad option")
 // percent of SM and 3 W per percent of memory utilization, so that
 // memory-bound work draws far more per percent of SM than compute-bound
 // work.
-var MemoryBoundPhysics = Physics{IdleWatts: 70, SMWatts: 1.5, MemWatts: 3, SamplePeriod: time.Second / 6, CounterPeriod: 100 * time.Millisecond}
+var MemoryBoundPhysics = Physics{IdleWatts: 70, SMWatts: 1.5, MemWatts: 3, SamplePeriod: time.Second / 6, CounterPeriod: 100 * time.Millisecond, Tick: 10 * time.Millisecond}
 
 // benchSpan is how long the bench script runs under -simulate.
 const benchSpan = time.Hour

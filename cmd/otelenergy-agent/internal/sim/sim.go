@@ -32,7 +32,7 @@ type Physics struct {
 	// compute-bound work.
 	SMWatts, MemWatts, EncWatts, DecWatts float64
 	// NoiseWatts is the standard deviation of a white noise on each
-	// board's power, drawn every millisecond: the board's own
+	// board's power, drawn every tick: the board's own
 	// fluctuation, which no utilization shows.
 	NoiseWatts float64
 	// SamplePeriod is the driver's utilization sampling period: each
@@ -45,12 +45,16 @@ type Physics struct {
 	// CounterPeriod is the energy counter's update period: it is a
 	// staircase that steps every period, at a phase of its own per board.
 	CounterPeriod time.Duration
+	// Tick is the simulation's time step, 1 ms when zero: power, counter
+	// updates and samples happen on its grid.
+	Tick time.Duration
 }
 
 // DefaultPhysics are -simulate's physics: a 70 W idle, 3 W per percent
 // of SM, samples every 1/6 s visible at once, a counter that steps every
-// 100 ms.
-var DefaultPhysics = Physics{IdleWatts: 70, SMWatts: 3, SamplePeriod: time.Second / 6, CounterPeriod: 100 * time.Millisecond}
+// 100 ms, on a 10 ms grid (a finer one costs the simulator, not the
+// agent, more CPU).
+var DefaultPhysics = Physics{IdleWatts: 70, SMWatts: 3, SamplePeriod: time.Second / 6, CounterPeriod: 100 * time.Millisecond, Tick: 10 * time.Millisecond}
 
 // Level is a process's utilization, in percent, from At (since the
 // process started) until the next Level.
@@ -180,6 +184,9 @@ func NewNode(cfg Config) (*Node, error) {
 	if ph.CounterPeriod <= 0 {
 		ph.CounterPeriod = DefaultPhysics.CounterPeriod
 	}
+	if ph.Tick <= 0 {
+		ph.Tick = time.Millisecond
+	}
 	if cfg.Procs == nil {
 		cfg.Procs = DefaultScript(n)
 		if n >= 8 && cfg.MIG == nil {
@@ -229,22 +236,25 @@ func (nd *Node) Start() {
 	}()
 }
 
-// Step runs the node from the previous Step to now, millisecond by
-// millisecond: each process draws its power, each counter steps at its
-// updates, and each board's driver takes its utilization samples.
+// Step runs the node from the previous Step to now, tick by tick: each
+// process draws its power, each counter steps at its updates, and each
+// board's driver takes its utilization samples.
 func (nd *Node) Step() {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	t := nd.now().Sub(nd.start).Truncate(time.Millisecond)
+	tk := nd.ph.Tick
+	t := nd.now().Sub(nd.start).Truncate(tk)
 	for nd.last < t {
-		nd.last += time.Millisecond
+		nd.last += tk
 		nd.tick(nd.last)
 	}
 }
 
-// tick advances the node by the millisecond that ends at t.
+// tick advances the node by the tick that ends at t.
 func (nd *Node) tick(t time.Duration) {
-	const dt = 1e-3 // s
+	tk := nd.ph.Tick
+	dt := tk.Seconds()
+	ms := float64(tk) / float64(time.Millisecond)
 	for b := range nd.boards {
 		bs := &nd.boards[b]
 		p := nd.ph.IdleWatts
@@ -260,18 +270,18 @@ func (nd *Node) tick(t time.Duration) {
 	}
 	for _, k := range nd.live {
 		pr := &nd.procs[k]
-		if !pr.active(t - time.Millisecond) {
+		if !pr.active(t - tk) {
 			continue
 		}
-		l := pr.level(t - time.Millisecond)
+		l := pr.level(t - tk)
 		w := nd.ph.SMWatts*l.SM + nd.ph.MemWatts*l.Mem + nd.ph.EncWatts*l.Enc + nd.ph.DecWatts*l.Dec
 		nd.truthMJ[k] += w * dt * 1000
 		nd.boards[pr.Board].accMJ += w * dt * 1000
 		in := &nd.integ[k]
-		in[0] += l.SM
-		in[1] += l.Mem
-		in[2] += l.Enc
-		in[3] += l.Dec
+		in[0] += l.SM * ms
+		in[1] += l.Mem * ms
+		in[2] += l.Enc * ms
+		in[3] += l.Dec * ms
 	}
 	for b := range nd.boards {
 		bs := &nd.boards[b]
@@ -286,7 +296,7 @@ func (nd *Node) tick(t time.Duration) {
 	}
 	// Forget samples no reader can still want, and processes that ended
 	// before the last sample span.
-	if t%time.Second == 0 {
+	if t%time.Second < tk {
 		nd.live = slices.DeleteFunc(nd.live, func(k int) bool {
 			p := &nd.procs[k]
 			return p.Till > 0 && p.Till < t-2*nd.ph.SamplePeriod

@@ -18,10 +18,11 @@
 // min(E, Ps·Δt) is idle energy (Ps from [Static]); the rest is active.
 // The window's active energy then goes, by [Mode]:
 //
-//   - [Measured]: to the listed processes in proportion to their weights,
-//     each process's SM utilization summed over the window's samples.
-//     When no process is listed, or no weight is positive (NVML answered
-//     NOT_FOUND: no process used the SMs), it is unattributed.
+//   - [Measured]: to the processes in proportion to their weights (the
+//     agent gives each process's modelled power over the interval, or
+//     its SM utilization until the model is learned). When no process is
+//     given, or no weight is positive (no sample covers the interval), it
+//     is unattributed.
 //   - [Unmeasured]: the board gives no per-process utilization (MIG,
 //     vGPU, GetProcessUtilization NOT_SUPPORTED). The active energy is
 //     split by the weights the board gives instead (under MIG, each
