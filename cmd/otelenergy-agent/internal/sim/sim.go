@@ -218,12 +218,13 @@ func NewNode(cfg Config) (*Node, error) {
 	return nd, nil
 }
 
-// Start drives the load every 10 ms on a goroutine until Close.
+// Start drives the load on a goroutine until Close, waking every 100 ms
+// (each Step runs every tick since the previous one).
 func (nd *Node) Start() {
 	nd.stop, nd.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(nd.done)
-		t := time.NewTicker(10 * time.Millisecond)
+		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
