@@ -78,8 +78,11 @@ type Config struct {
 	// attrib.DefaultHold (2 s), and a negative hold waits for nothing. hw.energy trails the counter by
 	// up to this plus one process interval.
 	SampleHold time.Duration
-	// Now is the clock that NVML's sample timestamps are read against;
-	// nil selects time.Now.
+	// Now is the clock that NVML's sample timestamps (CPU time in µs)
+	// are read against, and that times the hold; nil selects time.Now.
+	// It must be the Monitor's clock: a Monitor built WithClock needs the
+	// same clock here. Samples more than a minute off it are taken to
+	// describe the pass they arrive in, unaligned.
 	Now func() time.Time
 	// Epoch is when the Rings' time scale is zero: the Monitor's
 	// construction, on Now's clock. The zero value selects Now() at New,
