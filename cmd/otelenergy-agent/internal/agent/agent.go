@@ -445,8 +445,13 @@ type Totals struct {
 	ExitedMJ, OverflowMJ uint64
 	// Processes maps each process series (live or exiting) to its total.
 	Processes map[Process]uint64
-	// IdleWatts is the board's static power as learned so far.
-	IdleWatts float64
+	// IdleWatts is the board's static power as learned so far, IdleSource
+	// where it comes from (attrib.IdleSourceNames; "split.Static" on a
+	// board without per-process utilization) and IdleData the seconds of
+	// data behind it after forgetting.
+	IdleWatts  float64
+	IdleSource string
+	IdleData   float64
 	// Model is the board's power model (attrib.TermNames), and
 	// ModelLearned whether it splits the energy yet.
 	Model        [attrib.NumTerms]float64
@@ -468,6 +473,12 @@ func (a *Agent) Totals(i int) Totals {
 	t := Totals{EnergyMJ: b.splitE(), IdleMJ: b.idleMJ, UnattributedMJ: b.unattributedMJ,
 		ExitedMJ: b.exited.mj, OverflowMJ: b.overflow.mj, Processes: map[Process]uint64{}, IdleWatts: b.idleWatts()}
 	t.Model, t.ModelLearned = b.att.Model()
+	if b.shared {
+		t.IdleSource = "split.Static"
+	} else {
+		_, src, sec := b.att.Idle()
+		t.IdleSource, t.IdleData = attrib.IdleSourceNames[src], sec
+	}
 	for _, s := range b.procs {
 		if s != &b.overflow {
 			t.Processes[Process{s.pid, s.start}] += s.mj

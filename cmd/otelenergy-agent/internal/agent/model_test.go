@@ -99,6 +99,9 @@ func TestModelGauges(t *testing.T) {
 		t.Errorf("memory coefficient %v W, want 0", c)
 	}
 	tot := ag.Totals(0)
+	if tot.IdleSource != "idle_intervals" || tot.IdleData < 2 || math.Abs(tot.IdleWatts-70) > 0.01 {
+		t.Errorf("Totals: idle %.2f W from %q on %.1f s", tot.IdleWatts, tot.IdleSource, tot.IdleData)
+	}
 	var procs uint64
 	for _, mj := range tot.Processes {
 		procs += mj
