@@ -79,10 +79,10 @@ type Config struct {
 	// up to this plus one process interval.
 	SampleHold time.Duration
 	// Now is the clock that NVML's sample timestamps (CPU time in µs)
-	// are read against, and that times the hold; nil selects time.Now.
-	// It must be the Monitor's clock: a Monitor built WithClock needs the
-	// same clock here. Samples more than a minute off it are taken to
-	// describe the pass they arrive in, unaligned.
+	// are read against; nil selects time.Now. It should be the Monitor's
+	// clock: a Monitor built WithClock takes the same clock here. Samples
+	// more than a minute off it are on a clock of their own, and are
+	// taken to describe the pass they arrive in, unaligned.
 	Now func() time.Time
 	// Epoch is when the Rings' time scale is zero: the Monitor's
 	// construction, on Now's clock. The zero value selects Now() at New,

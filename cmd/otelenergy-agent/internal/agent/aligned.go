@@ -8,8 +8,9 @@ import (
 // maxSkew is how far from the agent's clock a sample's timestamp may lie
 // and still be read as a time on it. NVML stamps samples with the CPU's
 // wall clock; a sample outside this is on some other clock (a driver or a
-// mock that counts from zero), and the listing's samples are then taken to
-// describe the pass's new intervals, as if they had arrived on time.
+// mock that counts from zero, or a Monitor on a clock of its own), and
+// the listing's samples are then taken to describe the pass's new
+// intervals, as if they had arrived on time.
 const maxSkew = 60e9 // ns
 
 // now returns the agent's clock on the Rings' time scale.
@@ -18,7 +19,7 @@ func (a *Agent) now() int64 { return a.cfg.Now().UnixNano() - a.epoch }
 // splitAligned hands board b's new intervals and the listing's samples to
 // its aligner and gives out what it splits.
 func (a *Agent) splitAligned(b *board, ivs []split.Interval) {
-	now := a.now()
+	now := a.now() // only to tell whether the samples are on the agent's clock
 	b.att.SetPrior(a.peerIdle(b))
 	b.att.Push(ivs)
 	b.smp = b.smp[:0]
@@ -49,7 +50,10 @@ func (a *Agent) splitAligned(b *board, ivs []split.Interval) {
 		}
 	}
 	b.att.AddSamples(b.smp)
-	b.att.Split(now, false, &b.res)
+	// The hold is timed by the ring: its newest step is within about a
+	// counter period of now on its own scale, whichever clock the
+	// Monitor runs on.
+	b.att.Split(b.lastT, false, &b.res)
 	a.give(b, &b.res)
 }
 

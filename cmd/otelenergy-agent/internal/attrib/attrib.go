@@ -176,15 +176,7 @@ func (b *Board) PendingMJ() uint64 { return b.pendingMJ }
 
 // AddSamples adds utilization samples. It sorts ss by T1.
 func (b *Board) AddSamples(ss []Sample) {
-	slices.SortFunc(ss, func(x, y Sample) int {
-		switch {
-		case x.T1 < y.T1:
-			return -1
-		case x.T1 > y.T1:
-			return 1
-		}
-		return 0
-	})
+	sortByT1(ss)
 	// Learn the period first, from the gaps between sampling instants
 	// that are not multiples of it (an idle board skips instants), so
 	// that the first sample after an idle spell is not stretched.
@@ -476,4 +468,16 @@ func (b *Board) refit() {
 			b.usable = true
 		}
 	}
+}
+
+func sortByT1(ss []Sample) {
+	slices.SortFunc(ss, func(x, y Sample) int {
+		switch {
+		case x.T1 < y.T1:
+			return -1
+		case x.T1 > y.T1:
+			return 1
+		}
+		return 0
+	})
 }

@@ -27,14 +27,14 @@ type splitScenario struct {
 
 var splitScenarios = []splitScenario{
 	// Power follows SM utilization; samples visible at their timestamps.
-	{"sm", sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6}},
+	{name: "sm", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6}},
 	// The same, with samples visible 400 ms after their timestamps.
-	{"sm-late", sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond}},
+	{name: "sm-late", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond}},
 	// Memory-bound work draws more per percent of SM than compute-bound
 	// work; samples late, once a second.
-	{"membound-late", sim.Physics{IdleWatts: 70, SMWatts: 1.5, MemWatts: 3, NoiseWatts: 3, SamplePeriod: time.Second, SampleLag: 400 * time.Millisecond}},
+	{name: "membound-late", ph: sim.Physics{IdleWatts: 70, SMWatts: 1.5, MemWatts: 3, NoiseWatts: 3, SamplePeriod: time.Second, SampleLag: 400 * time.Millisecond}},
 	// The same with samples every 1/6 s and a higher idle.
-	{"membound-fast", sim.Physics{IdleWatts: 110, SMWatts: 1.5, MemWatts: 3, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond}},
+	{name: "membound-fast", ph: sim.Physics{IdleWatts: 110, SMWatts: 1.5, MemWatts: 3, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond}},
 }
 
 // splitFigures are one scenario's figures.
@@ -126,7 +126,7 @@ func runSplit(tb testing.TB, sc splitScenario, seed uint64) splitFigures {
 		t := ag.Totals(b)
 		unat += float64(t.UnattributedMJ)
 		energy += float64(t.EnergyMJ)
-		f.procs = append(f.procs, fmt.Sprintf("board %d: idle %.1f W, model %.1f learned %v", b, t.IdleWatts, t.Model, t.ModelLearned))
+		f.procs = append(f.procs, fmt.Sprintf("board %d: idle %.1f W, model %.1f learned %v; energy %d idle %d unattributed %d exited %d overflow %d truth %.0f", b, t.IdleWatts, t.Model, t.ModelLearned, t.EnergyMJ, t.IdleMJ, t.UnattributedMJ, t.ExitedMJ, t.OverflowMJ, nd.Board(b).EnergyMJ))
 		f.idleErr = max(f.idleErr, math.Abs(t.IdleWatts-sc.ph.IdleWatts)/sc.ph.IdleWatts*100)
 	}
 	f.unattributed = unat / energy * 100
@@ -194,9 +194,9 @@ func TestAgentSplitTargets(t *testing.T) {
 		membound bool
 	}{
 		{splitScenarios[1], false},
-		{splitScenario{"sm-late-v100", v100(splitScenarios[1].ph)}, false},
+		{splitScenario{name: "sm-late-v100", ph: v100(splitScenarios[1].ph)}, false},
 		{splitScenarios[2], true},
-		{splitScenario{"membound-late-v100", v100(splitScenarios[2].ph)}, true},
+		{splitScenario{name: "membound-late-v100", ph: v100(splitScenarios[2].ph)}, true},
 	} {
 		for _, seed := range []uint64{2, 3} {
 			t.Run(fmt.Sprintf("%s/seed%d", tc.sc.name, seed), func(t *testing.T) {
