@@ -110,3 +110,29 @@ func TestModelGauges(t *testing.T) {
 		t.Errorf("process %d + idle %d + unattributed %d vs energy %d", procs, tot.IdleMJ, tot.UnattributedMJ, tot.EnergyMJ)
 	}
 }
+
+// TestHoldByTheRing: the Monitor runs on a clock of its own (here the
+// ring's times count from zero while the agent is on the real clock), and
+// the board lists no process and gives no sample. Its intervals are held
+// for their samples no longer than the hold, timed by the ring: hw.energy
+// follows the counter, two seconds behind.
+func TestHoldByTheRing(t *testing.T) {
+	rings := newFakeRings(t)
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer mp.Shutdown(context.Background())
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: &stamped{}, Resolver: anyProc{}, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Shutdown()
+	for range 10 {
+		for range 10 {
+			rings.push(7_000)
+		}
+		ag.Pass()
+	}
+	// 100 steps of 7 J pushed over 10 s; at most the last 2 s are held.
+	if got := ag.Totals(0).EnergyMJ; got < 80*7_000 {
+		t.Fatalf("hw.energy %d mJ of %d pushed: intervals held past their hold", got, rings.e)
+	}
+}
