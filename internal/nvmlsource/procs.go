@@ -22,14 +22,17 @@ type ProcessReader struct {
 	// lastSeen[i] is the newest sample timestamp taken from board i, in
 	// NVML's microseconds.
 	lastSeen []uint64
-	// mig caches each board's MIG devices, refreshed when MIG mode is
-	// found enabled and the count of MIG devices changes.
+	// mig holds each board's MIG devices as of the latest read.
 	mig [][]migDevice
-}
-
-type migDevice struct {
-	h    nvml.Device
-	uuid string
+	// weigh: under MIG, weigh each instance by its compute slices and
+	// its GPM activity, and list past an instance whose listing fails.
+	// The Source's share listing, which needs a complete listing or none,
+	// reads without.
+	weigh bool
+	// gpm is, per board, whether GPM was found supported (0 unknown, 1
+	// yes, 2 no); mg is GpmMetricsGet's argument, kept to be reused.
+	gpm []uint8
+	mg  nvml.GpmMetricsGetType
 }
 
 // NewProcessReader returns a reader of the Source's boards' processes.
@@ -38,6 +41,8 @@ func (s *Source) NewProcessReader() *ProcessReader {
 		s:        s,
 		lastSeen: make([]uint64, len(s.devices)),
 		mig:      make([][]migDevice, len(s.devices)),
+		gpm:      make([]uint8, len(s.devices)),
+		weigh:    true,
 	}
 }
 
@@ -49,9 +54,12 @@ func (s *Source) NewProcessReader() *ProcessReader {
 // twice. The first read of a board takes the driver's whole buffer.
 //
 // Under MIG the processes are listed per MIG device (the parent handle
-// lists them only to a privileged caller), each with its Instance, and
-// Utilization is UtilUnsupported, as it is on a board that answers
-// GetProcessUtilization with anything but SUCCESS or NOT_FOUND.
+// lists them only to a privileged caller), each with its Instance and its
+// Weight (see [Instance]), and Utilization is UtilUnsupported, as it is
+// on a board that answers GetProcessUtilization with anything but SUCCESS
+// or NOT_FOUND. A MIG device whose listing fails does not fail the read:
+// its weight is added to UnlistedWeight, its error counted in
+// InstanceErrors and the first one kept in InstanceErr.
 //
 // Errors: an i outside Devices() yields a plain error; a board NVML
 // reports lost yields an error wrapping [source.ErrDeviceLost], and marks
@@ -139,59 +147,12 @@ func (r *ProcessReader) Read(i int, b *BoardProcesses) error {
 			}
 			p.SmUtil += uint64(smp.SmUtil)
 			p.Samples++
+			b.Samples = append(b.Samples, Sample{Pid: smp.Pid, TimeStamp: smp.TimeStamp,
+				SmUtil: smp.SmUtil, MemUtil: smp.MemUtil, EncUtil: smp.EncUtil, DecUtil: smp.DecUtil})
 		}
 	default:
 		// vGPU and some boards have no per-process utilization.
 		b.Utilization = UtilUnsupported
-	}
-	return nil
-}
-
-// readMIG lists the processes of each MIG device of board i.
-func (r *ProcessReader) readMIG(i int, b *BoardProcesses) error {
-	s := r.s
-	h := s.handles[i]
-	var (
-		n   int
-		ret nvml.Return
-	)
-	if err := r.call(i, "GetMaxMigDeviceCount", func() nvml.Return { n, ret = h.GetMaxMigDeviceCount(); return ret }); err != nil {
-		return err
-	}
-	devs := r.mig[i][:0]
-	for j := range n {
-		var (
-			m    nvml.Device
-			uuid string
-		)
-		if err := r.call(i, "GetMigDeviceHandleByIndex", func() nvml.Return {
-			m, ret = h.GetMigDeviceHandleByIndex(j)
-			if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
-				m = nil // an empty slot
-				return nvml.SUCCESS
-			}
-			return ret
-		}); err != nil {
-			return err
-		}
-		if m == nil {
-			continue
-		}
-		if err := r.call(i, "GetUUID", func() nvml.Return { uuid, ret = m.GetUUID(); return ret }); err != nil {
-			return err
-		}
-		devs = append(devs, migDevice{h: m, uuid: uuid})
-	}
-	r.mig[i] = devs
-	for _, m := range devs {
-		var procs []nvml.ProcessInfo
-		if err := r.call(i, "GetComputeRunningProcesses", func() nvml.Return {
-			procs, ret = m.h.GetComputeRunningProcesses()
-			return ret
-		}); err != nil {
-			return err
-		}
-		b.list(procs, m.uuid)
 	}
 	return nil
 }

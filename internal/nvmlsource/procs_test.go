@@ -10,6 +10,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 	"github.com/otelenergy/otelenergy/internal/source"
@@ -70,6 +71,11 @@ func TestProcessReader(t *testing.T) {
 	if !slices.Equal(b.Processes, want) || b.Utilization != nvmlsource.UtilMeasured || b.MIG {
 		t.Fatalf("first read: %+v", b)
 	}
+	// Each sample is kept with its timestamp, for the agent's alignment.
+	wantSamples := []nvmlsource.Sample{{Pid: 10, TimeStamp: 100, SmUtil: 30}, {Pid: 10, TimeStamp: 200, SmUtil: 50}, {Pid: 12, TimeStamp: 150, SmUtil: 20}}
+	if !slices.Equal(b.Samples, wantSamples) {
+		t.Fatalf("first read's samples: %+v, want %+v", b.Samples, wantSamples)
+	}
 	if err := r.Read(0, &b); err != nil {
 		t.Fatal(err)
 	}
@@ -95,32 +101,62 @@ func TestProcessReader(t *testing.T) {
 	}
 }
 
+// migInstance is a mock MIG device: its UUID, compute slices, GPU
+// instance id and listing.
+func migInstance(uuid string, slices uint32, gi int, list func() ([]nvml.ProcessInfo, nvml.Return)) *mock.Device {
+	return &mock.Device{
+		GetUUIDFunc: func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
+		GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
+			return nvml.DeviceAttributes{ComputeInstanceSliceCount: slices, GpuInstanceSliceCount: slices}, nvml.SUCCESS
+		},
+		GetGpuInstanceIdFunc:           func() (int, nvml.Return) { return gi, nvml.SUCCESS },
+		GetComputeRunningProcessesFunc: list,
+	}
+}
+
+func listing(pids ...uint32) func() ([]nvml.ProcessInfo, nvml.Return) {
+	return func() ([]nvml.ProcessInfo, nvml.Return) {
+		var out []nvml.ProcessInfo
+		for _, p := range pids {
+			out = append(out, nvml.ProcessInfo{Pid: p})
+		}
+		return out, nvml.SUCCESS
+	}
+}
+
+// migSlots puts d in MIG mode with devs in slots 0, 3 and 5.
+func migSlots(d *server.Device, devs ...*mock.Device) {
+	d.MigMode = nvml.DEVICE_MIG_ENABLE
+	d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
+	d.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+	slots := []int{0, 3, 5}
+	d.GetMigDeviceHandleByIndexFunc = func(j int) (nvml.Device, nvml.Return) {
+		for k, s := range slots {
+			if s == j && k < len(devs) {
+				return devs[k], nvml.SUCCESS
+			}
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+}
+
+// TestProcessReaderUnsupportedAndMIG: a board without per-process
+// utilization, and a MIG board of a 1g, a 3g and a 2g instance whose
+// listing fails. The MIG board's read succeeds with what it could list;
+// each process weighs its instance's compute slices shared among the
+// instance's processes, and the failed instance's weight is kept apart,
+// with its error (issue 23, item 11).
 func TestProcessReaderUnsupportedAndMIG(t *testing.T) {
 	srv, devs := fakeH100(t, steady)
 	procs(devs[0], 20)
 	devs[0].GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 		return nil, nvml.ERROR_NOT_SUPPORTED
 	}
-	devs[1].MigMode = nvml.DEVICE_MIG_ENABLE
-	devs[1].GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
-	migs := []*mock.Device{
-		{GetUUIDFunc: func() (string, nvml.Return) { return "MIG-a", nvml.SUCCESS },
-			GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) { return []nvml.ProcessInfo{{Pid: 30}}, nvml.SUCCESS }},
-		{GetUUIDFunc: func() (string, nvml.Return) { return "MIG-b", nvml.SUCCESS },
-			GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
-				return []nvml.ProcessInfo{{Pid: 31}, {Pid: 32}}, nvml.SUCCESS
-			}},
-	}
-	devs[1].GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
-	devs[1].GetMigDeviceHandleByIndexFunc = func(j int) (nvml.Device, nvml.Return) {
-		switch j {
-		case 0:
-			return migs[0], nvml.SUCCESS
-		case 3:
-			return migs[1], nvml.SUCCESS
-		}
-		return nil, nvml.ERROR_NOT_FOUND
-	}
+	devs[1].GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) { return nvml.GpmSupport{}, nvml.ERROR_NOT_SUPPORTED }
+	migSlots(devs[1],
+		migInstance("MIG-a", 1, 1, listing(30)),
+		migInstance("MIG-b", 3, 2, listing(31, 32)),
+		migInstance("MIG-c", 2, 3, func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_UNKNOWN }))
 	s := newSource(t, srv, nvmlsource.WithDevices("0", "1"))
 	r := s.NewProcessReader()
 	var b nvmlsource.BoardProcesses
@@ -128,18 +164,89 @@ func TestProcessReaderUnsupportedAndMIG(t *testing.T) {
 		t.Fatalf("vGPU-like board: %+v, %v", b, err)
 	}
 	if err := r.Read(1, &b); err != nil {
-		t.Fatal(err)
+		t.Fatalf("one MIG instance's failed listing failed the board's read: %v", err)
 	}
 	want := []nvmlsource.ProcessUsage{
-		{Pid: 30, Listed: true, Instance: "MIG-a"},
-		{Pid: 31, Listed: true, Instance: "MIG-b"},
-		{Pid: 32, Listed: true, Instance: "MIG-b"},
+		{Pid: 30, Listed: true, Instance: "MIG-a", Weight: 1_000_000},
+		{Pid: 31, Listed: true, Instance: "MIG-b", Weight: 1_500_000},
+		{Pid: 32, Listed: true, Instance: "MIG-b", Weight: 1_500_000},
 	}
 	if !b.MIG || b.Utilization != nvmlsource.UtilUnsupported || !slices.Equal(b.Processes, want) {
-		t.Fatalf("MIG board: %+v, want %+v", b, want)
+		t.Fatalf("MIG board: %+v, want %+v", b.Processes, want)
+	}
+	if b.UnlistedWeight != 2_000_000 || b.InstanceErrors != 1 || !errors.Is(b.InstanceErr, source.ErrRead) || !errors.Is(b.InstanceErr, nvml.ERROR_UNKNOWN) {
+		t.Fatalf("failed instance: unlisted weight %d, %d errors, %v", b.UnlistedWeight, b.InstanceErrors, b.InstanceErr)
 	}
 	if n := len(devs[1].GetProcessUtilizationCalls()); n != 0 {
 		t.Errorf("GetProcessUtilization called %d times under MIG", n)
+	}
+}
+
+// TestProcessReaderMIGGPM: where the board supports GPM, each MIG
+// instance's weight is its slices times its SM activity between two
+// reads, from GpmMigSampleGet; the first read, with no earlier sample,
+// weighs by slices. Every GPM sample but the latest is freed.
+func TestProcessReaderMIGGPM(t *testing.T) {
+	srv, devs := fakeH100(t, steady)
+	d := devs[0]
+	d.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) { return nvml.GpmSupport{IsSupportedDevice: 1}, nvml.SUCCESS }
+	migSlots(d, migInstance("MIG-a", 1, 7, listing(30)), migInstance("MIG-b", 3, 9, listing(31)))
+	var (
+		mu     sync.Mutex
+		gi     = map[nvml.GpmSample]int{}
+		live   = map[nvml.GpmSample]bool{}
+		busy   = map[int]float64{7: 90, 9: 10} // SM % by GPU instance id
+		allocs int
+	)
+	srv.GpmSampleAllocFunc = func() (nvml.GpmSample, nvml.Return) {
+		mu.Lock()
+		defer mu.Unlock()
+		allocs++
+		var smp *mock.GpmSample
+		smp = &mock.GpmSample{FreeFunc: func() nvml.Return {
+			mu.Lock()
+			defer mu.Unlock()
+			delete(live, smp)
+			return nvml.SUCCESS
+		}}
+		live[smp] = true
+		return smp, nvml.SUCCESS
+	}
+	d.GpmMigSampleGetFunc = func(id int, smp nvml.GpmSample) nvml.Return {
+		mu.Lock()
+		defer mu.Unlock()
+		gi[smp] = id
+		return nvml.SUCCESS
+	}
+	srv.GpmMetricsGetFunc = func(mg *nvml.GpmMetricsGetType) nvml.Return {
+		mu.Lock()
+		defer mu.Unlock()
+		if mg.NumMetrics != 1 || mg.Metrics[0].MetricId != uint32(nvml.GPM_METRIC_SM_UTIL) || gi[mg.Sample1] != gi[mg.Sample2] {
+			return nvml.ERROR_INVALID_ARGUMENT
+		}
+		mg.Metrics[0].Value = busy[gi[mg.Sample2]]
+		return nvml.SUCCESS
+	}
+	s := newSource(t, srv, nvmlsource.WithDevices("0"))
+	r := s.NewProcessReader()
+	var b nvmlsource.BoardProcesses
+	if err := r.Read(0, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Processes[0].Weight != 1_000_000 || b.Processes[1].Weight != 3_000_000 {
+		t.Fatalf("first read: %+v, want weights by slices", b.Processes)
+	}
+	if err := r.Read(0, &b); err != nil {
+		t.Fatal(err)
+	}
+	// 1 slice at 90 % against 3 slices at 10 %.
+	if b.Processes[0].Weight != 900_000 || b.Processes[1].Weight != 300_000 || b.Instances[0].Activity != 90 {
+		t.Fatalf("second read: %+v %+v, want weights by slices × activity", b.Processes, b.Instances)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if allocs != 4 || len(live) != 2 {
+		t.Fatalf("%d GPM samples allocated, %d live; want 4 and 2 (one per instance)", allocs, len(live))
 	}
 }
 

@@ -115,6 +115,7 @@ func (s *Source) startSharing(c config) {
 	s.failing = make([]bool, n)
 	s.failedSince = make([]time.Time, n)
 	s.migReader = s.NewProcessReader()
+	s.migReader.weigh = false // a complete listing or none; no weights
 	s.shares = make([]source.Share, n)
 	for i := range s.shares {
 		s.shares[i] = unproven

@@ -9,6 +9,13 @@
 //
 //	cd tools/accplot && GOWORK=off go run . -out ../../docs/attribution-cdf.png
 //
+// With -agent it draws the node agent's per-process errors instead, as
+// BenchmarkAgentSplit writes them to OTELENERGY_AGENT_ACC_OUT (scenario,
+// error %), running that benchmark when -in is empty; -before adds a panel
+// of errors from an earlier split for comparison:
+//
+//	cd tools/accplot && GOWORK=off go run . -agent -max 40 -out ../../docs/agent-split-cdf.png
+//
 // It is a module of its own so that the library never depends on the
 // plotting packages.
 package main
@@ -46,8 +53,16 @@ func main() {
 	repo := flag.String("repo", "../..", "the otelenergy repository root, where the benchmark runs when -in is empty")
 	scen := flag.String("scenarios", defaultScenarios, "comma-separated scenarios to draw, in legend order")
 	maxErr := flag.Float64("max", 20, "the largest absolute error drawn, in %")
+	agentMode := flag.Bool("agent", false, "draw the node agent's per-process errors (BenchmarkAgentSplit) instead")
+	before := flag.String("before", "", "with -agent: errors of an earlier split, drawn in a second panel")
 	flag.Parse()
-	if err := run(*in, *out, *repo, strings.Split(*scen, ","), *maxErr); err != nil {
+	var err error
+	if *agentMode {
+		err = runAgent(*in, *before, *out, *repo, *maxErr)
+	} else {
+		err = run(*in, *out, *repo, strings.Split(*scen, ","), *maxErr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "accplot:", err)
 		os.Exit(1)
 	}

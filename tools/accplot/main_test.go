@@ -56,3 +56,24 @@ func TestDrawNeedsData(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestParseAgent(t *testing.T) {
+	recs, err := parseAgent(strings.NewReader("scenario\terr_pct\nsm\t-1.5\nmembound\t3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0] != (agentRecord{"sm", -1.5}) || recs[1] != (agentRecord{"membound", 3}) {
+		t.Fatalf("got %v", recs)
+	}
+	for _, bad := range []string{"a\t1\t2\n", "a\tx\n"} {
+		if _, err := parseAgent(strings.NewReader(bad)); !errors.Is(err, errBadLine) {
+			t.Errorf("parseAgent(%q) error %v, want errBadLine", bad, err)
+		}
+	}
+	if _, err := drawAgent([]agentPanel{{title: "x"}}, 20); err == nil {
+		t.Fatal("drew a panel of no data")
+	}
+	if _, err := drawAgent([]agentPanel{{title: "x", recs: recs}}, 20); err != nil {
+		t.Fatal(err)
+	}
+}

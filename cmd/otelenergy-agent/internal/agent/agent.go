@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
@@ -77,6 +78,21 @@ type Config struct {
 	// a BootTime method ([procfs.FS] does), and else counts from the Unix
 	// epoch, which keeps the attribute distinct per start time.
 	BootTime time.Time
+	// SampleHold is how long a counter interval waits for the utilization
+	// samples that cover it before it is split without them; zero selects
+	// attrib.DefaultHold (2 s), and a negative hold waits for nothing. hw.energy trails the counter by
+	// up to this plus one process interval.
+	SampleHold time.Duration
+	// Now is the clock that NVML's sample timestamps (CPU time in µs)
+	// are read against; nil selects time.Now. It should be the Monitor's
+	// clock: a Monitor built WithClock takes the same clock here. Samples
+	// more than a minute off it are on a clock of their own, and are
+	// taken to describe the pass they arrive in, unaligned.
+	Now func() time.Time
+	// Epoch is when the Rings' time scale is zero: the Monitor's
+	// construction, on Now's clock. The zero value selects Now() at New,
+	// right for a Monitor built just before.
+	Epoch time.Time
 }
 
 // ticksPerSecond is USER_HZ, the unit of /proc/<pid>/stat's start time:
@@ -88,6 +104,7 @@ const ticksPerSecond = 100
 type Agent struct {
 	cfg    Config
 	boards []*board
+	epoch  int64 // Epoch in Unix ns
 
 	mu     sync.Mutex
 	gen    uint64
@@ -115,15 +132,19 @@ type series struct {
 }
 
 type board struct {
-	dev     otelenergy.Device
-	hwOpt   metric.ObserveOption
-	idOpt   metric.ObserveOption
-	shared  bool // the latest listing had no per-process utilization
-	primed  bool
-	lastE   uint64
-	lastT   int64
-	static  split.Static
-	listing nvmlsource.BoardProcesses
+	dev       otelenergy.Device
+	hwOpt     metric.ObserveOption
+	idOpt     metric.ObserveOption
+	modelOpts modelOpts
+	shared    bool // the latest listing had no per-process utilization
+	primed    bool
+	lastE     uint64
+	lastT     int64
+	static    split.Static // boards without per-process utilization
+	att       *attrib.Board
+	res       attrib.Result
+	smp       []attrib.Sample
+	listing   nvmlsource.BoardProcesses
 
 	procs    map[uint32]*series // the current process of each pid, overflow ones included
 	exiting  []*series          // no longer listed, observed once more
@@ -153,7 +174,13 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = otel.GetMeterProvider()
 	}
-	a := &Agent{cfg: cfg, boot: cfg.BootTime}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Epoch.IsZero() {
+		cfg.Epoch = cfg.Now()
+	}
+	a := &Agent{cfg: cfg, epoch: cfg.Epoch.UnixNano(), boot: cfg.BootTime}
 	if bt, ok := cfg.Resolver.(interface{ BootTime() (time.Time, error) }); ok && a.boot.IsZero() {
 		if t, err := bt.BootTime(); err == nil {
 			a.boot = t
@@ -168,9 +195,11 @@ func New(cfg Config) (*Agent, error) {
 			dev: d,
 			hwOpt: metric.WithAttributeSet(attribute.NewSet(id, semconv.HwTypeKey.String(d.HWType()),
 				semconv.HwName(d.Name), semconv.HwVendor(d.Vendor))),
-			idOpt:  metric.WithAttributeSet(attribute.NewSet(id)),
-			static: split.Static{Fixed: cfg.IdleWatts},
-			procs:  make(map[uint32]*series),
+			idOpt:     metric.WithAttributeSet(attribute.NewSet(id)),
+			modelOpts: newModelOpts(d.ID),
+			static:    split.Static{Fixed: cfg.IdleWatts},
+			att:       attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts}),
+			procs:     make(map[uint32]*series),
 		}
 		b.overflow.opt = metric.WithAttributeSet(attribute.NewSet(id, OverflowKey.Bool(true)))
 		b.exited.opt = metric.WithAttributeSet(attribute.NewSet(id, ExitedKey.Bool(true)))
@@ -220,9 +249,19 @@ func (a *Agent) Pass() {
 func (a *Agent) passBoard(i int, b *board) {
 	ivs := a.intervals(i, b)
 	mode := split.Unknown
+	partial := false // some MIG instance could not be listed
 	if !b.lost {
 		err := a.cfg.Lister.Read(i, &b.listing)
 		switch {
+		case err == nil && b.listing.InstanceErrors > 0:
+			partial = true
+			b.listErrors.Add(uint64(b.listing.InstanceErrors))
+			if !b.failing {
+				otel.Handle(fmt.Errorf("agent: GPU %s: %w", b.dev.ID, b.listing.InstanceErr))
+			}
+			b.failing = true
+			mode = split.Unmeasured
+			b.shared = true
 		case err == nil:
 			b.failing = false
 			b.listed = 0
@@ -249,8 +288,6 @@ func (a *Agent) passBoard(i int, b *board) {
 		}
 	}
 	b.slots, b.weights = b.slots[:0], b.weights[:0]
-	var smSum uint64
-	var maxSamples int
 	if mode != split.Unknown {
 		for k := range b.listing.Processes {
 			p := &b.listing.Processes[k]
@@ -259,10 +296,26 @@ func (a *Agent) passBoard(i int, b *board) {
 			}
 			s := a.lookup(b, p)
 			b.slots = append(b.slots, s)
-			b.weights = append(b.weights, p.SmUtil)
-			smSum += p.SmUtil
-			maxSamples = max(maxSamples, p.Samples)
+			w := p.SmUtil
+			if mode == split.Unmeasured {
+				w = p.Weight
+			}
+			b.weights = append(b.weights, w)
 		}
+		if partial && b.listing.UnlistedWeight > 0 {
+			// The share of the instances that could not be listed.
+			b.slots = append(b.slots, nil)
+			b.weights = append(b.weights, b.listing.UnlistedWeight)
+		}
+	}
+	if mode == split.Measured {
+		a.splitAligned(b, ivs)
+		ivs = nil
+	} else if b.att.PendingMJ() > 0 {
+		// Intervals held for samples that will not come now: split them
+		// by those that came.
+		b.att.Split(0, true, &b.res)
+		a.give(b, &b.res)
 	}
 	if len(ivs) > 0 {
 		if cap(b.out) < len(b.weights) {
@@ -270,7 +323,11 @@ func (a *Agent) passBoard(i int, b *board) {
 		}
 		b.out = b.out[:len(b.weights)]
 		clear(b.out)
-		r := split.Window(ivs, b.static.Watts(), mode, b.weights, b.out)
+		staticW := b.att.IdleWatts()
+		if b.shared {
+			staticW = b.static.Watts()
+		}
+		r := split.Window(ivs, staticW, mode, b.weights, b.out)
 		b.idleMJ += r.IdleMJ
 		b.unattributedMJ += r.UnattributedMJ
 		for k, s := range b.slots {
@@ -282,20 +339,16 @@ func (a *Agent) passBoard(i int, b *board) {
 		}
 		// A board without per-process utilization still says it is idle
 		// when it lists no process.
-		if mode == split.Measured || (mode == split.Unmeasured && len(b.slots) == 0) {
+		if mode == split.Unmeasured && len(b.slots) == 0 {
 			var e uint64
 			for _, iv := range ivs {
 				e += iv.EnergyMJ
 			}
-			util := 0.0
-			if maxSamples > 0 {
-				util = float64(smSum) / (100 * float64(maxSamples))
-			}
-			b.static.Observe(ivs[len(ivs)-1].T1-ivs[0].T0, e, util)
+			b.static.Observe(ivs[len(ivs)-1].T1-ivs[0].T0, e, 0)
 		}
 	}
-	if mode == split.Unknown && !b.lost {
-		return // unknown who runs: the series stay as they are
+	if mode == split.Unknown && !b.lost || partial {
+		return // unknown who runs (there): the series stay as they are
 	}
 	for pid, s := range b.procs {
 		if s.seen != a.gen {
@@ -468,6 +521,17 @@ type Totals struct {
 	// OverflowPids counts the processes beyond the cap still tracked:
 	// those listed at the latest pass.
 	OverflowPids int
+	// IdleWatts is the board's static power as learned so far, IdleSource
+	// where it comes from (attrib.IdleSourceNames; "split.Static" on a
+	// board without per-process utilization) and IdleData the seconds of
+	// data behind it after forgetting.
+	IdleWatts  float64
+	IdleSource string
+	IdleData   float64
+	// Model is the board's power model (attrib.TermNames), and
+	// ModelLearned whether it splits the energy yet.
+	Model        [attrib.NumTerms]float64
+	ModelLearned bool
 }
 
 // Process identifies a process series.
@@ -482,8 +546,15 @@ func (a *Agent) Totals(i int) Totals {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	b := a.boards[i]
-	t := Totals{EnergyMJ: b.lastE, IdleMJ: b.idleMJ, UnattributedMJ: b.unattributedMJ,
-		ExitedMJ: b.exited.mj, OverflowMJ: b.overflow.mj, Processes: map[Process]uint64{}}
+	t := Totals{EnergyMJ: b.splitE(), IdleMJ: b.idleMJ, UnattributedMJ: b.unattributedMJ,
+		ExitedMJ: b.exited.mj, OverflowMJ: b.overflow.mj, Processes: map[Process]uint64{}, IdleWatts: b.idleWatts()}
+	t.Model, t.ModelLearned = b.att.Model()
+	if b.shared {
+		t.IdleSource = "split.Static"
+	} else {
+		_, src, sec := b.att.Idle()
+		t.IdleSource, t.IdleData = attrib.IdleSourceNames[src], sec
+	}
 	for _, s := range b.procs {
 		if s.overflow {
 			t.OverflowPids++
@@ -505,7 +576,7 @@ func (a *Agent) observe(_ context.Context, o metric.Observer) error {
 	in := &a.inst
 	j := func(mj uint64) float64 { return float64(mj) / 1000 }
 	for _, b := range a.boards {
-		o.ObserveFloat64(in.energy, j(b.lastE), b.hwOpt)
+		o.ObserveFloat64(in.energy, j(b.splitE()), b.hwOpt)
 		o.ObserveFloat64(in.idle, j(b.idleMJ), b.idOpt)
 		o.ObserveFloat64(in.unattributed, j(b.unattributedMJ), b.idOpt)
 		o.ObserveFloat64(in.process, j(b.exited.mj), b.exited.opt)
@@ -536,6 +607,7 @@ type instruments struct {
 	energy, process, idle, unattributed metric.Float64ObservableCounter
 	overflow, listErrors                metric.Int64ObservableCounter
 	processes                           metric.Int64ObservableGauge
+	model                               modelInstruments
 }
 
 func (in *instruments) register(a *Agent) error {
@@ -558,14 +630,18 @@ func (in *instruments) register(a *Agent) error {
 	if err := errors.Join(errs[:]...); err != nil {
 		return err
 	}
+	if err := in.model.register(a, m); err != nil {
+		return err
+	}
 	var err error
 	in.reg, err = m.RegisterCallback(a.observe, in.energy, in.process, in.idle, in.unattributed, in.overflow, in.listErrors, in.processes)
 	return err
 }
 
 func (in *instruments) unregister() error {
+	err := in.model.unregister()
 	if in.reg == nil {
-		return nil
+		return err
 	}
-	return in.reg.Unregister()
+	return errors.Join(err, in.reg.Unregister())
 }

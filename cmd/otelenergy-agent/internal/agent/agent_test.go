@@ -76,7 +76,7 @@ func TestChurnBounded(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: rings, Lister: &churn{n: 50}, Resolver: anyProc{}, MaxSeries: 64, IdleWatts: 50, MeterProvider: mp})
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: &churn{n: 50}, Resolver: anyProc{}, MaxSeries: 64, IdleWatts: 50, MeterProvider: mp, SampleHold: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

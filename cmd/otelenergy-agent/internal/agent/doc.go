@@ -1,8 +1,10 @@
 // Package agent is the node agent's engine: once per process interval it
 // reads each board's new counter intervals from the library's Monitor,
-// lists the board's compute processes and their SM utilization, divides
-// the window's energy with package split, and keeps the per-process,
-// idle and unattributed totals that its instruments export.
+// lists the board's compute processes and their utilization samples,
+// divides the energy with package attrib (samples aligned by their
+// timestamps, a learned power model, the idle power) over package split,
+// and keeps the per-process, idle and unattributed totals that its
+// instruments export.
 //
 // # What it exports
 //
@@ -12,13 +14,15 @@
 //     Σ otelenergy.process.energy + otelenergy.energy.idle +
 //     otelenergy.energy.unattributed = hw.energy, exactly in integer
 //     millijoules (each is exported as mJ/1000). It trails the live
-//     counter by at most one process interval.
+//     counter by up to [Config.SampleHold] plus one process interval:
+//     intervals wait there for their utilization samples.
 //   - otelenergy.process.energy (Counter, J): each compute process's
 //     share, with hw.id, process.pid, process.creation.time,
 //     process.executable.name and, when
 //     the process's cgroup names them, container.id and k8s.pod.uid. On a
 //     board without per-process utilization (MIG, vGPU) the shares are
-//     even splits and carry otelenergy.energy.shared=true, and each MIG
+//     splits by MIG instance (GPM activity × compute slices, or slices)
+//     or even ones, and carry otelenergy.energy.shared=true, and each MIG
 //     process names its instance (otelenergy.gpu.instance, the MIG device
 //     UUID). Two series per board hold what no live series does:
 //     otelenergy.process.exited=true, the totals of processes whose own
@@ -30,6 +34,12 @@
 //     otelenergy.process.listing.errors (Counter, {error}, per hw.id).
 //   - otelenergy.device.processes (Gauge, {process}, per hw.id): the
 //     processes of the board's latest successful listing.
+//   - otelenergy.agent.power_model.coefficient (Gauge, W, per hw.id and
+//     otelenergy.power_model.term) and otelenergy.agent.power_model.data
+//     (Gauge, s): each measured board's power model; and
+//     otelenergy.agent.idle.power (Gauge, W) and otelenergy.agent.idle.data
+//     (Gauge, s), per hw.id and otelenergy.idle.source: the idle power the
+//     split uses and the data behind it.
 //
 // # Process identity and churn
 //
@@ -52,7 +62,8 @@
 // # Failures
 //
 // A failed listing leaves the board's series as they are and makes the
-// window's active energy unattributed; the first failure of a run is
+// window's active energy unattributed; a failed listing of one MIG
+// instance does that for the instance's share only; the first failure of a run is
 // reported through otel.Handle and every one is counted. A lost board is
 // never listed again; its processes' series end at the next export. No
 // device error stops the agent.

@@ -53,6 +53,10 @@ func (p sproc) sampled(w int) bool {
 	return p.listed(w) || (w >= p.to && w < p.sampledTill)
 }
 
+// migSlices are the MIG board's instances' compute slices; the last
+// instance's listing fails.
+var migSlices = []uint32{1, 3, 4}
+
 type boardScript struct {
 	procs       []sproc
 	extra       func(w int) uint64 // mJ per step not seen in SM samples
@@ -83,7 +87,9 @@ func script() []boardScript {
 			}
 			return 0
 		}, notFound: func(w int) bool { return w == 2 || w == 3 }},
-		// MIG: two instances, one process each; 20 W of work split evenly.
+		// MIG: a 1g and a 3g instance, one process each, and a 4g one whose
+		// listing fails; 20 W of work split by compute slices, the failed
+		// instance's half unattributed.
 		{procs: []sproc{{pid: 130, start: 1, name: "mig-a", to: windows}, {pid: 131, start: 1, name: "mig-b", to: windows, instance: 1}}, extra: func(int) uint64 { return 2000 }, notFound: never, mig: true},
 		// vGPU-like: no per-process utilization, three processes, 30 W.
 		{procs: []sproc{{pid: 140, start: 1, name: "a", to: windows}, {pid: 141, start: 1, name: "b", to: windows}, {pid: 142, start: 1, name: "c", to: windows}}, extra: func(int) uint64 { return 3000 }, notFound: never, unsupported: true},
@@ -230,15 +236,23 @@ func mockNode(t *testing.T, wd *world) *server.Server {
 		}
 		if wd.sc[b].mig {
 			dev.MigMode = nvml.DEVICE_MIG_ENABLE
-			migs := make([]*mock.Device, 2)
+			migs := make([]*mock.Device, 3)
 			for k := range migs {
 				migs[k] = &mock.Device{
 					GetUUIDFunc: func() (string, nvml.Return) { return fmt.Sprintf("MIG-%d-%d", b, k), nvml.SUCCESS },
+					GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
+						return nvml.DeviceAttributes{ComputeInstanceSliceCount: migSlices[k]}, nvml.SUCCESS
+					},
+					GetGpuInstanceIdFunc: func() (int, nvml.Return) { return k + 1, nvml.SUCCESS },
 					GetComputeRunningProcessesFunc: func() ([]nvml.ProcessInfo, nvml.Return) {
+						if k == 2 {
+							return nil, nvml.ERROR_UNKNOWN
+						}
 						return wd.list(b, k)
 					},
 				}
 			}
+			dev.GpmQueryDeviceSupportFunc = func() (nvml.GpmSupport, nvml.Return) { return nvml.GpmSupport{}, nvml.ERROR_NOT_SUPPORTED }
 			dev.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
 			dev.GetMigDeviceHandleByIndexFunc = func(j int) (nvml.Device, nvml.Return) {
 				if j < len(migs) {
@@ -347,7 +361,11 @@ func TestMockNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mon.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: src.NewProcessReader(), Resolver: wd, IdleWatts: 100, MeterProvider: mp})
+	// The samples' timestamps count from zero, on no clock of the agent's:
+	// each pass's samples describe its window. A board with no sample is
+	// split at once.
+	ag, err := agent.New(agent.Config{Rings: mon, Lister: src.NewProcessReader(), Resolver: wd, IdleWatts: 100, MeterProvider: mp,
+		Now: clock, SampleHold: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +425,12 @@ func TestMockNode(t *testing.T) {
 				}
 			}
 			switch {
-			case s.mig || s.unsupported:
+			case s.mig:
+				truthUnattr[b] += active * uint64(migSlices[2]) / 8
+				for _, p := range listed {
+					truthProc[key{b, p.pid, p.start}] += active * uint64(migSlices[p.instance]) / 8
+				}
+			case s.unsupported:
 				if len(listed) == 0 {
 					truthUnattr[b] += active
 				}

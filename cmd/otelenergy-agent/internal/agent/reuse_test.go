@@ -91,7 +91,7 @@ func newRig(t *testing.T, maxSeries int, idleWatts float64) *rig {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
 	var err error
-	r.ag, err = agent.New(agent.Config{Rings: r.rings, Lister: r.lister, Resolver: r.lister, MaxSeries: maxSeries, IdleWatts: idleWatts, MeterProvider: mp})
+	r.ag, err = agent.New(agent.Config{Rings: r.rings, Lister: r.lister, Resolver: r.lister, MaxSeries: maxSeries, IdleWatts: idleWatts, MeterProvider: mp, SampleHold: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

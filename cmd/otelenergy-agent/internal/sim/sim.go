@@ -1,140 +1,230 @@
-// Package sim is the agent's -simulate mode: a node of simulated GPU
-// boards (package simgpu, one single-board GPU each, so that every board
-// runs its own processes) with a script of compute processes that come
-// and go, each drawing power in proportion to the SM utilization it
-// reports. It stands where NVML and /proc stand in the real agent: a
-// Source for the library's Monitor, a Lister and a Resolver.
-//
-// # The script
-//
-// Board b runs one long-lived server (pid 2000+b) at 30 + 10·(b mod 4) %
-// SM, in a Kubernetes pod of its own, busy 40 s of every 60 s; even boards
-// also run a trainer (pid 3000+b, 25 %, a plain Docker container) from
-// 10 s on. Every 5 s a short job (pid 10000+k, 15 %, 2.5 s, no
-// container) starts on board k mod n. The last board of eight or more is
-// in MIG mode: its processes are listed per instance and it reports no
-// per-process utilization. Each board idles at 70 W and draws 3 W per
-// percent of SM utilization on top; no board's processes sum past 100 %.
 package sim
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 	"github.com/otelenergy/otelenergy/otelenergy"
-	"github.com/otelenergy/otelenergy/simgpu"
 )
 
-const (
-	idleWatts     = 70
-	wattsPerUtil  = 3
-	joulesPerTok  = 0.15
-	tick          = 100 * time.Millisecond
-	churnEvery    = 5 * time.Second
-	churnLife     = 2500 * time.Millisecond
-	busyOf, cycle = 40 * time.Second, 60 * time.Second
-)
+// SourceKind is what [Node.Kind] returns: the resource attribute
+// otelenergy.source of a simulated node.
+const SourceKind = "simulated"
+
+// Physics are the simulated boards' physics: the knobs that decide how
+// far the agent's view (utilization samples, counter steps) is from the
+// truth (each process's power).
+type Physics struct {
+	// IdleWatts is what a board draws with no process busy on it.
+	IdleWatts float64
+	// SMWatts, MemWatts, EncWatts and DecWatts are the power each
+	// percent of a process's SM, memory, encoder and decoder utilization
+	// draws, in W. With MemWatts zero, power follows SM utilization
+	// alone; with MemWatts positive, memory-bound work (whose memory
+	// utilization is high) draws more per percent of SM than
+	// compute-bound work.
+	SMWatts, MemWatts, EncWatts, DecWatts float64
+	// NoiseWatts is the standard deviation of a white noise on each
+	// board's power, drawn every tick: the board's own
+	// fluctuation, which no utilization shows.
+	NoiseWatts float64
+	// SamplePeriod is the driver's utilization sampling period: each
+	// sample is a process's mean utilization over one period, stamped at
+	// its end. NVML's is 1/6 s to 1 s by product.
+	SamplePeriod time.Duration
+	// SampleLag is how long after its timestamp a sample becomes visible
+	// to GetProcessUtilization.
+	SampleLag time.Duration
+	// CounterPeriod is the energy counter's update period: it is a
+	// staircase that steps every period, at a phase of its own per board.
+	CounterPeriod time.Duration
+	// Tick is the simulation's time step, 1 ms when zero: power, counter
+	// updates and samples happen on its grid.
+	Tick time.Duration
+}
+
+// DefaultPhysics are -simulate's physics: a 70 W idle, 3 W per percent
+// of SM, samples every 1/6 s visible at once, a counter that steps every
+// 100 ms, on a 10 ms grid (a finer one costs the simulator, not the
+// agent, more CPU).
+var DefaultPhysics = Physics{IdleWatts: 70, SMWatts: 3, SamplePeriod: time.Second / 6, CounterPeriod: 100 * time.Millisecond, Tick: 10 * time.Millisecond}
+
+// Level is a process's utilization, in percent, from At (since the
+// process started) until the next Level.
+type Level struct {
+	At                time.Duration
+	SM, Mem, Enc, Dec float64
+}
+
+// Proc is one scripted process: the board it runs on, its identity, when
+// it runs and how it uses the board.
+type Proc struct {
+	Board          int
+	Pid            uint32
+	Name           string
+	Container, Pod string
+	// From and Till bound when it is listed; Till 0 is forever.
+	From, Till time.Duration
+	// Levels is its utilization over its life, sorted by At; before the
+	// first Level, and with none, it is listed but idle.
+	Levels []Level
+	// Period, when positive, repeats Levels every Period.
+	Period time.Duration
+}
+
+func (p *Proc) active(t time.Duration) bool {
+	return t >= p.From && (p.Till == 0 || t < p.Till)
+}
+
+// level returns p's utilization at t (since the node started).
+func (p *Proc) level(t time.Duration) Level {
+	at := t - p.From
+	if p.Period > 0 {
+		at %= p.Period
+	}
+	k := sort.Search(len(p.Levels), func(k int) bool { return p.Levels[k].At > at })
+	if k == 0 {
+		return Level{}
+	}
+	return p.Levels[k-1]
+}
+
+// Config describes a simulated node.
+type Config struct {
+	// Boards is the number of boards, 1 to 64.
+	Boards int
+	// Physics; the zero value selects DefaultPhysics, and zero periods
+	// select its periods.
+	Physics Physics
+	// Procs is the script; nil selects the default script (see the
+	// package doc) for Boards boards.
+	Procs []Proc
+	// MIG lists the boards in MIG mode: their processes are listed per
+	// instance (two per board) and they give no per-process utilization.
+	// With Procs nil, the last board of eight or more.
+	MIG []int
+	// Now is the clock; nil selects time.Now.
+	Now func() time.Time
+	// Seed seeds the noise.
+	Seed uint64
+}
 
 // Node is a simulated node. Its methods are safe for concurrent use.
 type Node struct {
-	gpus  []*simgpu.GPU
+	cfg   Config
+	ph    Physics
 	devs  []otelenergy.Device
 	now   func() time.Time
 	start time.Time
-	mig   int // the MIG board, or -1
 
-	mu    sync.Mutex
-	jobs  map[uint32]*simgpu.Job
-	churn int // short jobs started so far
+	mu       sync.Mutex
+	last     time.Duration // the last Step's time since start
+	rng      *rand.Rand
+	boards   []boardState
+	procs    []Proc
+	truthMJ  []float64 // per process: its energy above idle so far
+	integ    [][4]float64
+	lastSeen []uint64
+	next     int   // the first process, in order of From, not yet live
+	live     []int // the processes that may draw or have a sample due
 
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
 }
 
-// New returns a node of n boards on the clock now (time.Now when nil).
-// It drives no load until [Node.Start] or [Node.Step].
+type boardState struct {
+	mig      bool
+	accMJ    float64 // energy drawn so far, exact
+	counter  uint64  // the counter's reading: accMJ at its last update
+	idleMJ   float64 // the idle part of accMJ
+	phase    time.Duration
+	nextStep time.Duration // the counter's next update
+	nextSmp  time.Duration // the next utilization sample's end
+	spanFrom time.Duration // the current sample span's start
+	samples  []pending
+}
+
+// pending is a sample and when it becomes visible.
+type pending struct {
+	s       nvmlsource.Sample
+	visible time.Duration
+}
+
+// New returns a node of n boards on the clock now (time.Now when nil)
+// running the default script with [DefaultPhysics]. It drives no load
+// until [Node.Start] or [Node.Step].
 func New(n int, now func() time.Time) (*Node, error) {
+	return NewNode(Config{Boards: n, Now: now})
+}
+
+// NewNode returns the node cfg describes.
+func NewNode(cfg Config) (*Node, error) {
+	n := cfg.Boards
 	if n < 1 || n > 64 {
 		return nil, fmt.Errorf("sim: %d boards; want 1 to 64", n)
 	}
-	if now == nil {
-		now = time.Now
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	nd := &Node{now: now, start: now(), mig: -1, jobs: map[uint32]*simgpu.Job{}}
-	if n >= 8 {
-		nd.mig = n - 1
+	ph := cfg.Physics
+	if ph == (Physics{}) {
+		ph = DefaultPhysics
 	}
-	for b := range n {
-		g, err := simgpu.New(simgpu.Config{
-			Devices: 1, IdleWatts: idleWatts, JoulesPerToken: joulesPerTok, NoPrefill: true,
-			// A process's active energy is its tokens times their energy,
-			// which is its ground truth (ActiveMJ), whatever the batch.
-			Decode:   simgpu.DecodePerToken,
-			MaxWatts: 1500, Seed: uint64(b + 1), Now: now,
-		})
-		if err != nil {
-			return nil, err
+	if ph.SamplePeriod <= 0 {
+		ph.SamplePeriod = DefaultPhysics.SamplePeriod
+	}
+	if ph.CounterPeriod <= 0 {
+		ph.CounterPeriod = DefaultPhysics.CounterPeriod
+	}
+	if ph.Tick <= 0 {
+		ph.Tick = time.Millisecond
+	}
+	if cfg.Procs == nil {
+		cfg.Procs = DefaultScript(n)
+		if n >= 8 && cfg.MIG == nil {
+			cfg.MIG = []int{n - 1}
 		}
-		d := g.Devices()[0]
-		d.ID = fmt.Sprintf("GPU-5151a7ed-0000-4000-8000-%012d", b)
-		d.Index = b
-		d.Name = "Simulated H100"
-		nd.gpus = append(nd.gpus, g)
+	}
+	nd := &Node{cfg: cfg, ph: ph, now: cfg.Now, start: cfg.Now(), procs: cfg.Procs,
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x5151)), lastSeen: make([]uint64, n)}
+	nd.procs = slices.Clone(nd.procs)
+	slices.SortStableFunc(nd.procs, func(a, b Proc) int { return int(a.From - b.From) })
+	nd.truthMJ = make([]float64, len(nd.procs))
+	nd.integ = make([][4]float64, len(nd.procs))
+	for b := range n {
+		d := otelenergy.Device{
+			ID: fmt.Sprintf("GPU-5151a7ed-0000-4000-8000-%012d", b), Index: b,
+			Name: "Simulated H100", Vendor: "NVIDIA", Type: "gpu", MaxWatts: 1500,
+		}
 		nd.devs = append(nd.devs, d)
+		// Each board's counter and sampler run at a phase of their own.
+		phase := time.Duration(b*37%100) * time.Millisecond
+		nd.boards = append(nd.boards, boardState{phase: phase,
+			nextStep: phase + ph.CounterPeriod, nextSmp: phase + ph.SamplePeriod, spanFrom: phase})
+	}
+	for _, m := range cfg.MIG {
+		if m >= 0 && m < n {
+			nd.boards[m].mig = true
+		}
 	}
 	return nd, nil
 }
 
-// proc is one scripted process.
-type proc struct {
-	board      int
-	pid        uint32
-	name       string
-	container  string
-	pod        string
-	util       uint32
-	from, till time.Duration // till 0: forever
-	busyCycle  bool
-}
-
-func (nd *Node) script(t time.Duration) []proc {
-	var ps []proc
-	for b := range nd.gpus {
-		ps = append(ps, proc{board: b, pid: uint32(2000 + b), name: "vllm", util: uint32(30 + 10*(b%4)),
-			container: fmt.Sprintf("%064x", 0xc0de0000+b), pod: fmt.Sprintf("5151a7ed-0000-4000-8000-%012d", b), busyCycle: true})
-		if b%2 == 0 {
-			ps = append(ps, proc{board: b, pid: uint32(3000 + b), name: "trainer", util: 25,
-				container: fmt.Sprintf("%064x", 0xd0c0000+b), from: 10 * time.Second})
-		}
-	}
-	if k := int(t / churnEvery); k >= 0 {
-		from := time.Duration(k) * churnEvery
-		ps = append(ps, proc{board: k % len(nd.gpus), pid: uint32(10000 + k), name: "job", util: 15, from: from, till: from + churnLife})
-	}
-	return ps
-}
-
-func (p proc) active(t time.Duration) bool {
-	return t >= p.from && (p.till == 0 || t < p.till)
-}
-
-func (p proc) utilAt(t time.Duration) uint32 {
-	if p.busyCycle && (t+time.Duration(p.board)*7*time.Second)%cycle >= busyOf {
-		return 0
-	}
-	return p.util
-}
-
-// Start drives the load every 100 ms on a goroutine until Close.
+// Start drives the load on a goroutine until Close, waking every 100 ms
+// (each Step runs every tick since the previous one).
 func (nd *Node) Start() {
 	nd.stop, nd.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(nd.done)
-		t := time.NewTicker(tick)
+		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
@@ -147,106 +237,233 @@ func (nd *Node) Start() {
 	}()
 }
 
-// Step starts and ends the scripted processes due by now and charges
-// each running one's energy for one tick.
+// Step runs the node from the previous Step to now, tick by tick: each
+// process draws its power, each counter steps at its updates, and each
+// board's driver takes its utilization samples.
 func (nd *Node) Step() {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	t := nd.now().Sub(nd.start)
-	live := map[uint32]bool{}
-	for _, p := range nd.script(t) {
-		if !p.active(t) {
+	tk := nd.ph.Tick
+	t := nd.now().Sub(nd.start).Truncate(tk)
+	for nd.last < t {
+		nd.last += tk
+		nd.tick(nd.last)
+	}
+}
+
+// tick advances the node by the tick that ends at t.
+func (nd *Node) tick(t time.Duration) {
+	tk := nd.ph.Tick
+	dt := tk.Seconds()
+	ms := float64(tk) / float64(time.Millisecond)
+	for b := range nd.boards {
+		bs := &nd.boards[b]
+		p := nd.ph.IdleWatts
+		if nd.ph.NoiseWatts > 0 {
+			p += nd.rng.NormFloat64() * nd.ph.NoiseWatts
+		}
+		bs.idleMJ += nd.ph.IdleWatts * dt * 1000
+		bs.accMJ += p * dt * 1000
+	}
+	for nd.next < len(nd.procs) && nd.procs[nd.next].From < t {
+		nd.live = append(nd.live, nd.next)
+		nd.next++
+	}
+	for _, k := range nd.live {
+		pr := &nd.procs[k]
+		if !pr.active(t - tk) {
 			continue
 		}
-		live[p.pid] = true
-		j, ok := nd.jobs[p.pid]
-		if !ok {
-			j = nd.gpus[p.board].Begin(0)
-			nd.jobs[p.pid] = j
+		l := pr.level(t - tk)
+		w := nd.ph.SMWatts*l.SM + nd.ph.MemWatts*l.Mem + nd.ph.EncWatts*l.Enc + nd.ph.DecWatts*l.Dec
+		nd.truthMJ[k] += w * dt * 1000
+		nd.boards[pr.Board].accMJ += w * dt * 1000
+		in := &nd.integ[k]
+		in[0] += l.SM * ms
+		in[1] += l.Mem * ms
+		in[2] += l.Enc * ms
+		in[3] += l.Dec * ms
+	}
+	for b := range nd.boards {
+		bs := &nd.boards[b]
+		if t >= bs.nextStep {
+			bs.counter = uint64(bs.accMJ)
+			bs.nextStep += nd.ph.CounterPeriod
 		}
-		// u % of SM draws u·3 W: over one tick, u·3·0.1 J.
-		if u := p.utilAt(t); u > 0 {
-			j.Tokens(int(float64(u) * wattsPerUtil * tick.Seconds() / joulesPerTok))
+		if t >= bs.nextSmp {
+			nd.sample(b, t)
+			bs.spanFrom, bs.nextSmp = t, bs.nextSmp+nd.ph.SamplePeriod
 		}
 	}
-	for pid, j := range nd.jobs {
-		if !live[pid] {
-			j.End()
-			delete(nd.jobs, pid)
+	// Forget samples no reader can still want, and processes that ended
+	// before the last sample span.
+	if t%time.Second < tk {
+		nd.live = slices.DeleteFunc(nd.live, func(k int) bool {
+			p := &nd.procs[k]
+			return p.Till > 0 && p.Till < t-2*nd.ph.SamplePeriod
+		})
+		for b := range nd.boards {
+			bs := &nd.boards[b]
+			k := 0
+			for k < len(bs.samples) && bs.samples[k].visible < t-10*time.Second {
+				k++
+			}
+			bs.samples = append(bs.samples[:0], bs.samples[k:]...)
 		}
 	}
 }
 
-// Kind returns "simulated": the resource attribute otelenergy.source.
-func (nd *Node) Kind() string { return simgpu.SourceKind }
+// sample records board b's samples for the span that ends at t: one per
+// process with non-zero use in it, its mean utilization rounded to a
+// percent, as NVML's driver keeps them.
+func (nd *Node) sample(b int, t time.Duration) {
+	bs := &nd.boards[b]
+	span := float64((t - bs.spanFrom) / time.Millisecond)
+	ts := uint64(nd.start.Add(t).UnixMicro())
+	for _, k := range nd.live {
+		pr := &nd.procs[k]
+		if pr.Board != b {
+			continue
+		}
+		in := nd.integ[k]
+		nd.integ[k] = [4]float64{}
+		if bs.mig || (in[0] == 0 && in[1] == 0 && in[2] == 0 && in[3] == 0) {
+			continue
+		}
+		r := func(x float64) uint32 { return uint32(math.Round(x / span)) }
+		s := nvmlsource.Sample{Pid: pr.Pid, TimeStamp: ts, SmUtil: r(in[0]), MemUtil: r(in[1]), EncUtil: r(in[2]), DecUtil: r(in[3])}
+		bs.samples = append(bs.samples, pending{s: s, visible: t + nd.ph.SampleLag})
+	}
+}
+
+// Kind returns [SourceKind].
+func (nd *Node) Kind() string { return SourceKind }
 
 // Devices returns the boards.
 func (nd *Node) Devices() []otelenergy.Device { return append([]otelenergy.Device(nil), nd.devs...) }
 
-// ReadEnergy reads board i's simulated counter.
+// ReadEnergy reads board i's counter.
 func (nd *Node) ReadEnergy(i int) (uint64, error) {
-	if i < 0 || i >= len(nd.gpus) {
+	if i < 0 || i >= len(nd.boards) {
 		return 0, fmt.Errorf("%w: board %d", otelenergy.ErrRead, i)
 	}
-	return nd.gpus[i].ReadEnergy(0)
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.boards[i].counter, nil
 }
 
-// Close stops the load and closes the boards.
+// Close stops the load.
 func (nd *Node) Close() error {
 	nd.once.Do(func() {
 		if nd.stop != nil {
 			close(nd.stop)
 			<-nd.done
 		}
-		for _, g := range nd.gpus {
-			g.Close()
-		}
 	})
 	return nil
 }
 
-// Read lists board i's scripted processes at now, each with one
-// utilization sample, or under MIG per instance with none.
+// Read lists board i's processes at the last Step as a
+// [nvmlsource.ProcessReader] would: the processes running, and the
+// utilization samples visible by now and newer than the previous Read's
+// newest. Under MIG the processes are listed per instance with no
+// samples.
 func (nd *Node) Read(i int, b *nvmlsource.BoardProcesses) error {
 	b.Reset()
-	if i < 0 || i >= len(nd.gpus) {
+	if i < 0 || i >= len(nd.boards) {
 		return fmt.Errorf("%w: board %d", otelenergy.ErrRead, i)
 	}
-	t := nd.now().Sub(nd.start)
-	b.MIG = i == nd.mig
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	t := nd.last
+	bs := &nd.boards[i]
+	b.MIG = bs.mig
 	if b.MIG {
 		b.Utilization = nvmlsource.UtilUnsupported
 	}
 	k := 0
-	for _, p := range nd.script(t) {
-		if p.board != i || !p.active(t) {
+	for _, j := range nd.live {
+		p := &nd.procs[j]
+		if p.Board != i || !p.active(t) {
 			continue
 		}
-		u := nvmlsource.ProcessUsage{Pid: p.pid, Listed: true}
+		u := nvmlsource.ProcessUsage{Pid: p.Pid, Listed: true}
 		if b.MIG {
 			u.Instance = fmt.Sprintf("MIG-5151a7ed-0000-4000-8000-%08d%04d", i, k%2)
-		} else if su := p.utilAt(t); su > 0 {
-			u.SmUtil, u.Samples = uint64(su), 1
 		}
 		b.Processes = append(b.Processes, u)
 		k++
 	}
+	last := nd.lastSeen[i]
+	for _, ps := range bs.samples {
+		if ps.visible > t || ps.s.TimeStamp <= last {
+			continue
+		}
+		nd.lastSeen[i] = max(nd.lastSeen[i], ps.s.TimeStamp)
+		b.Samples = append(b.Samples, ps.s)
+		var u *nvmlsource.ProcessUsage
+		for k := range b.Processes {
+			if b.Processes[k].Pid == ps.s.Pid {
+				u = &b.Processes[k]
+			}
+		}
+		if u == nil {
+			b.Processes = append(b.Processes, nvmlsource.ProcessUsage{Pid: ps.s.Pid})
+			u = &b.Processes[len(b.Processes)-1]
+		}
+		u.SmUtil += uint64(ps.s.SmUtil)
+		u.Samples++
+	}
 	return nil
 }
 
-// ActiveMJ returns the energy that running process pid has drawn above
-// the board's idle power so far, the ground truth of its share: its
-// simulated tokens times their energy. ok is false for a process not
-// running.
-func (nd *Node) ActiveMJ(pid uint32) (mj float64, ok bool) {
+// TruthMJ returns the energy process pid (the first scripted process with
+// that pid) has drawn above its board's idle power so far: the ground
+// truth of its share. ok is false for a pid not in the script.
+func (nd *Node) TruthMJ(pid uint32) (mj float64, ok bool) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	j, ok := nd.jobs[pid]
-	if !ok {
+	for k := range nd.procs {
+		if nd.procs[k].Pid == pid {
+			return nd.truthMJ[k], true
+		}
+	}
+	return 0, false
+}
+
+// ActiveMJ returns the energy running process pid has drawn above idle so
+// far; ok is false for a process not running.
+func (nd *Node) ActiveMJ(pid uint32) (mj float64, ok bool) {
+	nd.mu.Lock()
+	t := nd.last
+	running := false
+	for k := range nd.procs {
+		if nd.procs[k].Pid == pid && nd.procs[k].active(t) {
+			running = true
+		}
+	}
+	nd.mu.Unlock()
+	if !running {
 		return 0, false
 	}
-	return float64(j.OutputTokens()) * joulesPerTok * 1000, true
+	return nd.TruthMJ(pid)
 }
+
+// BoardTruth is one board's true figures so far, in mJ.
+type BoardTruth struct {
+	// EnergyMJ is all the board drew; IdleMJ its idle part.
+	EnergyMJ, IdleMJ float64
+}
+
+// Board returns board i's true figures so far.
+func (nd *Node) Board(i int) BoardTruth {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return BoardTruth{EnergyMJ: nd.boards[i].accMJ, IdleMJ: nd.boards[i].idleMJ}
+}
+
+// Procs returns the script.
+func (nd *Node) Procs() []Proc { return nd.procs }
 
 // StartTime returns a scripted process's start time: its pid, since no
 // scripted pid is reused.
@@ -263,14 +480,16 @@ func (nd *Node) Info(pid uint32) (procfs.Info, error) {
 	if !ok {
 		return procfs.Info{}, fmt.Errorf("%w: pid %d", procfs.ErrGone, pid)
 	}
-	return procfs.Info{StartTime: uint64(pid), Name: p.name, ContainerID: p.container, PodUID: p.pod}, nil
+	return procfs.Info{StartTime: uint64(pid), Name: p.Name, ContainerID: p.Container, PodUID: p.Pod}, nil
 }
 
-func (nd *Node) find(pid uint32) (proc, bool) {
-	for _, p := range nd.script(nd.now().Sub(nd.start)) {
-		if p.pid == pid {
+func (nd *Node) find(pid uint32) (*Proc, bool) {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for _, k := range nd.live {
+		if p := &nd.procs[k]; p.Pid == pid && p.active(nd.last) {
 			return p, true
 		}
 	}
-	return proc{}, false
+	return nil, false
 }

@@ -33,7 +33,7 @@ func TestSimulatedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mon.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: nd, Resolver: nd, MeterProvider: mp})
+	ag, err := agent.New(agent.Config{Rings: mon, Lister: nd, Resolver: nd, MeterProvider: mp, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

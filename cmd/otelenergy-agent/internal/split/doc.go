@@ -6,12 +6,11 @@
 //
 // The agent lists each board's processes and reads their SM utilization
 // once per window (its process interval, one second by default). A window
-// holds the board's counter intervals that ended in it: the spans between
-// consecutive steps of the board's energy counter, as the library's
-// sampler records them in its ring. Per-process utilization is sampled by
-// the driver every 1/6 s to 1 s and a sample can be seconds stale, so a
-// window's utilization applies to all of its intervals: finer alignment
-// would be false precision.
+// holds counter intervals: the spans between consecutive steps of the
+// board's energy counter, as the library's sampler records them in its
+// ring. [Window] applies one set of weights to all of its intervals; the
+// agent's package attrib calls it once per interval, with the weights of
+// the utilization samples that cover that interval.
 //
 // # The split
 //
@@ -19,16 +18,19 @@
 // min(E, Ps·Δt) is idle energy (Ps from [Static]); the rest is active.
 // The window's active energy then goes, by [Mode]:
 //
-//   - [Measured]: to the listed processes in proportion to their weights,
-//     each process's SM utilization summed over the window's samples.
-//     When no process is listed, or no weight is positive (NVML answered
-//     NOT_FOUND: no process used the SMs), it is unattributed.
+//   - [Measured]: to the processes in proportion to their weights (the
+//     agent gives each process's modelled power over the interval, or
+//     its SM utilization until the model is learned). When no process is
+//     given, or no weight is positive (no sample covers the interval), it
+//     is unattributed.
 //   - [Unmeasured]: the board gives no per-process utilization (MIG,
 //     vGPU, GetProcessUtilization NOT_SUPPORTED). The active energy is
-//     split evenly among the listed processes, and the result says so
-//     (Shared), so that the exported figures are marked as an even share
-//     of a shared board rather than a measurement. With no process listed
-//     it is unattributed.
+//     split by the weights the board gives instead (under MIG, each
+//     instance's compute slices, or its GPM SM activity times its slices,
+//     shared among the instance's processes), or evenly when it gives
+//     none, and the result says so (Shared), so that the exported figures
+//     are marked as a share of a shared board rather than a measurement.
+//     With no process listed it is unattributed.
 //   - [Unknown]: the listing failed. The active energy is unattributed.
 //
 // # Guarantees

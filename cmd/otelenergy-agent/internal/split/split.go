@@ -24,7 +24,9 @@ const (
 	// samples; all zero when NVML reported no sample (NOT_FOUND).
 	Measured Mode = iota
 	// Unmeasured: the processes are listed but the board gives no
-	// per-process utilization (MIG, vGPU, NOT_SUPPORTED).
+	// per-process utilization (MIG, vGPU, NOT_SUPPORTED). Weights, when
+	// any is positive, are what the board tells instead (under MIG, each
+	// instance's compute slices or GPM activity); all zero splits evenly.
 	Unmeasured
 	// Unknown: the listing failed; nothing is known of who used the
 	// board.
@@ -41,8 +43,9 @@ type Result struct {
 	UnattributedMJ uint64
 	// ActiveMJ is the energy above the static part, attributed or not.
 	ActiveMJ uint64
-	// Shared is true when the processes' shares are even splits of an
-	// [Unmeasured] board.
+	// Shared is true when the processes' shares are splits of an
+	// [Unmeasured] board: by its instances' weights or even, not by
+	// each process's own use.
 	Shared bool
 }
 
@@ -79,7 +82,9 @@ func Window(ivs []Interval, staticW float64, mode Mode, weights, out []uint64) R
 		r.UnattributedMJ = r.ActiveMJ
 	case mode == Unmeasured:
 		r.Shared = true
-		even(r.ActiveMJ, out[:len(weights)])
+		if !Give(r.ActiveMJ, weights, out) {
+			even(r.ActiveMJ, out[:len(weights)])
+		}
 	default:
 		if !Give(r.ActiveMJ, weights, out) {
 			r.UnattributedMJ = r.ActiveMJ

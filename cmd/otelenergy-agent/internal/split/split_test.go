@@ -62,6 +62,7 @@ func TestWindow(t *testing.T) {
 		{"no process", split.Measured, nil, nil, 60000, false},
 		{"MIG: even and shared", split.Unmeasured, []uint64{0, 0, 0, 0, 0, 0, 0}, []uint64{8572, 8572, 8572, 8571, 8571, 8571, 8571}, 0, true},
 		{"MIG with no process", split.Unmeasured, nil, nil, 60000, false},
+		{"MIG by slices: 1g and 3g", split.Unmeasured, []uint64{1, 3}, []uint64{15000, 45000}, 0, true},
 		{"failed listing", split.Unknown, []uint64{50, 50}, []uint64{0, 0}, 60000, false},
 	}
 	for _, tt := range tests {

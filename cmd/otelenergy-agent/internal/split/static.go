@@ -10,7 +10,10 @@ const DefaultStaticHorizon = 300.0 // seconds
 // Static learns a board's static power: what it draws when no process
 // keeps its SMs busy. It is the agent's counterpart of the ledger's static
 // term (E ≈ Ps·Δt + the work's part), fitted from windows instead of
-// requests. The zero value learns with [DefaultStaticHorizon].
+// requests. The agent uses it on boards without per-process utilization
+// (MIG, vGPU), which it observes at utilization zero when they list no
+// process; boards with utilization learn theirs in package attrib. The
+// zero value learns with [DefaultStaticHorizon].
 //
 // Ps is, in this order of preference:
 //

@@ -52,3 +52,24 @@ func TestStaticForgets(t *testing.T) {
 		t.Fatalf("Watts = %v, want about 60", got)
 	}
 }
+
+// TestStaticClampsToMeanPower feeds a board whose power falls as its
+// utilization rises (a memory-bound phase that stalls the SMs draws less
+// than a lighter compute-bound one): the line's intercept, 200 W, lies
+// above every window's power, and static power above the board's mean
+// would leave the processes a negative share. The estimate is clamped to
+// the windows' mean power.
+func TestStaticClampsToMeanPower(t *testing.T) {
+	var s split.Static
+	var sumP float64
+	util := func(i int) float64 { return 0.2 + 0.6*float64(i/4%5)/4 }
+	n := 120
+	for i := range n {
+		sumP += 200 - 100*util(i)
+	}
+	observe(&s, n, 200, -100, util)
+	mean := sumP / float64(n)
+	if got := s.Watts(); got > mean+1 || got < mean-10 {
+		t.Fatalf("Watts = %.1f, want the mean power %.1f (the intercept, 200 W, clamped)", got, mean)
+	}
+}

@@ -1,0 +1,483 @@
+package attrib
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+	"github.com/otelenergy/otelenergy/internal/nnls"
+)
+
+// Terms of the power model (see the package doc).
+const (
+	TermStatic = iota
+	TermSM
+	TermMem
+	TermEnc
+	TermDec
+	NumTerms
+)
+
+// TermNames are the terms' names, as the coefficient gauge labels them.
+var TermNames = [NumTerms]string{"static", "sm", "memory", "encoder", "decoder"}
+
+// DefaultHold is how long an interval waits for the utilization samples
+// that cover it: NVML's sample period is up to 1 s, and a sample is
+// visible some hundreds of milliseconds after its timestamp.
+const DefaultHold = 2 * time.Second
+
+// DefaultHorizon is the time constant over which the model and the idle
+// power forget.
+const DefaultHorizon = 300 * time.Second
+
+const (
+	// guard is how far from any sample an interval must be to count as
+	// idle, and how far an interval no sample covers looks for the
+	// processes to give its energy: the counter's steps are located to
+	// within about one update period, and a reading describes activity up
+	// to a period before it.
+	guard = int64(300 * time.Millisecond)
+	// minIdle is the idle time, in seconds, after which the mean power of
+	// idle intervals is the idle power.
+	minIdle = 2.0
+	// maxSpan is the longest span a sample is taken to describe: NVML's
+	// longest sample period.
+	maxSpan = int64(time.Second)
+	// minRows is the effective number of model rows, about a second
+	// each, before the model's weights are used, and minIntercept before
+	// its static term is taken for the idle power.
+	minRows      = 8
+	minIntercept = 30
+	// keepSegs is how long a sample's span is kept after the newest
+	// interval split.
+	keepSegs = int64(2 * time.Second)
+)
+
+// Sample is one process's utilization over a span of time, on the ring's
+// time scale (nanoseconds since the Monitor's epoch).
+type Sample struct {
+	Pid uint32
+	// T1 ends the span. T0 starts it; when T0 is zero or not before T1,
+	// the span starts at the board's previous sampling instant, or one
+	// sample period before T1, whichever is later: NVML's sample
+	// describes the time since the driver's previous sample.
+	T0, T1 int64
+	// SM, Mem, Enc and Dec are the utilization over the span, in percent.
+	SM, Mem, Enc, Dec uint32
+	// Unaligned marks a sample whose timestamp is not on the ring's
+	// scale, given the span of the intervals it arrived with: it is never
+	// stretched to a neighbouring interval.
+	Unaligned bool
+}
+
+// Config configures a [Board].
+type Config struct {
+	// Hold is how long, past its end, an interval no sample has reached
+	// yet waits before it is split without them; zero selects
+	// DefaultHold, and a negative hold waits for nothing.
+	Hold time.Duration
+	// IdleWatts, when positive, is the idle power, and none is learned.
+	IdleWatts float64
+	// Horizon is the forgetting time constant; zero or less selects
+	// DefaultHorizon.
+	Horizon time.Duration
+}
+
+// Result is what one [Board.Split] gave out.
+type Result struct {
+	// Pids and MJ are parallel: MJ[k] is process Pids[k]'s share.
+	Pids []uint32
+	MJ   []uint64
+	// IdleMJ and UnattributedMJ are the idle and unattributed parts.
+	IdleMJ, UnattributedMJ uint64
+	// SplitMJ is the energy of the intervals split: the sum of all the
+	// above.
+	SplitMJ uint64
+}
+
+func (r *Result) reset() {
+	r.Pids, r.MJ = r.Pids[:0], r.MJ[:0]
+	r.IdleMJ, r.UnattributedMJ, r.SplitMJ = 0, 0, 0
+}
+
+func (r *Result) give(pid uint32, mj uint64) {
+	for k, p := range r.Pids {
+		if p == pid {
+			r.MJ[k] += mj
+			return
+		}
+	}
+	r.Pids = append(r.Pids, pid)
+	r.MJ = append(r.MJ, mj)
+}
+
+// seg is one sample's span.
+type seg struct {
+	pid       uint32
+	t0, t1    int64
+	u         [4]float64 // percent
+	unaligned bool
+}
+
+// Board is one board's alignment, model and idle power. The zero value is
+// not usable; create one with [New]. A Board is not safe for concurrent
+// use.
+type Board struct {
+	cfg     Config
+	hold    int64
+	horizon float64 // s
+
+	pending   []split.Interval
+	pendingMJ uint64
+	segs      []seg
+	frontier  int64 // the newest sample's end
+	instant   int64 // the board's newest sampling instant
+	period    int64 // the driver's sample period, as estimated
+	lastT1    int64 // the end of the newest interval split
+
+	fit      nnls.Fit
+	theta    [nnls.MaxTerms]float64
+	usable   bool
+	idleW    float64 // Σ decayed idle seconds
+	idleMJ   float64 // Σ decayed idle energy
+	lastIdle int64
+	prior    float64
+
+	// scratch
+	ids     []uint32
+	feat    [][4]float64
+	weights []uint64
+	out     []uint64
+}
+
+// New returns a Board.
+func New(cfg Config) *Board {
+	b := &Board{cfg: cfg, hold: int64(cfg.Hold), horizon: cfg.Horizon.Seconds(), period: maxSpan}
+	if b.hold == 0 {
+		b.hold = int64(DefaultHold)
+	}
+	if b.horizon <= 0 {
+		b.horizon = DefaultHorizon.Seconds()
+	}
+	return b
+}
+
+// Push adds counter intervals, oldest first, after those pushed before.
+func (b *Board) Push(ivs []split.Interval) {
+	for _, iv := range ivs {
+		b.pending = append(b.pending, iv)
+		b.pendingMJ += iv.EnergyMJ
+	}
+}
+
+// PendingMJ returns the energy of the intervals pushed and not yet split.
+func (b *Board) PendingMJ() uint64 { return b.pendingMJ }
+
+// AddSamples adds utilization samples. It sorts ss by T1.
+func (b *Board) AddSamples(ss []Sample) {
+	sortByT1(ss)
+	// Learn the period first, from the gaps between sampling instants
+	// that are not multiples of it (an idle board skips instants), so
+	// that the first sample after an idle spell is not stretched.
+	last := b.instant
+	for _, s := range ss {
+		if s.T1 <= last {
+			continue
+		}
+		if g := s.T1 - last; last > 0 && g > 0 {
+			if g < b.period {
+				b.period = g
+			} else if g < 2*b.period {
+				b.period += (min(g, maxSpan) - b.period) / 16
+			}
+		}
+		last = s.T1
+	}
+	prev := b.instant
+	for k, s := range ss {
+		if k > 0 && s.T1 != ss[k-1].T1 {
+			prev = ss[k-1].T1
+		}
+		b.instant = max(b.instant, s.T1)
+		t0 := s.T0
+		if t0 <= 0 || t0 >= s.T1 {
+			t0 = max(prev, s.T1-min(b.period, maxSpan))
+			if t0 >= s.T1 {
+				t0 = s.T1 - min(b.period, maxSpan)
+			}
+		}
+		b.segs = append(b.segs, seg{pid: s.Pid, t0: t0, t1: s.T1,
+			u: [4]float64{float64(s.SM), float64(s.Mem), float64(s.Enc), float64(s.Dec)}, unaligned: s.Unaligned})
+		b.frontier = max(b.frontier, s.T1)
+	}
+}
+
+// IdleWatts returns the idle power as known now: IdleWatts when fixed;
+// else the mean power of the idle intervals once they add up to two
+// seconds (an interval is idle when no sample's span comes within 300 ms
+// of it); else the model's static term once about 30 s of rows are
+// behind it; else the prior ([Board.SetPrior]); else 0, and the
+// processes carry the static part.
+func (b *Board) IdleWatts() float64 {
+	w, _, _ := b.Idle()
+	return w
+}
+
+// IdleSource says where a board's idle power comes from.
+type IdleSource uint8
+
+// The sources of [Board.IdleWatts], in its order of preference.
+const (
+	IdleNone      IdleSource = iota // nothing learned: 0
+	IdleFixed                       // Config.IdleWatts
+	IdleIntervals                   // the board's own idle intervals
+	IdleModel                       // the power model's static term
+	IdlePeers                       // identical boards' idle intervals
+)
+
+// IdleSourceNames name the sources, as the idle gauges label them.
+var IdleSourceNames = [...]string{"none", "fixed", "idle_intervals", "model", "peers"}
+
+// Idle returns the idle power (see [Board.IdleWatts]), where it comes
+// from, and the seconds of data behind it after forgetting: idle seconds
+// from idle intervals, model rows (about a second each) from the model,
+// zero otherwise.
+func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
+	switch {
+	case b.cfg.IdleWatts > 0:
+		return b.cfg.IdleWatts, IdleFixed, 0
+	case b.idleW >= minIdle:
+		return b.idleMJ / 1000 / b.idleW, IdleIntervals, b.idleW
+	case b.usable && b.fit.Count() >= minIntercept:
+		return b.theta[TermStatic], IdleModel, b.fit.Count()
+	case b.prior > 0:
+		return b.prior, IdlePeers, 0
+	}
+	return 0, IdleNone, 0
+}
+
+// OwnIdle returns the idle power measured on this board's own idle
+// intervals, and false until they add up to two seconds.
+func (b *Board) OwnIdle() (float64, bool) {
+	if b.idleW < minIdle {
+		return 0, false
+	}
+	return b.idleMJ / 1000 / b.idleW, true
+}
+
+// SetPrior sets the idle power to use while the board has learned none
+// of its own: the agent passes what identical boards beside it measured.
+// Zero or less clears it.
+func (b *Board) SetPrior(w float64) { b.prior = max(w, 0) }
+
+// ModelRows returns the effective number of rows, about a second each,
+// behind the power model.
+func (b *Board) ModelRows() float64 { return b.fit.Count() }
+
+// Model returns the power model's coefficients (see the package doc),
+// and whether they split the energy yet.
+func (b *Board) Model() (theta [NumTerms]float64, learned bool) {
+	copy(theta[:], b.theta[:NumTerms])
+	if b.cfg.IdleWatts > 0 || b.idleW >= minIdle {
+		theta[TermStatic] = b.IdleWatts()
+	}
+	return theta, b.usable
+}
+
+// Split splits the pending intervals whose samples have arrived, a sample
+// ending at or after their end has been seen, or whose hold has passed
+// by now (on the ring's scale), or all of them when flush is set; r
+// receives the shares. It then refits the model.
+func (b *Board) Split(now int64, flush bool, r *Result) {
+	r.reset()
+	k := 0
+	for k < len(b.pending) {
+		iv := b.pending[k]
+		if !flush && b.hold >= 0 && iv.T1 > b.frontier && iv.T1+b.hold > now {
+			break
+		}
+		k++
+	}
+	if k == 0 {
+		return
+	}
+	staticW := b.IdleWatts()
+	var x [NumTerms]float64
+	var y, dt float64
+	for _, iv := range b.pending[:k] {
+		d := float64(iv.T1-iv.T0) / 1e9
+		if b.splitOne(iv, staticW, r, &x) && d > 0 {
+			dt += d
+			y += float64(iv.EnergyMJ) / 1000
+		}
+		b.lastT1 = max(b.lastT1, iv.T1)
+	}
+	b.pending = append(b.pending[:0], b.pending[k:]...)
+	b.pendingMJ -= r.SplitMJ
+	// One model row per split: its intervals together, a second or so,
+	// weighed by its length (its terms scaled by 1/√Δt, so that its
+	// squared residual counts once per second, as independent seconds
+	// would).
+	if dt > 0 {
+		x[TermStatic] = dt
+		sc := 1 / math.Sqrt(dt)
+		for t := range x {
+			x[t] *= sc
+		}
+		y *= sc
+		b.fit.Add(x[:], y, math.Exp(-dt/b.horizon))
+		b.refit()
+	}
+	// Spans that no pending interval can still reach.
+	cut := b.lastT1 - keepSegs
+	b.segs = slices.DeleteFunc(b.segs, func(s seg) bool { return s.t1 < cut })
+}
+
+// splitOne splits one interval into r. It reports whether the interval
+// teaches the model, and then adds its terms to x: an interval given to
+// processes whose samples do not overlap it, only come near it, does not.
+func (b *Board) splitOne(iv split.Interval, staticW float64, r *Result, x *[NumTerms]float64) bool {
+	one := [1]split.Interval{iv}
+	d := float64(iv.T1-iv.T0) / 1e9
+	b.decayIdle(iv.T1)
+	exact := b.gather(iv.T0, iv.T1, false)
+	if !exact && !b.gather(iv.T0-guard, iv.T1+guard, true) {
+		// No process near: idle, and the rest is unattributed.
+		if d > 0 {
+			b.idleW += d
+			b.idleMJ += float64(iv.EnergyMJ)
+		}
+		if w, src, _ := b.Idle(); src == IdleNone || src == IdlePeers {
+			// The board's first idle moments: until they add up to a
+			// measurement, their own mean is the best idle power there
+			// is, better than none or a sibling's.
+			staticW = b.idleMJ / 1000 / b.idleW
+		} else {
+			staticW = w // this interval may have completed the measurement
+		}
+		w := split.Window(one[:], staticW, split.Measured, nil, nil)
+		r.IdleMJ += w.IdleMJ
+		r.UnattributedMJ += w.UnattributedMJ
+		r.SplitMJ += iv.EnergyMJ
+		return true
+	}
+	b.weights = b.weights[:0]
+	var total uint64
+	for k := range b.ids {
+		f := &b.feat[k]
+		if exact {
+			for t := range 4 {
+				x[TermSM+t] += f[t] / 100
+			}
+		}
+		var w uint64
+		if b.usable {
+			// Modelled energy in µJ: Σ coefficient (W at 100 %) × s at 100 %.
+			m := 0.0
+			for t := range 4 {
+				m += b.theta[TermSM+t] * f[t] / 100
+			}
+			w = uint64(max(m*1e6, 0))
+		}
+		b.weights = append(b.weights, w)
+		total += w
+	}
+	if total == 0 {
+		// Until the model is learned, or where it sees no power in what
+		// the samples show: SM shares, in ‰·s.
+		for k := range b.ids {
+			b.weights[k] = uint64(b.feat[k][0] * 1000)
+		}
+	}
+	b.out = b.out[:0]
+	for range b.ids {
+		b.out = append(b.out, 0)
+	}
+	w := split.Window(one[:], staticW, split.Measured, b.weights, b.out)
+	r.IdleMJ += w.IdleMJ
+	r.UnattributedMJ += w.UnattributedMJ
+	r.SplitMJ += iv.EnergyMJ
+	for k, pid := range b.ids {
+		if b.out[k] > 0 {
+			r.give(pid, b.out[k])
+		}
+	}
+	return exact
+}
+
+// gather collects into ids and feat each process's utilization integrated
+// over [t0, t1), in percent·seconds, and reports whether any sample's
+// span overlaps it; alignedOnly skips the unaligned samples.
+func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
+	b.ids, b.feat = b.ids[:0], b.feat[:0]
+	any := false
+	for _, s := range b.segs {
+		if alignedOnly && s.unaligned {
+			continue
+		}
+		o := min(s.t1, t1) - max(s.t0, t0)
+		if o <= 0 {
+			continue
+		}
+		any = true
+		sec := float64(o) / 1e9
+		k := slices.Index(b.ids, s.pid)
+		if k < 0 {
+			b.ids = append(b.ids, s.pid)
+			b.feat = append(b.feat, [4]float64{})
+			k = len(b.ids) - 1
+		}
+		for t := range 4 {
+			b.feat[k][t] += s.u[t] * sec
+		}
+	}
+	return any
+}
+
+// decayIdle forgets idle data up to t.
+func (b *Board) decayIdle(t int64) {
+	if b.lastIdle != 0 && t > b.lastIdle {
+		d := math.Exp(-float64(t-b.lastIdle) / 1e9 / b.horizon)
+		b.idleW *= d
+		b.idleMJ *= d
+	}
+	b.lastIdle = max(b.lastIdle, t)
+}
+
+// refit solves the model, the static term given when the idle power is
+// known otherwise.
+func (b *Board) refit() {
+	if b.fit.Count() < minRows {
+		return
+	}
+	var base [nnls.MaxTerms]float64
+	given := uint(0)
+	if b.cfg.IdleWatts > 0 || b.idleW >= minIdle {
+		base[TermStatic] = b.IdleWatts()
+		given = 1 << TermStatic
+	}
+	th, ok := b.fit.Solve(base, given)
+	if !ok {
+		return
+	}
+	b.theta = th
+	b.usable = false
+	for t := TermSM; t < NumTerms; t++ {
+		if th[t] > 0 {
+			b.usable = true
+		}
+	}
+}
+
+func sortByT1(ss []Sample) {
+	slices.SortFunc(ss, func(x, y Sample) int {
+		switch {
+		case x.T1 < y.T1:
+			return -1
+		case x.T1 > y.T1:
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,176 @@
+// Package nnls fits a linear model with non-negative coefficients to rows
+// that arrive one at a time, forgetting old rows exponentially. It is the
+// method of the ledger's energy model (ledger/fit.go), sized at run time,
+// for the agent's per-board power model.
+//
+// # Method
+//
+// [Fit] keeps the weighted normal equations, A = Σ λ·x·xᵀ and
+// b = Σ λ·x·y, and [Fit.Solve] tries every subset of the terms the data
+// have seen as the free set, solving each by Gaussian elimination with a
+// small ridge, and keeps the feasible (all free coefficients
+// non-negative) solution with the best Bayesian information criterion: a
+// term earns its place only by explaining enough of y for the data there
+// is. With k terms that is at most 2^k − 1 solves of at most k×k, so k is
+// capped at [MaxTerms].
+//
+// # Guarantees
+//
+// Every coefficient Solve returns is non-negative or given. Add and
+// Solve allocate nothing. A Fit is not safe for concurrent use.
+package nnls
+
+import "math"
+
+// MaxTerms is the most terms a [Fit] holds.
+const MaxTerms = 8
+
+// Fit is the state of one fit. The zero value is an empty fit of
+// MaxTerms terms; unused terms stay zero and are never chosen.
+type Fit struct {
+	a  [MaxTerms][MaxTerms]float64
+	b  [MaxTerms]float64
+	yy float64
+	n  float64
+}
+
+// Add folds in one row, x → y, after weighing the past by lambda (1 keeps
+// it all, 0 forgets it). Terms of x beyond MaxTerms are ignored.
+func (f *Fit) Add(x []float64, y, lambda float64) {
+	x = x[:min(len(x), MaxTerms)]
+	for i := range MaxTerms {
+		f.b[i] *= lambda
+		for j := range MaxTerms {
+			f.a[i][j] *= lambda
+		}
+	}
+	for i, xi := range x {
+		f.b[i] += xi * y
+		for j, xj := range x {
+			f.a[i][j] += xi * xj
+		}
+	}
+	f.yy = lambda*f.yy + y*y
+	f.n = lambda*f.n + 1
+}
+
+// Count returns the effective number of rows.
+func (f *Fit) Count() float64 { return f.n }
+
+// Solve returns the coefficients: term i is base[i] when given has bit i
+// set, and fitted otherwise (zero when the data never saw it). ok is false
+// when no row was added or no choice of free terms is feasible.
+func (f *Fit) Solve(base [MaxTerms]float64, given uint) (theta [MaxTerms]float64, ok bool) {
+	if f.n <= 0 {
+		return theta, false
+	}
+	mask := uint(0)
+	for i := range MaxTerms {
+		if given&(1<<i) == 0 {
+			base[i] = 0
+			if f.a[i][i] > 0 {
+				mask |= 1 << i
+			}
+		}
+	}
+	best, bestScore := base, math.Inf(1)
+	if given != 0 {
+		bestScore = f.score(base, 0)
+	}
+	for set := mask; set > 0; set = (set - 1) & mask {
+		var idx [MaxTerms]int
+		k := 0
+		for i := range MaxTerms {
+			if set&(1<<i) != 0 {
+				idx[k] = i
+				k++
+			}
+		}
+		th, solved := f.solveSubset(idx[:k], base)
+		if !solved {
+			continue
+		}
+		full := base
+		feasible := true
+		for j, i := range idx[:k] {
+			if !(th[j] >= 0) { // NaN too
+				feasible = false
+				break
+			}
+			full[i] = th[j]
+		}
+		if !feasible {
+			continue
+		}
+		if s := f.score(full, k); s < bestScore {
+			best, bestScore = full, s
+		}
+	}
+	if math.IsInf(bestScore, 1) {
+		return theta, false
+	}
+	return best, true
+}
+
+// score is the Bayesian information criterion of theta with k free terms.
+func (f *Fit) score(theta [MaxTerms]float64, k int) float64 {
+	return f.n*math.Log(max(f.RSS(theta), 1e-12)/f.n) + float64(k)*math.Log(f.n)
+}
+
+// RSS returns the weighted residual sum of squares of theta.
+func (f *Fit) RSS(theta [MaxTerms]float64) float64 {
+	r := f.yy
+	for i := range MaxTerms {
+		r -= 2 * theta[i] * f.b[i]
+		for j := range MaxTerms {
+			r += theta[i] * f.a[i][j] * theta[j]
+		}
+	}
+	return r
+}
+
+// solveSubset solves the normal equations restricted to idx, the other
+// terms taken from base, by Gaussian elimination with partial pivoting
+// and a small ridge, so that a term the data cannot tell from another
+// does not blow up.
+func (f *Fit) solveSubset(idx []int, base [MaxTerms]float64) ([MaxTerms]float64, bool) {
+	var out [MaxTerms]float64
+	k := len(idx)
+	var g [MaxTerms][MaxTerms + 1]float64
+	for r, i := range idx {
+		for c, j := range idx {
+			g[r][c] = f.a[i][j]
+		}
+		g[r][r] *= 1 + 1e-9
+		g[r][k] = f.b[i]
+		for j := range MaxTerms {
+			g[r][k] -= f.a[i][j] * base[j]
+		}
+	}
+	for c := range k {
+		p := c
+		for r := c + 1; r < k; r++ {
+			if math.Abs(g[r][c]) > math.Abs(g[p][c]) {
+				p = r
+			}
+		}
+		if g[p][c] == 0 {
+			return out, false
+		}
+		g[c], g[p] = g[p], g[c]
+		for r := c + 1; r < k; r++ {
+			q := g[r][c] / g[c][c]
+			for cc := c; cc <= k; cc++ {
+				g[r][cc] -= q * g[c][cc]
+			}
+		}
+	}
+	for r := k - 1; r >= 0; r-- {
+		s := g[r][k]
+		for c := r + 1; c < k; c++ {
+			s -= g[r][c] * out[c]
+		}
+		out[r] = s / g[r][r]
+	}
+	return out, true
+}
