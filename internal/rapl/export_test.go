@@ -1,0 +1,4 @@
+package rapl
+
+// WithOpen exposes withOpen to the external tests.
+var WithOpen = withOpen
