@@ -67,3 +67,38 @@ func abs(x int64) int64 {
 }
 
 func absDur(d time.Duration) time.Duration { return time.Duration(abs(int64(d))) }
+
+// TestStampedPlacesAtStamp: a device that updates every 10 ms on a clock
+// offset by an unknown amount, read every 17 ms with reads that take
+// 0-2 ms. Read instants alone place a step up to 17 ms late; the stamps
+// place it within the smallest read latency seen.
+func TestStampedPlacesAtStamp(t *testing.T) {
+	const ms = int64(1e6)
+	const devOffset = 123456789 * ms // sampler time = device time + offset
+	var e Stamped
+	var worst, worstPlain int64
+	var plain Estimator
+	for k := range 2000 {
+		tr := int64(k)*17*ms + int64(k*7919%3)*ms    // read return, with latency jitter
+		lastStep := (tr - 1) / (10 * ms) * (10 * ms) // the latest update before the read
+		stamp := lastStep - devOffset
+		prevStep := (tr - 17*ms - 1) / (10 * ms) * (10 * ms)
+		changed := k == 0 || lastStep != prevStep
+		at, ok := e.ObserveStamped(tr, changed, stamp)
+		pat, pok := plain.Observe(tr, changed)
+		if !ok || k < 300 {
+			continue
+		}
+		if at < lastStep {
+			t.Fatalf("read %d: placed at %d, before the step at %d", k, at, lastStep)
+		}
+		worst = max(worst, at-lastStep)
+		if pok {
+			worstPlain = max(worstPlain, pat-lastStep)
+		}
+	}
+	if worst > 2*ms {
+		t.Errorf("stamped steps placed up to %v ms late, want at most the 2 ms read latency", float64(worst)/1e6)
+	}
+	t.Logf("worst lateness: stamped %.2f ms, from reads alone %.2f ms", float64(worst)/1e6, float64(worstPlain)/1e6)
+}
