@@ -1,7 +1,6 @@
 package amdsmi
 
 var (
-	WithSleep         = withSleep
 	WithShareInterval = withShareInterval
 )
 

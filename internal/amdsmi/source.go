@@ -71,9 +71,10 @@ func WithProcesses(pids ...int) Option {
 	return optionFunc(func(c *config) { c.pids = slices.Clone(pids) })
 }
 
-// withSleep replaces time.Sleep in the start check; tests advance a fake
-// clock instead.
-func withSleep(f func(time.Duration)) Option { return optionFunc(func(c *config) { c.sleep = f }) }
+// WithSleep replaces time.Sleep in the start check, which lets each
+// counter run for 0.5 s: a simulated node advances its clock instead. The
+// default is time.Sleep.
+func WithSleep(f func(time.Duration)) Option { return optionFunc(func(c *config) { c.sleep = f }) }
 
 // withShareInterval sets the listing period; zero or less starts no
 // goroutine, and shares change only on refreshShares.
