@@ -102,3 +102,38 @@ func TestStampedPlacesAtStamp(t *testing.T) {
 	}
 	t.Logf("worst lateness: stamped %.2f ms, from reads alone %.2f ms", float64(worst)/1e6, float64(worstPlain)/1e6)
 }
+
+// FuzzStamped checks ObserveStamped's guarantees on arbitrary reads and
+// stamps: a step is placed in its bracket (previous read, t] and never
+// before the previous step.
+func FuzzStamped(f *testing.F) {
+	f.Add([]byte{17, 1, 5, 17, 0, 9, 3, 1, 200})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var e Stamped
+		var tr, stamp, prev, last int64
+		first := true
+		for i := 0; i+2 < len(b); i += 3 {
+			tr += int64(b[i]) * 1e5
+			stamp += int64(b[i+1]) * 1e5
+			if b[i+1] == 255 {
+				stamp = 0 // a device clock that restarts
+			}
+			changed := b[i+2]&1 == 1
+			at, ok := e.ObserveStamped(tr, changed, stamp)
+			if ok && !first {
+				// An empty bracket (a read at the previous one's time)
+				// places the step at the read, as Observe does.
+				if (at <= prev && at != tr) || at > tr {
+					t.Fatalf("read at %d (previous %d): step placed at %d", tr, prev, at)
+				}
+				if at < last {
+					t.Fatalf("step at %d before the previous step at %d", at, last)
+				}
+			}
+			if ok {
+				last = at
+			}
+			first, prev = false, tr
+		}
+	})
+}

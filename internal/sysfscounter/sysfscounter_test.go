@@ -148,3 +148,37 @@ func TestOpenPermission(t *testing.T) {
 		t.Fatalf("ReadUint = %v, want ErrPermission", err)
 	}
 }
+
+// FuzzExtender checks Extend against a reference that keeps the count of
+// wraps itself: a series of readings built from steps, each below a
+// quarter of the range, wrapping at max+1, must extend to the sum of the
+// steps, exactly.
+func FuzzExtender(f *testing.F) {
+	f.Add(uint64(1000), uint64(700), []byte{10, 200, 250, 90, 3})
+	f.Add(uint64(262143328850), uint64(262143328000), []byte{255, 255, 1})
+	f.Fuzz(func(t *testing.T, max, start uint64, steps []byte) {
+		if max < 8 || max > 1<<62 {
+			return
+		}
+		start %= max + 1
+		e := Extender{Max: max}
+		if got := e.Extend(start); got != start {
+			t.Fatalf("first Extend(%d) = %d", start, got)
+		}
+		quarter := max / 4
+		raw, want := start, start
+		for _, b := range steps {
+			// A step below a quarter of the range: the reads are frequent
+			// enough for the quarter rule to tell a wrap.
+			d := uint64(b) * (quarter / 256)
+			if d >= quarter {
+				d = quarter - 1
+			}
+			want += d
+			raw = (raw + d) % (max + 1)
+			if got := e.Extend(raw); got != want {
+				t.Fatalf("max %d: Extend(%d) = %d, want %d", max, raw, got, want)
+			}
+		}
+	})
+}
