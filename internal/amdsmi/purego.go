@@ -55,6 +55,7 @@ type lib struct {
 type energyOut struct {
 	acc, ts uint64
 	res     float32
+	args    [4]uintptr
 }
 
 var _ Lib = (*lib)(nil)
@@ -171,8 +172,11 @@ func (l *lib) EnergyCount(h Handle) (uint64, float32, uint64, Status) {
 	l.energyMu.Lock()
 	defer l.energyMu.Unlock()
 	e := l.e
-	st := call(l.energy, uintptr(h), uintptr(unsafe.Pointer(&e.acc)), uintptr(unsafe.Pointer(&e.res)), uintptr(unsafe.Pointer(&e.ts)))
-	return e.acc, e.res, e.ts, st
+	// The arguments live in a heap array reused across calls: a variadic
+	// slice built here would escape into purego and allocate per read.
+	e.args = [4]uintptr{uintptr(h), uintptr(unsafe.Pointer(&e.acc)), uintptr(unsafe.Pointer(&e.res)), uintptr(unsafe.Pointer(&e.ts))}
+	r, _, _ := purego.SyscallN(l.energy, e.args[:]...)
+	return e.acc, e.res, e.ts, Status(uint32(r))
 }
 
 // PowerWatts reads the driver's average power from hwmon (power1_average,
