@@ -324,8 +324,12 @@ func (s *Source) ReadEnergy(i int) (uint64, error) {
 	return s.ext[i].Extend(uj) / 1000, nil
 }
 
-// Wraps returns how many wraps device i's counter has made while read.
+// Wraps returns how many wraps device i's counter has made while read, or
+// 0 for an index outside Devices().
 func (s *Source) Wraps(i int) uint64 {
+	if i < 0 || i >= len(s.ext) {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ext[i].Wraps()
