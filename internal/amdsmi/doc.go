@@ -67,9 +67,13 @@
 // listing, as Kepler splits NVIDIA boards by SM utilization. A board with
 // only attributed processes, or none, is exclusive; one with none of them,
 // or whose listing failed, is shared and not split, so its requests are
-// marked approximate. Pids are the host's; a child process's work is not
-// attributed to its parent here (the NVML source reads /proc ancestry;
-// this one does not yet).
+// marked approximate. Pids are the host's. Where this process sees the
+// host's pids, a listed process that descends from an attributed one
+// within 8 generations (/proc/<pid>/stat, package proctree) is attributed
+// too, as on NVIDIA: vLLM's workers are the server's work. In a PID
+// namespace of its own, this process's pid cannot be compared with AMD
+// SMI's, and a board with any process is shared and not split; name the
+// host pids with [WithProcesses].
 //
 // # Unverified
 //

@@ -2,6 +2,7 @@ package amdsmi
 
 var (
 	WithShareInterval = withShareInterval
+	WithProcTree      = withProcTree
 )
 
 // RefreshShares lists the processes now.

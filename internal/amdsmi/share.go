@@ -2,6 +2,7 @@ package amdsmi
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -14,10 +15,13 @@ import (
 var unknownShare = source.Share{Processes: -1, Shared: true}
 
 func (s *Source) startSharing(c config) {
-	s.pids = map[uint32]bool{}
 	for _, p := range c.pids {
-		s.pids[uint32(p)] = true
+		s.pids = append(s.pids, uint32(p))
 	}
+	host := c.hostPIDs()
+	s.walkable = host
+	s.comparable = c.explicitPIDs || host
+	s.tree.Root = c.procRoot
 	s.shares = make([]atomicShare, len(s.devices))
 	s.prevGfx = make([]map[uint32]uint64, len(s.devices))
 	s.refreshShares()
@@ -86,24 +90,39 @@ func (s *Source) refreshShares() {
 			s.prevGfx[i] = nil
 			continue
 		}
-		sh, next := split(s.procBuf, s.prevGfx[i], s.pids)
+		sh, next := split(s.procBuf, s.prevGfx[i], s.isOurs, s.comparable)
 		s.prevGfx[i] = next
 		s.shares[i].Store(&sh)
 	}
 }
 
+// isOurs reports whether pid is attributed or, where this process sees
+// the host's pids, descends from an attributed pid (package proctree).
+// Listing-only.
+func (s *Source) isOurs(pid uint32) bool {
+	if !s.walkable {
+		return slices.Contains(s.pids, pid)
+	}
+	return s.tree.Descends(pid, s.pids)
+}
+
 // split computes a board's share from one listing and the previous
 // listing's gfx times: the attributed processes' part of the graphics
 // engine time used since, as Kepler splits by SM utilization. It returns
-// the gfx times to keep for the next listing.
+// the gfx times to keep for the next listing. comparable is false when
+// the attributed pids are in another PID namespace than AMD SMI's (this
+// process's own pid inside a container): any process listed then makes
+// the board shared and not split.
 //
-//   - No process, or only attributed ones: exclusive, Fraction 1.
+//   - No process: exclusive, Fraction 1.
+//   - Pids not comparable, some process listed: Shared, not Split.
+//   - Only attributed processes: exclusive, Fraction 1.
 //   - None attributed: Shared, not Split (a confident zero is more often
 //     a wrong pid than a board doing no work for them).
 //   - Both, with gfx time used since the previous listing: Fraction by
 //     that time; none used: evenly by count. Shared and Split.
 //   - Both, on the first listing (no previous times): Shared, not Split.
-func split(procs []Process, prev map[uint32]uint64, ours map[uint32]bool) (source.Share, map[uint32]uint64) {
+func split(procs []Process, prev map[uint32]uint64, ours func(uint32) bool, comparable bool) (source.Share, map[uint32]uint64) {
 	next := make(map[uint32]uint64, len(procs))
 	var mine, others int
 	var dMine, dAll uint64
@@ -117,7 +136,7 @@ func split(procs []Process, prev map[uint32]uint64, ours map[uint32]bool) (sourc
 			d = p.GfxNs - was
 		}
 		dAll += d
-		if ours[p.Pid] {
+		if comparable && ours(p.Pid) {
 			mine++
 			dMine += d
 		} else {
@@ -126,6 +145,10 @@ func split(procs []Process, prev map[uint32]uint64, ours map[uint32]bool) (sourc
 	}
 	n := mine + others
 	switch {
+	case n == 0:
+		return source.Share{Processes: 0, Split: true, Fraction: 1}, next
+	case !comparable:
+		return source.Share{Processes: n, Shared: true}, next
 	case others == 0:
 		return source.Share{Processes: n, Split: true, Fraction: 1}, next
 	case mine == 0, prev == nil:

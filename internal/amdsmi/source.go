@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/otelenergy/otelenergy/internal/proctree"
 	"github.com/otelenergy/otelenergy/internal/source"
 )
 
@@ -57,6 +58,9 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	lib           Lib
 	pids          []int
+	explicitPIDs  bool
+	procRoot      string
+	hostPIDs      func() bool
 	sleep         func(time.Duration)
 	shareInterval time.Duration
 }
@@ -66,7 +70,8 @@ type config struct {
 func WithLib(l Lib) Option { return optionFunc(func(c *config) { c.lib = l }) }
 
 // WithProcesses names the processes whose work is attributed, by host pid,
-// replacing the default, this process.
+// replacing the default, this process. Where this process sees the host's
+// pids, their descendants within 8 generations are attributed too.
 func WithProcesses(pids ...int) Option {
 	return optionFunc(func(c *config) { c.pids = slices.Clone(pids) })
 }
@@ -75,6 +80,12 @@ func WithProcesses(pids ...int) Option {
 // counter run for 0.5 s: a simulated node advances its clock instead. The
 // default is time.Sleep.
 func WithSleep(f func(time.Duration)) Option { return optionFunc(func(c *config) { c.sleep = f }) }
+
+// withProcTree sets where the process tree is read and whether this
+// process sees the host's pids; tests use a fake /proc.
+func withProcTree(root string, host bool) Option {
+	return optionFunc(func(c *config) { c.procRoot, c.hostPIDs = root, func() bool { return host } })
+}
 
 // withShareInterval sets the listing period; zero or less starts no
 // goroutine, and shares change only on refreshShares.
@@ -101,7 +112,12 @@ type Source struct {
 	lost []atomic.Bool
 
 	shares []atomicShare
-	pids   map[uint32]bool
+	// pids are the attributed processes; walkable says whether /proc
+	// numbers processes as AMD SMI does, so that their descendants can be
+	// found; comparable whether pids compare with AMD SMI's at all.
+	pids                 []uint32
+	walkable, comparable bool
+	tree                 proctree.Tree // listing-only
 	// stop and done are set before the listing starts and never after.
 	stop, done chan struct{}
 	stopOnce   sync.Once
@@ -138,7 +154,7 @@ type counter struct {
 // library; with [source.ErrNoDevices] and each board's reason when no
 // board can be metered.
 func New(opts ...Option) (*Source, error) {
-	c := config{sleep: time.Sleep, shareInterval: defaultShareInterval}
+	c := config{sleep: time.Sleep, shareInterval: defaultShareInterval, procRoot: "/proc", hostPIDs: proctree.InHostPIDNamespace}
 	for _, o := range opts {
 		o.apply(&c)
 	}
@@ -149,7 +165,8 @@ func New(opts ...Option) (*Source, error) {
 		}
 		c.lib = l
 	}
-	if len(c.pids) == 0 {
+	c.explicitPIDs = len(c.pids) > 0
+	if !c.explicitPIDs {
 		c.pids = []int{os.Getpid()}
 	}
 	if st := c.lib.Init(); st != StatusSuccess {

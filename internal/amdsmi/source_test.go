@@ -2,9 +2,13 @@ package amdsmi_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -305,13 +309,32 @@ func FuzzMicrojoulesToMJ(f *testing.F) {
 	})
 }
 
+// fakeProc writes a /proc whose stat files give each pid its parent.
+func fakeProc(t *testing.T, parents map[uint32]uint32) string {
+	t.Helper()
+	root := t.TempDir()
+	for pid, pp := range parents {
+		dir := filepath.Join(root, strconv.Itoa(int(pid)))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		stat := fmt.Sprintf("%d (p) S %d %d %d\n", pid, pp, pid, pid)
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
 func TestShare(t *testing.T) {
-	nd := amdsmitest.NewMI300X(3)
-	const me, other = 1000, 2000
+	nd := amdsmitest.NewMI300X(4)
+	const me, worker, other = 1000, 3000, 2000
+	proc := fakeProc(t, map[uint32]uint32{me: 1, worker: me, other: 1})
 	nd.Boards[0].Procs = []amdsmi.Process{{Pid: me, GfxNs: 100}}
 	nd.Boards[1].Procs = []amdsmi.Process{{Pid: me, GfxNs: 100}, {Pid: other, GfxNs: 500}}
 	nd.Boards[2].Procs = []amdsmi.Process{{Pid: other, GfxNs: 100}}
-	s, err := newSource(t, nd, amdsmi.WithProcesses(me))
+	nd.Boards[3].Procs = []amdsmi.Process{{Pid: worker, GfxNs: 100}, {Pid: other, GfxNs: 100}}
+	s, err := newSource(t, nd, amdsmi.WithProcesses(me), amdsmi.WithProcTree(proc, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,20 +351,43 @@ func TestShare(t *testing.T) {
 		{Processes: 1, Split: true, Fraction: 1},
 		{Processes: 2, Shared: true},
 		{Processes: 1, Shared: true},
+		{Processes: 2, Shared: true},
 	})
 	nd.Do(func() {
 		nd.Boards[1].Procs = []amdsmi.Process{{Pid: me, GfxNs: 400}, {Pid: other, GfxNs: 600}}
+		// The worker, a child of the attributed process, did 100 of 400.
+		nd.Boards[3].Procs = []amdsmi.Process{{Pid: worker, GfxNs: 200}, {Pid: other, GfxNs: 400}}
 	})
 	s.RefreshShares()
 	check("second listing", []source.Share{
 		{Processes: 1, Split: true, Fraction: 1},
 		{Processes: 2, Shared: true, Split: true, Fraction: 0.75},
 		{Processes: 1, Shared: true},
+		{Processes: 2, Shared: true, Split: true, Fraction: 0.25},
 	})
 	nd.Do(func() { nd.Boards[1].Lost = true })
 	s.RefreshShares()
 	if got := s.Share(1); got.Processes != -1 || !got.Shared || got.Split {
 		t.Errorf("a failed listing: share %+v, want unknown", got)
+	}
+}
+
+// TestShareOtherNamespace: this process's own pid, inside a PID namespace
+// of its own, cannot be compared with AMD SMI's pids, so a board with any
+// process is shared and not split, and one with none is exclusive.
+func TestShareOtherNamespace(t *testing.T) {
+	nd := amdsmitest.NewMI300X(2)
+	nd.Boards[0].Procs = []amdsmi.Process{{Pid: uint32(os.Getpid()), GfxNs: 100}}
+	s, err := newSource(t, nd, amdsmi.WithProcTree(t.TempDir(), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, want := s.Share(0), (source.Share{Processes: 1, Shared: true}); got != want {
+		t.Errorf("board with a process: %+v, want %+v", got, want)
+	}
+	if got, want := s.Share(1), (source.Share{Processes: 0, Split: true, Fraction: 1}); got != want {
+		t.Errorf("idle board: %+v, want %+v", got, want)
 	}
 }
 
