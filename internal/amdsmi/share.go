@@ -12,7 +12,7 @@ import (
 
 // unknownShare is the share of a board whose processes are not known: it
 // is charged whole and its requests are marked shared and approximate.
-var unknownShare = source.Share{Processes: -1, Shared: true}
+func unknownShare() *source.Share { return &source.Share{Processes: -1, Shared: true} }
 
 func (s *Source) startSharing(c config) {
 	for _, p := range c.pids {
@@ -60,12 +60,12 @@ func (s *Source) stopSharing() {
 // Share returns board i's latest share; it never calls the library.
 func (s *Source) Share(i int) source.Share {
 	if i < 0 || i >= len(s.shares) {
-		return unknownShare
+		return *unknownShare()
 	}
 	if p := s.shares[i].Load(); p != nil {
 		return *p
 	}
-	return unknownShare
+	return *unknownShare()
 }
 
 // refreshShares lists the processes on every board and recomputes its
@@ -86,7 +86,7 @@ func (s *Source) refreshShares() {
 			if st != StatusNotSupported {
 				otel.Handle(fmt.Errorf("amdsmi: listing the processes of %s: %w", s.devices[i].ID, st))
 			}
-			s.shares[i].Store(&unknownShare)
+			s.shares[i].Store(unknownShare())
 			s.prevGfx[i] = nil
 			continue
 		}
