@@ -48,9 +48,11 @@ type config struct {
 // default is "/sys".
 func WithSysfs(root string) Option { return optionFunc(func(c *config) { c.sysfs = root }) }
 
-// WithProcesses names the processes whose work is attributed, by host pid,
-// for the accelerator sources that split shared boards (NVML, AMD SMI). The
-// default is this process.
+// WithProcesses names the processes whose work is attributed, by host
+// pid, with their descendants. NVML and AMD SMI split a shared board by
+// the processes' use of it; the default is this process. RAPL splits each
+// zone by their share of the node's CPU time, as Kepler does; by default
+// it charges every zone whole.
 func WithProcesses(pids ...int) Option {
 	return optionFunc(func(c *config) { c.pids = append([]int(nil), pids...) })
 }
@@ -176,7 +178,7 @@ func (c config) open(kind string) (otelenergy.Source, Finding, error) {
 		}
 	case RAPL:
 		var rs *rapl.Source
-		if rs, err = rapl.New(rapl.WithRoot(c.sysfs), rapl.WithDomains(c.domains...)); err == nil {
+		if rs, err = rapl.New(rapl.WithRoot(c.sysfs), rapl.WithDomains(c.domains...), rapl.WithProcesses(c.pids...)); err == nil {
 			s = rs
 		}
 	default:

@@ -38,6 +38,13 @@
 // once per quarter of its range (about 5 minutes at 200 W); the sampler
 // reads it every few tens of milliseconds.
 //
+// # Shared nodes
+//
+// With [WithProcesses], [Source.Share] gives the named processes' share
+// of the node's CPU time (package cputime), read every 5 s: the Monitor
+// charges that part of every zone to its requests and the rest to other
+// processes. Without it every zone is the requests' whole.
+//
 // # Permissions
 //
 // Since CVE-2020-8694 (Platypus) energy_uj is readable only by root. A zone

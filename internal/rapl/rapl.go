@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/procfs/sysfs"
 
@@ -51,9 +52,12 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	root    string
-	domains []string
-	open    sysfscounter.OpenFunc
+	root          string
+	domains       []string
+	open          sysfscounter.OpenFunc
+	pids          []int
+	procRoot      string
+	shareInterval time.Duration
 }
 
 // WithRoot sets where sysfs is mounted. The default is "/sys"; a container
@@ -90,11 +94,15 @@ type Source struct {
 	files  []*sysfscounter.File
 	ext    []sysfscounter.Extender
 	closed bool
+
+	sharing
+	closeOnce sync.Once
 }
 
 var (
 	_ source.Source  = (*Source)(nil)
 	_ source.Skipper = (*Source)(nil)
+	_ source.Sharer  = (*Source)(nil)
 )
 
 // zone is a powercap zone found under class/powercap.
@@ -115,7 +123,7 @@ type zone struct {
 // read; errors.Is matches [ErrPermission] then when a refused open was a
 // reason.
 func New(opts ...Option) (*Source, error) {
-	c := config{root: "/sys", open: os.Open}
+	c := config{root: "/sys", open: os.Open, procRoot: "/proc", shareInterval: defaultShareInterval}
 	for _, o := range opts {
 		o.apply(&c)
 	}
@@ -181,6 +189,7 @@ func New(opts ...Option) (*Source, error) {
 		}
 		return nil, fmt.Errorf("%w: rapl: %w", source.ErrNoDevices, errors.Join(reasons...))
 	}
+	s.startSharing(c)
 	return s, nil
 }
 
@@ -335,8 +344,10 @@ func (s *Source) Wraps(i int) uint64 {
 	return s.ext[i].Wraps()
 }
 
-// Close closes the counters. It is idempotent.
+// Close stops the CPU-time readings, waits for them, and closes the
+// counters. It is idempotent.
 func (s *Source) Close() error {
+	s.closeOnce.Do(s.stopSharing)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
