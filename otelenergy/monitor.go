@@ -87,6 +87,7 @@ type Monitor struct {
 	bag     *baggageAttrs // with WithBaggageAttributes
 	inst    *instruments
 	sharer  source.Sharer
+	stamper source.Stamper // src, when its counters stamp their updates
 
 	life    sync.Mutex
 	started bool
@@ -99,7 +100,7 @@ type Monitor struct {
 type device struct {
 	Device
 	acc     *tracker.Accumulator
-	steps   steptime.Estimator // sampler-only
+	steps   steptime.Stamped // sampler-only
 	ring    *ring.Ring
 	prevRaw uint64 // sampler-only: the previous reading that was not jitter
 	primed  bool   // sampler-only: the ring has its first point
@@ -149,6 +150,7 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 	}
 	m := &Monitor{cfg: cfg, src: src, epoch: cfg.now(), bag: newBaggageAttrs(cfg)}
 	m.sharer, _ = src.(source.Sharer)
+	m.stamper, _ = src.(source.Stamper)
 	m.lastSample.Store(-1)
 	rings := make([]*ring.Ring, len(devices))
 	for i, d := range devices {
@@ -325,7 +327,11 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 // Each reading is stamped on the Monitor's clock ([WithClock]) when its
 // read returns, and bracketed from when the previous read returned: a read
 // that stalls widens its own window, so its energy is no glitch, and moves
-// no other device's time.
+// no other device's time. A source whose counters stamp their own updates
+// (AMD SMI's, through package energysource) has each step placed at its
+// stamp, mapped onto the Monitor's clock by the smallest gap between a
+// read's return and the stamp it showed, and kept within the step's
+// bracket of reads.
 //
 // A read that sees no counter step pushes nothing and splits nothing; its
 // cost is the device reads plus one pass over the active requests' token
@@ -381,7 +387,13 @@ func (m *Monitor) sampleLocked() {
 // Errors are counted; the first of a run of failures is reported through
 // otel.Handle, because the sampler has no caller.
 func (m *Monitor) read(i int, d *device, began int64) (bool, int64) {
-	raw, err := m.src.ReadEnergy(i)
+	var raw, stamp uint64
+	var err error
+	if m.stamper != nil {
+		raw, stamp, err = m.stamper.ReadEnergyStamped(i)
+	} else {
+		raw, err = m.src.ReadEnergy(i)
+	}
 	t := max(m.now(), began)
 	var step tracker.Step
 	if err == nil {
@@ -414,7 +426,7 @@ func (m *Monitor) read(i int, d *device, began int64) (bool, int64) {
 	if !d.primed {
 		// The first reading anchors the device's series: the ledger splits
 		// from here on.
-		d.steps.Observe(t, false)
+		d.steps.ObserveStamped(t, false, int64(stamp))
 		d.primed, d.prevRaw = true, raw
 		m.push(d, t, total)
 		return true, t
@@ -425,7 +437,13 @@ func (m *Monitor) read(i int, d *device, began int64) (bool, int64) {
 	if step.Kind != tracker.Jitter {
 		d.prevRaw = raw
 	}
-	at, ok := d.steps.Observe(t, moved)
+	var at int64
+	var ok bool
+	if m.stamper != nil {
+		at, ok = d.steps.ObserveStamped(t, moved, int64(stamp))
+	} else {
+		at, ok = d.steps.Observe(t, moved)
+	}
 	if !ok {
 		return false, t
 	}

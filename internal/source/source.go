@@ -150,3 +150,14 @@ type Source interface {
 	// Close releases the source. It is idempotent.
 	Close() error
 }
+
+// Stamper is implemented by sources whose counters carry the time of their
+// own update, such as AMD SMI's energy timestamp. The sampler then places
+// each step at that time, mapped onto its own clock, instead of inferring
+// it from the reads (see package steptime).
+type Stamper interface {
+	// ReadEnergyStamped is ReadEnergy with the counter's timestamp, in ns
+	// on the device's clock: its origin is arbitrary, and it advances with
+	// real time.
+	ReadEnergyStamped(i int) (mj uint64, stampNs uint64, err error)
+}

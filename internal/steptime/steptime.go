@@ -184,3 +184,60 @@ func (e *Estimator) push(a, b, k int64) {
 }
 
 func mid(a, b int64) float64 { return (float64(a) + float64(b)) / 2 }
+
+// offsetWindow is how many reads the device-to-sampler clock offset is
+// taken over: a minimum over a bounded window follows a device clock that
+// drifts or restarts.
+const offsetWindow = 256
+
+// Stamped places the steps of a counter that stamps its own updates (see
+// source.Stamper). The zero value is ready to use; it is not safe for
+// concurrent use.
+//
+// The device's clock maps onto the sampler's by an offset: a read that
+// returns at t shows a value stamped s, updated no later than t, so the
+// offset is at most t − s, and the smallest t − s over recent reads is
+// the tightest bound, reached by a read that came just after an update.
+// A step is placed at its stamp plus that offset, clamped into the step's
+// bracket (previous read, t] and never before the previous step, the
+// guarantees of [Estimator.Observe]. The Estimator still learns the
+// period from the same reads.
+type Stamped struct {
+	Estimator
+	curMin, prevMin int64
+	n               int
+	haveMin         bool
+	lastStamp       int64
+	prev            int64 // the previous read's t
+	started         bool
+}
+
+// ObserveStamped records a read at t that showed a value stamped stamp
+// (device ns) and whether the value changed, and returns the step's
+// instant as [Estimator.Observe] does.
+func (e *Stamped) ObserveStamped(t int64, changed bool, stamp int64) (int64, bool) {
+	prev, started, last := e.prev, e.started, e.last
+	at, ok := e.Observe(t, changed)
+	t = max(t, prev)
+	e.prev, e.started = t, true
+	if stamp < e.lastStamp {
+		e.haveMin, e.n = false, 0 // the device clock restarted
+	}
+	e.lastStamp = stamp
+	d := t - stamp
+	if !e.haveMin {
+		e.curMin, e.prevMin, e.haveMin = d, d, true
+	}
+	e.curMin = min(e.curMin, d)
+	if e.n++; e.n == offsetWindow {
+		e.prevMin, e.curMin, e.n = e.curMin, d, 0
+	}
+	if !ok || !started {
+		return at, ok
+	}
+	placed := stamp + min(e.curMin, e.prevMin)
+	placed = min(max(placed, prev+1), t)
+	placed = max(placed, last)
+	e.last = placed
+	return placed, true
+}

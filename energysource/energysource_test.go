@@ -1,0 +1,104 @@
+package energysource_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/otelenergy/otelenergy/energysource"
+	"github.com/otelenergy/otelenergy/internal/amdsmi/amdsmitest"
+	"github.com/otelenergy/otelenergy/internal/fakesysfs"
+	"github.com/otelenergy/otelenergy/otelenergy"
+)
+
+// node writes a fake /sys with two Intel GPUs and a two-socket RAPL tree.
+func node(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"../internal/intelgpu/testdata/twogpus.tree", "../internal/rapl/testdata/twosocket.tree"} {
+		if err := fakesysfs.Write(root, filepath.FromSlash(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func TestAccelerator(t *testing.T) {
+	root := node(t)
+	var log bytes.Buffer
+	lg := slog.New(slog.NewTextHandler(&log, nil))
+	nd := amdsmitest.NewMI300X(8)
+	nd.Boards[2].EnergyStatus = 2 // NOT_SUPPORTED
+	s, fs, err := energysource.Accelerator(energysource.WithSysfs(root), energysource.WithLogger(lg), energysource.WithAMDNode(nd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Kind() != energysource.AMDSMI || len(s.Devices()) != 7 {
+		t.Fatalf("opened %s with %d devices, want amdsmi with 7", s.Kind(), len(s.Devices()))
+	}
+	// NVML comes first and is unusable here (no driver, or no cgo); AMD
+	// SMI is used and Intel hwmon is not tried.
+	if len(fs) != 2 || fs[0].Kind != energysource.NVML || fs[0].Err == nil || fs[1].Kind != energysource.AMDSMI || fs[1].Err != nil {
+		t.Fatalf("findings %v", fs)
+	}
+	if !errors.Is(fs[0].Err, otelenergy.ErrUnavailable) && !errors.Is(fs[0].Err, otelenergy.ErrNoDevices) {
+		t.Errorf("NVML finding %v", fs[0].Err)
+	}
+	line := fs[1].String()
+	for _, want := range []string{"amdsmi: 7 device(s)", "gpu 5c00d1a3", "AMD Instinct MI300X", "left out 5c02d1a3", "NOT_SUPPORTED"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("finding %q lacks %q", line, want)
+		}
+	}
+	if n := strings.Count(log.String(), "\n"); n != 2 {
+		t.Errorf("%d log lines, want one per source tried:\n%s", n, log.String())
+	}
+}
+
+func TestAcceleratorKinds(t *testing.T) {
+	root := node(t)
+	s, fs, err := energysource.Accelerator(energysource.WithSysfs(root), energysource.WithKinds(energysource.IntelHwmon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Kind() != energysource.IntelHwmon || len(s.Devices()) != 2 || len(fs) != 1 {
+		t.Fatalf("opened %s with %d devices, findings %v", s.Kind(), len(s.Devices()), fs)
+	}
+	if !strings.Contains(fs[0].String(), "left out 0000:00:02.0") {
+		t.Errorf("finding %q does not name the integrated GPU it left out", fs[0])
+	}
+	_, fs, err = energysource.Accelerator(energysource.WithSysfs(t.TempDir()), energysource.WithKinds(energysource.IntelHwmon, energysource.RAPL, "tpu"))
+	if !errors.Is(err, otelenergy.ErrNoDevices) || !errors.Is(err, otelenergy.ErrUnavailable) || !errors.Is(err, energysource.ErrUnknownKind) {
+		t.Fatalf("Accelerator with nothing usable = %v", err)
+	}
+	if len(fs) != 2 {
+		t.Fatalf("findings %v, want intel and tpu", fs)
+	}
+}
+
+func TestHost(t *testing.T) {
+	root := node(t)
+	s, f, err := energysource.Host(energysource.WithSysfs(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var types []string
+	for _, d := range s.Devices() {
+		types = append(types, d.HWType())
+	}
+	if strings.Join(types, ",") != "cpu,memory,cpu,memory" {
+		t.Fatalf("host devices %v, want package and dram of two sockets", types)
+	}
+	if !strings.HasPrefix(f.String(), "rapl: 4 device(s) [cpu intel-rapl:0 (package-0)") {
+		t.Errorf("finding %q", f)
+	}
+	if _, _, err := energysource.Host(energysource.WithSysfs(root), energysource.WithRAPLDomains("psys", "dram")); err == nil {
+		t.Fatal("psys with dram accepted")
+	}
+}

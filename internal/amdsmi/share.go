@@ -1,0 +1,161 @@
+package amdsmi
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/otel"
+
+	"github.com/otelenergy/otelenergy/internal/source"
+)
+
+// unknownShare is the share of a board whose processes are not known: it
+// is charged whole and its requests are marked shared and approximate.
+func unknownShare() *source.Share { return &source.Share{Processes: -1, Shared: true} }
+
+func (s *Source) startSharing(c config) {
+	for _, p := range c.pids {
+		s.pids = append(s.pids, uint32(p))
+	}
+	host := c.hostPIDs()
+	s.walkable = host
+	s.comparable = c.explicitPIDs || host
+	s.tree.Root = c.procRoot
+	s.shares = make([]atomicShare, len(s.devices))
+	s.prevGfx = make([]map[uint32]uint64, len(s.devices))
+	s.refreshShares()
+	if c.shareInterval <= 0 {
+		return
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	s.stop, s.done = stop, done
+	go func() {
+		defer close(done)
+		t := time.NewTicker(c.shareInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				s.refreshShares()
+			}
+		}
+	}()
+}
+
+// stopSharing stops the listing goroutine and waits for it; only the
+// first call does anything. It takes no lock the listing holds, so a
+// listing in progress finishes first.
+func (s *Source) stopSharing() {
+	s.stopOnce.Do(func() {
+		if s.stop != nil {
+			close(s.stop)
+			<-s.done
+		}
+	})
+}
+
+// Share returns board i's latest share; it never calls the library.
+func (s *Source) Share(i int) source.Share {
+	if i < 0 || i >= len(s.shares) {
+		return *unknownShare()
+	}
+	if p := s.shares[i].Load(); p != nil {
+		return *p
+	}
+	return *unknownShare()
+}
+
+// refreshShares lists the processes on every board and recomputes its
+// share, by the rules of the package doc.
+func (s *Source) refreshShares() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return
+	}
+	for i, h := range s.handles {
+		if s.lost[i].Load() {
+			continue
+		}
+		var st Status
+		s.procBuf, st = s.lib.Processes(h, s.procBuf)
+		if st != StatusSuccess {
+			if st != StatusNotSupported {
+				otel.Handle(fmt.Errorf("amdsmi: listing the processes of %s: %w", s.devices[i].ID, st))
+			}
+			s.shares[i].Store(unknownShare())
+			s.prevGfx[i] = nil
+			continue
+		}
+		sh, next := split(s.procBuf, s.prevGfx[i], s.isOurs, s.comparable)
+		s.prevGfx[i] = next
+		s.shares[i].Store(&sh)
+	}
+}
+
+// isOurs reports whether pid is attributed or, where this process sees
+// the host's pids, descends from an attributed pid (package proctree).
+// Listing-only.
+func (s *Source) isOurs(pid uint32) bool {
+	if !s.walkable {
+		return slices.Contains(s.pids, pid)
+	}
+	return s.tree.Descends(pid, s.pids)
+}
+
+// split computes a board's share from one listing and the previous
+// listing's gfx times: the attributed processes' part of the graphics
+// engine time used since, as Kepler splits by SM utilization. It returns
+// the gfx times to keep for the next listing. comparable is false when
+// the attributed pids are in another PID namespace than AMD SMI's (this
+// process's own pid inside a container): any process listed then makes
+// the board shared and not split.
+//
+//   - No process: exclusive, Fraction 1.
+//   - Pids not comparable, some process listed: Shared, not Split.
+//   - Only attributed processes: exclusive, Fraction 1.
+//   - None attributed: Shared, not Split (a confident zero is more often
+//     a wrong pid than a board doing no work for them).
+//   - Both, with gfx time used since the previous listing: Fraction by
+//     that time; none used: evenly by count. Shared and Split.
+//   - Both, on the first listing (no previous times): Shared, not Split.
+func split(procs []Process, prev map[uint32]uint64, ours func(uint32) bool, comparable bool) (source.Share, map[uint32]uint64) {
+	next := make(map[uint32]uint64, len(procs))
+	var mine, others int
+	var dMine, dAll uint64
+	for _, p := range procs {
+		if _, dup := next[p.Pid]; dup {
+			continue
+		}
+		next[p.Pid] = p.GfxNs
+		var d uint64
+		if was, ok := prev[p.Pid]; ok && p.GfxNs >= was {
+			d = p.GfxNs - was
+		}
+		dAll += d
+		if comparable && ours(p.Pid) {
+			mine++
+			dMine += d
+		} else {
+			others++
+		}
+	}
+	n := mine + others
+	switch {
+	case n == 0:
+		return source.Share{Processes: 0, Split: true, Fraction: 1}, next
+	case !comparable:
+		return source.Share{Processes: n, Shared: true}, next
+	case others == 0:
+		return source.Share{Processes: n, Split: true, Fraction: 1}, next
+	case mine == 0, prev == nil:
+		return source.Share{Processes: n, Shared: true}, next
+	case dAll == 0:
+		return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(mine) / float64(n)}, next
+	default:
+		return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(dMine) / float64(dAll)}, next
+	}
+}

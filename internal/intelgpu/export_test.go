@@ -1,0 +1,4 @@
+package intelgpu
+
+// WithOpen exposes withOpen to the external tests.
+var WithOpen = withOpen

@@ -1,0 +1,10 @@
+package rapl
+
+// WithOpen exposes withOpen to the external tests.
+var WithOpen = withOpen
+
+// WithProc exposes withProc to the external tests.
+var WithProc = withProc
+
+// RefreshShare reads the CPU times now.
+func (s *Source) RefreshShare() { s.refreshShare() }
