@@ -20,6 +20,7 @@ import (
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/app"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/lifecycle"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -122,16 +123,15 @@ func (h *harness) deps(before func(string) error) app.Deps {
 			}
 			return ln, err
 		},
-		NewTicker:   func(time.Duration) (<-chan time.Time, func()) { return h.ticks, func() {} },
-		BeforeStart: before,
-		AfterStop: func(name string) {
+		NewTicker: func(time.Duration) (<-chan time.Time, func()) { return h.ticks, func() {} },
+		Stack: &lifecycle.Stack{BeforeStart: before, AfterStop: func(name string) {
 			h.mu.Lock()
 			h.stops = append(h.stops, name)
 			h.mu.Unlock()
 			if name == "readiness" || name == "admin server" {
 				h.ready[name] = h.readyz()
 			}
-		},
+		}},
 	}
 }
 
