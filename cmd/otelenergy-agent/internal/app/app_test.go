@@ -139,7 +139,7 @@ func (h *harness) deps(before func(string) error) app.Deps {
 // then ends it: the services stop in reverse order, readiness first,
 // /readyz answers 503 while the listener still serves, the final export
 // carries the agent's metrics, and a failed final export does not fail the
-// run.
+// run. TestFinalPassSplitsLastSteps checks the final export's values.
 func TestRunLifecycle(t *testing.T) {
 	h := newHarness()
 	h.exp.fail = errors.New("collector gone")
