@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,6 +148,12 @@ func TestAgentDaemonSet(t *testing.T) {
 	if len(nss) != 1 || nss[0].Name != ds.Namespace || sas[0].Namespace != ds.Namespace {
 		t.Errorf("the DaemonSet's namespace %q is not the file's Namespace object", ds.Namespace)
 	}
+	// hostPID is beyond the baseline Pod Security Standard: the namespace
+	// must admit privileged pods, or a cluster enforcing baseline by
+	// default refuses the agent.
+	if spec.HostPID && len(nss) == 1 && nss[0].Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("the Namespace's labels %v lack pod-security.kubernetes.io/enforce: privileged, which hostPID needs", nss[0].Labels)
+	}
 	pcs := objectsOf[schedulingv1.PriorityClass](objs)
 	switch {
 	case strings.HasPrefix(spec.PriorityClassName, "system-") && ds.Namespace != "kube-system":
@@ -193,7 +200,7 @@ func checkGPUNodes(t *testing.T, spec corev1.PodSpec) {
 }
 
 // TestImagesPinned checks every container image of every manifest: a
-// version tag or a digest, never latest or no tag.
+// version tag or a digest, never latest, another name, or no tag.
 func TestImagesPinned(t *testing.T) {
 	for _, file := range []string{"kubernetes/agent-daemonset.yaml", "kubernetes/proxy-vllm.yaml"} {
 		var pods []corev1.PodSpec
@@ -206,12 +213,45 @@ func TestImagesPinned(t *testing.T) {
 		}
 		for _, p := range pods {
 			for _, c := range append(p.InitContainers, p.Containers...) {
-				name := c.Image[strings.LastIndex(c.Image, "/")+1:]
-				_, tag, hasTag := strings.Cut(name, ":")
-				if !strings.Contains(c.Image, "@sha256:") && (!hasTag || tag == "latest" || tag == "") {
+				if !pinned(c.Image) {
 					t.Errorf("%s: container %s image %q is not pinned to a version or digest", file, c.Name, c.Image)
 				}
 			}
+		}
+	}
+}
+
+// versionTag is a release's tag: v1, 1.2, v0.11.0, 2.5.1-cuda12.
+var versionTag = regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)*([-+][0-9A-Za-z.-]+)?$`)
+
+// pinned reports whether image names a digest or a version tag. A version
+// tag can still be pushed again; a digest is the production pin
+// (docs/agent.md).
+func pinned(image string) bool {
+	if _, digest, ok := strings.Cut(image, "@sha256:"); ok {
+		return len(digest) == 64 && strings.Trim(digest, "0123456789abcdef") == ""
+	}
+	name := image[strings.LastIndex(image, "/")+1:] // a registry's port is no tag
+	_, tag, ok := strings.Cut(name, ":")
+	return ok && versionTag.MatchString(tag)
+}
+
+func TestPinned(t *testing.T) {
+	for image, want := range map[string]bool{
+		"ghcr.io/otelenergy/otelenergy-agent:v0.1.0": true,
+		"vllm/vllm-openai:v0.11.0":                   true,
+		"nvcr.io/nvidia/cuda:12.4.1-base":            true,
+		"img@sha256:" + strings.Repeat("ab", 32):     true,
+		"img:v1@sha256:" + strings.Repeat("0", 64):   true,
+		"ghcr.io/otelenergy/otelenergy-agent":        false,
+		"ghcr.io/otelenergy/otelenergy-agent:latest": false,
+		"registry.local:5000/agent":                  false,
+		"agent:main":                                 false,
+		"agent:":                                     false,
+		"img@sha256:abc":                             false,
+	} {
+		if got := pinned(image); got != want {
+			t.Errorf("pinned(%q) = %v, want %v", image, got, want)
 		}
 	}
 }

@@ -14,10 +14,15 @@ log="${OUT:-/tmp}/device-check.log"
 : > "$log"
 nvidia-smi -L 2>/dev/null | tee -a "$log" || echo "nvidia-smi not found" | tee -a "$log"
 echo "== otelenergy-agent doctor" | tee -a "$log"
+# Built, then run: go run reports any failing program as exit status 1,
+# which would hide doctor's 2 (a bad argument) behind 1 (a failed check).
+bin="$(mktemp -d)"
+trap 'rm -rf "$bin"' EXIT
+CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" \
+  go build -o "$bin/otelenergy-agent" ./cmd/otelenergy-agent
 doctor=0
 OTEL_METRICS_EXPORTER="${OTEL_METRICS_EXPORTER:-none}" \
-  CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" \
-  go run ./cmd/otelenergy-agent doctor -window 3s 2>&1 | tee -a "$log" || doctor=$?
+  "$bin/otelenergy-agent" doctor -window 3s 2>&1 | tee -a "$log" || doctor=$?
 echo "== doctor exit status $doctor" | tee -a "$log"
 echo "== hardware tests" | tee -a "$log"
 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" \

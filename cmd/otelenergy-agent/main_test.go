@@ -12,7 +12,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/app"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
@@ -26,9 +25,8 @@ func env(kv map[string]string) func(string) (string, bool) {
 // TestDefaultsAgree checks the flags' defaults, which depend on the
 // standard library only, against the packages that own them.
 func TestDefaultsAgree(t *testing.T) {
-	if flags.DefaultMaxSeries != agent.DefaultMaxSeries || flags.DefaultSampleInterval != otelenergy.DefaultInterval {
-		t.Fatalf("flags' defaults %d, %v; the agent's %d, the library's %v",
-			flags.DefaultMaxSeries, flags.DefaultSampleInterval, agent.DefaultMaxSeries, otelenergy.DefaultInterval)
+	if flags.DefaultSampleInterval != otelenergy.DefaultInterval {
+		t.Fatalf("-sample-interval's default %v, the library's %v", flags.DefaultSampleInterval, otelenergy.DefaultInterval)
 	}
 }
 

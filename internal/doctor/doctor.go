@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -219,7 +220,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEn
 	fs.SetOutput(stderr)
 	procRoot, _ := lookupEnv("OTELENERGY_PROC_ROOT")
 	devices, _ := lookupEnv("OTELENERGY_DEVICES")
-	fs.StringVar(&cfg.ProcRoot, "proc-root", cmp(procRoot, "/proc"), "where the host's /proc is mounted (env OTELENERGY_PROC_ROOT)")
+	fs.StringVar(&cfg.ProcRoot, "proc-root", cmp.Or(procRoot, "/proc"), "where the host's /proc is mounted (env OTELENERGY_PROC_ROOT)")
 	fs.StringVar(&devices, "devices", devices, "GPUs to check: comma-separated NVML indices, GPU- or MIG- UUIDs; empty checks those the environment chooses (env OTELENERGY_DEVICES)")
 	fs.DurationVar(&cfg.Window, "window", 3*time.Second, "how long each energy counter is watched to measure its update period")
 	fs.BoolVar(&cfg.AnyPIDNamespace, "any-pid-namespace", false, "warn instead of failing when this is not the host's PID namespace (the proxy's case; the agent needs the host's)")
@@ -254,13 +255,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEn
 	return 0
 }
 
-func cmp(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
 // Exporter is the metrics exporter the OTEL_* variables configure, as
 // contrib's autoexport reads them.
 type Exporter struct {
@@ -289,18 +283,18 @@ func MetricsExporter(lookupEnv func(string) (string, bool)) Exporter {
 		}
 		return ""
 	}
-	kind, _, _ := strings.Cut(cmp(get("OTEL_METRICS_EXPORTER"), "otlp"), ",")
+	kind, _, _ := strings.Cut(cmp.Or(get("OTEL_METRICS_EXPORTER"), "otlp"), ",")
 	ex := Exporter{Kind: strings.TrimSpace(kind)}
 	switch ex.Kind {
 	case "prometheus":
-		ex.Endpoint = net.JoinHostPort(cmp(get("OTEL_EXPORTER_PROMETHEUS_HOST"), "localhost"), cmp(get("OTEL_EXPORTER_PROMETHEUS_PORT"), "9464"))
+		ex.Endpoint = net.JoinHostPort(cmp.Or(get("OTEL_EXPORTER_PROMETHEUS_HOST"), "localhost"), cmp.Or(get("OTEL_EXPORTER_PROMETHEUS_PORT"), "9464"))
 	case "otlp":
-		ex.Protocol = cmp(get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"), "http/protobuf")
+		ex.Protocol = cmp.Or(get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"), "http/protobuf")
 		insecure := strings.EqualFold(get("OTEL_EXPORTER_OTLP_METRICS_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"), "true")
 		signal := get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 		base := get("OTEL_EXPORTER_OTLP_ENDPOINT")
 		if ex.Protocol == "grpc" {
-			ep := cmp(cmp(signal, base), "localhost:4317")
+			ep := cmp.Or(cmp.Or(signal, base), "localhost:4317")
 			if u, err := url.Parse(ep); err == nil && u.Host != "" {
 				ep = u.Host
 			}

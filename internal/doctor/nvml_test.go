@@ -163,6 +163,9 @@ func TestHealthyNode(t *testing.T) {
 	if !strings.Contains(b.String(), "0 failed, 0 warnings") {
 		t.Errorf("summary:\n%s", b.String())
 	}
+	if i, s := len(n.srv.InitCalls()), len(n.srv.ShutdownCalls()); i != 1 || s != 1 {
+		t.Errorf("Init called %d times, Shutdown %d; want 1 each", i, s)
+	}
 }
 
 // TestMeasuredPeriod checks the period measurement at 20 ms (V100-like)
@@ -190,6 +193,19 @@ func TestFailures(t *testing.T) {
 		{name: "no energy counter", breakIt: func(n *node, _ map[string]string, _ *doctor.Config) {
 			n.device(0).GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
 		}, check: "GPU 0 energy counter", status: doctor.Fail, detail: "ERROR_NOT_SUPPORTED"},
+		{name: "energy counter fails", breakIt: func(n *node, _ map[string]string, _ *doctor.Config) {
+			n.device(0).GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
+		}, check: "GPU 0 energy counter", status: doctor.Fail, detail: "GetTotalEnergyConsumption: ERROR_UNKNOWN"},
+		{name: "energy counter fails while watched", breakIt: func(n *node, _ map[string]string, _ *doctor.Config) {
+			dev := n.device(0)
+			ok, calls := dev.GetTotalEnergyConsumptionFunc, 0
+			dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) {
+				if calls++; calls > 100 {
+					return 0, nvml.ERROR_GPU_IS_LOST
+				}
+				return ok()
+			}
+		}, check: "GPU 0 energy counter", status: doctor.Fail, detail: "failed while watched: nvml GetTotalEnergyConsumption: ERROR_GPU_IS_LOST"},
 		{name: "counter stuck", breakIt: func(n *node, _ map[string]string, _ *doctor.Config) {
 			n.device(0).GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 5, nvml.SUCCESS }
 		}, check: "GPU 0 energy counter", status: doctor.Fail, detail: "stepped 0 times"},
@@ -205,6 +221,9 @@ func TestFailures(t *testing.T) {
 		{name: "no permission to list processes", breakIt: func(n *node, _ map[string]string, _ *doctor.Config) {
 			n.device(0).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
 		}, check: "GPU 0 process listing", status: doctor.Fail, detail: "ERROR_NO_PERMISSION"},
+		{name: "process listing fails", breakIt: func(n *node, _ map[string]string, _ *doctor.Config) {
+			n.device(0).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_UNKNOWN }
+		}, check: "GPU 0 process listing", status: doctor.Fail, detail: "GetComputeRunningProcesses: ERROR_UNKNOWN"},
 		{name: "no process utilization", breakIt: func(n *node, _ map[string]string, _ *doctor.Config) {
 			n.device(0).GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
 				return nil, nvml.ERROR_NOT_SUPPORTED
@@ -226,6 +245,16 @@ func TestFailures(t *testing.T) {
 			cfg.Devices = nil
 			env["CUDA_VISIBLE_DEVICES"] = "GPU-nonexistent"
 		}, check: "GPU selection", status: doctor.Fail, detail: "leaves no GPU"},
+		{name: "NVML cannot count the GPUs", breakIt: func(n *node, _ map[string]string, _ *doctor.Config) {
+			n.srv.DeviceGetCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
+		}, check: "GPU selection", status: doctor.Fail, detail: "DeviceGetCount: ERROR_UNKNOWN"},
+		{name: "NVML shows no GPU", breakIt: func(n *node, _ map[string]string, cfg *doctor.Config) {
+			cfg.Devices = nil
+			n.srv.DeviceGetCountFunc = func() (int, nvml.Return) { return 0, nvml.SUCCESS }
+		}, check: "GPU selection", status: doctor.Fail, detail: "NVML shows no GPU"},
+		{name: "a board cannot be identified", breakIt: func(n *node, _ map[string]string, _ *doctor.Config) {
+			n.device(0).GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
+		}, check: "GPU 0", status: doctor.Fail, detail: "cannot be identified"},
 		{name: "-devices names no GPU", breakIt: func(n *node, _ map[string]string, cfg *doctor.Config) {
 			cfg.Devices = []string{"9"}
 		}, check: "GPU selection", status: doctor.Fail, detail: `"9" matches no GPU`},
@@ -239,6 +268,9 @@ func TestFailures(t *testing.T) {
 			env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
 			env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://" + closedPort()
 		}, check: "metrics exporter", status: doctor.Fail, detail: "otlp grpc 127.0.0.1:"},
+		{name: "unknown exporter", breakIt: func(n *node, env map[string]string, _ *doctor.Config) {
+			env["OTEL_METRICS_EXPORTER"] = "zipkin"
+		}, check: "metrics exporter", status: doctor.Fail, detail: `OTEL_METRICS_EXPORTER="zipkin" is not an exporter`},
 		{name: "Prometheus bound to localhost", breakIt: func(n *node, env map[string]string, _ *doctor.Config) {
 			env["OTEL_METRICS_EXPORTER"] = "prometheus"
 		}, check: "metrics exporter", status: doctor.Fail, detail: "localhost:9464 answers only on this host"},
@@ -266,6 +298,9 @@ func TestFailures(t *testing.T) {
 			}
 			if tt.status == doctor.Warn && r.Failed() {
 				t.Fatalf("a warning failed the report:\n%s", b.String())
+			}
+			if i, s := len(n.srv.InitCalls()), len(n.srv.ShutdownCalls()); i != 1 || s != 1 {
+				t.Fatalf("Init called %d times, Shutdown %d; want 1 each", i, s)
 			}
 		})
 	}

@@ -21,8 +21,8 @@ const (
 	// DefaultAdminListen is -admin-listen's default. It differs from the
 	// proxy's API and admin ports, so that both run on one host.
 	DefaultAdminListen = ":8090"
-	// DefaultMaxSeries is -max-series's default; the agent package's
-	// DefaultMaxSeries is the same number.
+	// DefaultMaxSeries is -max-series's default, and the agent's cap when
+	// its Config leaves MaxSeries zero.
 	DefaultMaxSeries = 4096
 	// DefaultProcessInterval and DefaultSampleInterval are
 	// -process-interval's and -sample-interval's defaults; the latter is

@@ -9,12 +9,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-)
 
-// Paths of the probes.
-const (
-	HealthPath = "/healthz"
-	ReadyPath  = "/readyz"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 )
 
 // Readiness is what /readyz asks: whether the agent is ready, and how many
@@ -24,8 +20,10 @@ type Readiness interface {
 	Passes() uint64
 }
 
-// Server serves the probes on one listener. Create one with [Listen]. Its
-// methods are safe for concurrent use.
+// Server serves the probes, [flags.HealthPath] and [flags.ReadyPath]. Create
+// one with [Listen], which serves them on a listener of its own, or with
+// [New], whose [Server.Handler] the caller serves. Its methods are safe for
+// concurrent use.
 type Server struct {
 	ready    Readiness
 	stopping atomic.Bool
@@ -38,10 +36,10 @@ type Server struct {
 // Handler returns the probes' handler over ready.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+HealthPath, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+flags.HealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET "+ReadyPath, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+flags.ReadyPath, func(w http.ResponseWriter, _ *http.Request) {
 		switch {
 		case s.stopping.Load():
 			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
@@ -54,7 +52,8 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// New returns a Server over ready that serves nothing until [Server.Serve].
+// New returns a Server over ready that listens on nothing: the caller
+// serves its [Server.Handler]; its Shutdown only turns /readyz to 503.
 func New(ready Readiness) *Server {
 	s := &Server{ready: ready, done: make(chan struct{})}
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
@@ -84,8 +83,14 @@ func Listen(addr string, ready Readiness, listen func(network, addr string) (net
 	return s, nil
 }
 
-// Addr returns the address the server listens on.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+// Addr returns the address the server listens on; "" for a Server from
+// [New].
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
 
 // Stopping makes /readyz answer 503 from now on.
 func (s *Server) Stopping() { s.stopping.Store(true) }

@@ -107,3 +107,20 @@ func TestReadinessConcurrentSafe(t *testing.T) {
 	stopped.Store(true)
 	<-done
 }
+
+// TestNewListensOnNothing checks a Server from New: no address, and a
+// Shutdown that only turns /readyz to 503.
+func TestNewListensOnNothing(t *testing.T) {
+	r := &fakeReady{}
+	r.ready.Store(true)
+	s := admin.New(r)
+	if a := s.Addr(); a != "" {
+		t.Fatalf("Addr = %q", a)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c := get(s.Handler(), "/readyz"); c != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz after Shutdown = %d, want 503", c)
+	}
+}

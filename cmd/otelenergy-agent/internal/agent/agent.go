@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
@@ -23,9 +24,6 @@ import (
 
 // ScopeName is the instrumentation scope of the agent's instruments.
 const ScopeName = "github.com/otelenergy/otelenergy/cmd/otelenergy-agent"
-
-// DefaultMaxSeries is the default cap on per-process series.
-const DefaultMaxSeries = 4096
 
 // Attribute keys the agent sets besides semconv's.
 const (
@@ -54,6 +52,12 @@ type Resolver interface {
 	Info(pid uint32) (procfs.Info, error)
 }
 
+// BootTimer is a Resolver that knows when the node booted, which its
+// start times count from; [procfs.FS] implements it.
+type BootTimer interface {
+	BootTime() (time.Time, error)
+}
+
 // Config is what [New] needs.
 type Config struct {
 	// Rings gives the boards and their counter steps: the library's
@@ -66,7 +70,8 @@ type Config struct {
 	// or the simulator. Required.
 	Resolver Resolver
 	// MaxSeries caps the per-process series, live and exited ones not yet
-	// exported, over all boards; zero or less selects DefaultMaxSeries.
+	// exported, over all boards; zero or less selects
+	// [flags.DefaultMaxSeries].
 	MaxSeries int
 	// IdleWatts, when positive, fixes every board's static power instead
 	// of learning it.
@@ -74,9 +79,9 @@ type Config struct {
 	// MeterProvider registers the instruments; nil selects the global one.
 	MeterProvider metric.MeterProvider
 	// BootTime is when the node booted, which process start times count
-	// from, for process.creation.time. Zero asks the Resolver, when it has
-	// a BootTime method ([procfs.FS] does), and else counts from the Unix
-	// epoch, which keeps the attribute distinct per start time.
+	// from, for process.creation.time. Zero asks the Resolver, when it is
+	// a [BootTimer], and else counts from the Unix epoch, which keeps the
+	// attribute distinct per start time.
 	BootTime time.Time
 	// SampleHold is how long a counter interval waits for the utilization
 	// samples that cover it before it is split without them; zero selects
@@ -169,7 +174,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: Rings, Lister and Resolver are required")
 	}
 	if cfg.MaxSeries <= 0 {
-		cfg.MaxSeries = DefaultMaxSeries
+		cfg.MaxSeries = flags.DefaultMaxSeries
 	}
 	if cfg.MeterProvider == nil {
 		cfg.MeterProvider = otel.GetMeterProvider()
@@ -181,7 +186,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Epoch = cfg.Now()
 	}
 	a := &Agent{cfg: cfg, epoch: cfg.Epoch.UnixNano(), boot: cfg.BootTime}
-	if bt, ok := cfg.Resolver.(interface{ BootTime() (time.Time, error) }); ok && a.boot.IsZero() {
+	if bt, ok := cfg.Resolver.(BootTimer); ok && a.boot.IsZero() {
 		if t, err := bt.BootTime(); err == nil {
 			a.boot = t
 		}
@@ -351,11 +356,28 @@ func (a *Agent) passBoard(i int, b *board) {
 		return // unknown who runs (there): the series stay as they are
 	}
 	for pid, s := range b.procs {
-		if s.seen != a.gen {
+		if s.seen != a.gen && !a.alive(b, s) {
 			delete(b.procs, pid)
 			a.retire(b, s)
 		}
 	}
+}
+
+// alive reports whether the process of series s, which the latest listing
+// missed, still runs on a board that is not lost. A listing can miss a
+// live process (a listing between its contexts, a driver hiccup); ending
+// its series would move its total to the exited series at the next
+// export, and a later listing would start a new series with the same
+// attributes back at zero: a counter going backwards. So a series ends
+// only when its process is gone or its pid holds another process. A
+// process that no longer uses the board keeps its series, unchanged,
+// while it lives.
+func (a *Agent) alive(b *board, s *series) bool {
+	if b.lost || s.overflow {
+		return false
+	}
+	start, err := a.cfg.Resolver.StartTime(s.pid)
+	return err == nil && start == s.start
 }
 
 // intervals returns board i's counter intervals since the previous pass,
@@ -429,6 +451,14 @@ func (a *Agent) lookup(b *board, p *nvmlsource.ProcessUsage) *series {
 	if ok {
 		if s.start == start {
 			s.seen = a.gen
+			if s.overflow && a.series < a.cfg.MaxSeries {
+				// The cap has room again: the process leaves the overflow
+				// series for one of its own, a new attribute set that
+				// starts at zero, so nothing goes backwards.
+				if own := a.newSeries(b, p, start); own != nil {
+					return own
+				}
+			}
 			return s.target(b)
 		}
 		// The pid holds a new process: the old one ended.
@@ -449,6 +479,12 @@ func (a *Agent) lookup(b *board, p *nvmlsource.ProcessUsage) *series {
 		b.procs[p.Pid] = &series{pid: p.Pid, start: start, seen: a.gen, overflow: true}
 		return &b.overflow
 	}
+	return a.newSeries(b, p, start)
+}
+
+// newSeries gives listed process p, which started at start, a series of
+// its own on board b; nil when it cannot be identified.
+func (a *Agent) newSeries(b *board, p *nvmlsource.ProcessUsage, start uint64) *series {
 	info, err := a.cfg.Resolver.Info(p.Pid)
 	if err != nil || info.StartTime != start {
 		return nil
@@ -474,7 +510,7 @@ func (a *Agent) lookup(b *board, p *nvmlsource.ProcessUsage) *series {
 	if p.Instance != "" {
 		attrs = append(attrs, InstanceKey.String(p.Instance))
 	}
-	s = &series{pid: p.Pid, start: start, seen: a.gen, opt: metric.WithAttributeSet(attribute.NewSet(attrs...))}
+	s := &series{pid: p.Pid, start: start, seen: a.gen, opt: metric.WithAttributeSet(attribute.NewSet(attrs...))}
 	a.series++
 	b.procs[p.Pid] = s
 	return s
@@ -502,8 +538,11 @@ func (a *Agent) retire(b *board, s *series) {
 
 // creationTime is semconv's process.creation.time of a process that
 // started start clock ticks after boot: ISO 8601 in UTC, to the tick.
+// A tick is a whole number of nanoseconds, so the product is exact and
+// overflows only past 292 years of uptime; start*time.Second would
+// overflow past 2.9.
 func (a *Agent) creationTime(start uint64) string {
-	t := a.boot.Add(time.Duration(start) * time.Second / ticksPerSecond)
+	t := a.boot.Add(time.Duration(start) * (time.Second / ticksPerSecond))
 	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 

@@ -44,7 +44,8 @@ func (f *fakeRings) Devices() []otelenergy.Device {
 
 func (f *fakeRings) Ring(int) (ring.View, error) { return f.r.View(), nil }
 
-// churn lists n fresh processes per pass, each at 10 % SM.
+// churn lists n fresh processes per pass, each at 10 % SM, and is the
+// node's /proc for them: a process runs only while it is listed.
 type churn struct {
 	next uint32
 	n    int
@@ -59,11 +60,18 @@ func (c *churn) Read(_ int, b *nvmlsource.BoardProcesses) error {
 	return nil
 }
 
-type anyProc struct{}
+// StartTime and Info are called only within a pass, after its listing,
+// like Read from one goroutine at a time.
+func (c *churn) StartTime(pid uint32) (uint64, error) {
+	if pid+uint32(c.n) <= c.next || pid > c.next {
+		return 0, procfs.ErrGone
+	}
+	return uint64(pid), nil
+}
 
-func (anyProc) StartTime(pid uint32) (uint64, error) { return uint64(pid), nil }
-func (anyProc) Info(pid uint32) (procfs.Info, error) {
-	return procfs.Info{StartTime: uint64(pid), Name: "short"}, nil
+func (c *churn) Info(pid uint32) (procfs.Info, error) {
+	st, err := c.StartTime(pid)
+	return procfs.Info{StartTime: st, Name: "short"}, err
 }
 
 // TestChurnBounded lists 50 new processes at every pass, 5,000 in all,
@@ -76,7 +84,8 @@ func TestChurnBounded(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: rings, Lister: &churn{n: 50}, Resolver: anyProc{}, MaxSeries: 64, IdleWatts: 50, MeterProvider: mp, SampleHold: -1})
+	ch := &churn{n: 50}
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: ch, Resolver: ch, MaxSeries: 64, IdleWatts: 50, MeterProvider: mp, SampleHold: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +149,8 @@ func TestPassCollectConcurrentSafe(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: rings, Lister: &churn{n: 5}, Resolver: anyProc{}, MeterProvider: mp})
+	ch := &churn{n: 5}
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: ch, Resolver: ch, MeterProvider: mp})
 	if err != nil {
 		t.Fatal(err)
 	}

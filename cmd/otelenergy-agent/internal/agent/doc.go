@@ -49,15 +49,21 @@
 // missed it. The series carries the start time as semconv's
 // process.creation.time (boot time plus the start time), so that two
 // processes on one pid with the same name and container are two series
-// and no exported counter goes backwards. A process no longer listed, or
-// replaced on its pid, keeps its total until the next export, which
-// observes it one last time; then its series ends and its total moves to
-// the board's exited series, so sums over the board stay exact.
+// and no exported counter goes backwards. A process has ended when a
+// listing misses it and its pid is gone from /proc or holds another start
+// time, or when a listing shows another process on its pid; a listing
+// that misses a process still running ends nothing, so that a later
+// listing resumes its series rather than starting one with the same
+// attributes at zero. An ended process keeps its total until the next
+// export, which observes it one last time; then its series ends and its
+// total moves to the board's exited series, so sums over the board stay
+// exact.
 //
 // A process beyond the series cap is tracked by pid and start time only,
 // its energy going to the overflow series; it is forgotten when a listing
-// misses it, and a new process on its pid gets a series of its own when
-// the cap has room.
+// misses it. Once the cap has room, a listed overflow process, whether
+// the same one or a new one on its pid, gets a series of its own, a new
+// attribute set that starts at zero.
 //
 // # Failures
 //

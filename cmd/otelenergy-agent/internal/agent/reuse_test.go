@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -21,10 +22,11 @@ type lproc struct {
 }
 
 // scripted lists the processes the test sets, and is the node's /proc
-// for them.
+// for them and for alive, processes that run without being listed.
 type scripted struct {
 	mu    sync.Mutex
 	procs []lproc
+	alive []lproc
 	util  nvmlsource.Utilization
 }
 
@@ -52,7 +54,7 @@ func (s *scripted) Read(_ int, b *nvmlsource.BoardProcesses) error {
 func (s *scripted) find(pid uint32) (lproc, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, p := range s.procs {
+	for _, p := range append(s.procs, s.alive...) {
 		if p.pid == pid {
 			return p, true
 		}
@@ -255,5 +257,107 @@ func TestUnmeasuredBoardLearnsIdle(t *testing.T) {
 		if got := tot.Processes[agent.Process{Pid: pid, StartTime: 1}]; got < 5*19_000 || got > 5*21_000 {
 			t.Errorf("pid %d: %d mJ, want about 100000 (20 W)", pid, got)
 		}
+	}
+}
+
+// TestListingGapKeepsLiveSeries lists pid 7, misses it for one pass with
+// an export in between while the process still runs, then lists it again:
+// one series, which never goes backwards and holds all its energy.
+func TestListingGapKeepsLiveSeries(t *testing.T) {
+	r := newRig(t, 0, 50)
+	p := lproc{7, 100, 50}
+	for range 3 {
+		r.lister.set(nvmlsource.UtilMeasured, p)
+		r.pass(100)
+		r.export(t)
+	}
+	r.lister.set(nvmlsource.UtilMeasured)
+	r.lister.alive = []lproc{p} // still in /proc, missing from the listing
+	r.pass(100)
+	r.export(t)
+	r.lister.alive = nil
+	r.lister.set(nvmlsource.UtilMeasured, p)
+	r.pass(100)
+	r.export(t)
+	tot := r.ag.Totals(0)
+	if got := tot.Processes[agent.Process{Pid: 7, StartTime: 100}]; got != 4*50_000 || tot.ExitedMJ != 0 {
+		t.Fatalf("pid 7: %d mJ, exited series %d mJ; want 200000 and 0", got, tot.ExitedMJ)
+	}
+	if len(r.max) != 1 {
+		t.Fatalf("%d process series exported, want 1", len(r.max))
+	}
+}
+
+// TestOverflowPromotedWhenCapFrees holds the cap with pid 7, then reuses
+// pid 7 at once for a new process: the new process waits in overflow only
+// until the old series' last export frees the cap, then has its own.
+func TestOverflowPromotedWhenCapFrees(t *testing.T) {
+	r := newRig(t, 1, 50)
+	r.lister.set(nvmlsource.UtilMeasured, lproc{7, 100, 50})
+	r.pass(100)
+	r.export(t)
+	r.lister.set(nvmlsource.UtilMeasured, lproc{7, 200, 50})
+	for range 5 {
+		r.pass(100)
+		r.export(t)
+	}
+	tot := r.ag.Totals(0)
+	// The first pass after the reuse went to overflow (the cap was held by
+	// the old series until its export); the other four are its own.
+	if got := tot.Processes[agent.Process{Pid: 7, StartTime: 200}]; got != 4*50_000 || tot.OverflowMJ != 50_000 {
+		t.Fatalf("the new process: %d mJ in its own series, %d mJ in overflow; want 200000 and 50000 (%v)", got, tot.OverflowMJ, tot.Processes)
+	}
+	if tot.OverflowPids != 0 {
+		t.Fatalf("%d overflow pids still tracked", tot.OverflowPids)
+	}
+}
+
+// booted is a scripted node that knows its boot time.
+type booted struct {
+	*scripted
+	at time.Time
+}
+
+func (b booted) BootTime() (time.Time, error) { return b.at, nil }
+
+// TestCreationTime lists a process that started three years and 10 ms
+// after boot, past the 2.9 years where ticks times time.Second overflows:
+// process.creation.time is the Resolver's boot time plus the start, to the
+// tick.
+func TestCreationTime(t *testing.T) {
+	rings, lister := newFakeRings(t), &scripted{}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	boot := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: lister, Resolver: booted{lister, boot}, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Shutdown()
+	const threeYears = 3 * 365 * 86400
+	lister.set(nvmlsource.UtilMeasured, lproc{7, threeYears*100 + 1, 50})
+	rings.push(1000)
+	ag.Pass()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	want := boot.Add(threeYears*time.Second + 10*time.Millisecond).Format("2006-01-02T15:04:05.000Z07:00")
+	var got []string
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "otelenergy.process.energy" {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[float64]).DataPoints {
+				if v, ok := dp.Attributes.Value("process.creation.time"); ok {
+					got = append(got, v.AsString())
+				}
+			}
+		}
+	}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("process.creation.time %q, want [%s]", got, want)
 	}
 }

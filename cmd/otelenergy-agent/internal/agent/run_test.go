@@ -17,7 +17,8 @@ func TestRunFakeClock(t *testing.T) {
 	rings := newFakeRings(t)
 	mp := sdkmetric.NewMeterProvider()
 	defer mp.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: rings, Lister: &churn{n: 1}, Resolver: anyProc{}, MeterProvider: mp})
+	ch := &churn{n: 1}
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: ch, Resolver: ch, MeterProvider: mp})
 	if err != nil {
 		t.Fatal(err)
 	}

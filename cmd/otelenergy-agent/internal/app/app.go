@@ -50,11 +50,8 @@ type Deps struct {
 	Listen func(network, addr string) (net.Listener, error)
 	// NewTicker drives the interval loop; nil is a real ticker.
 	NewTicker agent.NewTicker
-	// BeforeStart is called with each service's name before it starts;
-	// an error fails that start.
-	BeforeStart func(name string) error
-	// AfterStop is called with each service's name after it stopped.
-	AfterStop func(name string)
+	// Stack receives the services; nil is a new one. A test sets its hooks.
+	Stack *lifecycle.Stack
 	// ShutdownTimeout bounds the shutdown; zero is 10 s.
 	ShutdownTimeout time.Duration
 }
@@ -74,7 +71,10 @@ func Run(ctx context.Context, cfg flags.Config, log *slog.Logger, d Deps) error 
 	if d.ShutdownTimeout <= 0 {
 		d.ShutdownTimeout = 10 * time.Second
 	}
-	st := &lifecycle.Stack{BeforeStart: d.BeforeStart, AfterStop: d.AfterStop}
+	st := d.Stack
+	if st == nil {
+		st = &lifecycle.Stack{}
+	}
 	ag, err := start(ctx, st, cfg, log, d)
 	if err == nil {
 		ag.Run(ctx, cfg.ProcessInterval, d.NewTicker)
@@ -82,7 +82,12 @@ func Run(ctx context.Context, cfg flags.Config, log *slog.Logger, d Deps) error 
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), d.ShutdownTimeout)
 	defer cancel()
-	return errors.Join(err, st.Shutdown(sctx))
+	// The services above the telemetry get half the budget, so that a GPU
+	// hung in a call no context reaches still leaves the final export the
+	// other half.
+	gctx, gcancel := context.WithTimeout(sctx, d.ShutdownTimeout/2)
+	defer gcancel()
+	return errors.Join(err, st.ShutdownAfter(gctx, "telemetry"), st.Shutdown(sctx))
 }
 
 // start starts every service onto st, in the order of the package doc.
@@ -110,6 +115,9 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 		mp = sdkmetric.NewMeterProvider(append(views(), sdkmetric.WithReader(reader), sdkmetric.WithResource(res))...)
 		ex := doctor.MetricsExporter(d.LookupEnv)
 		log.Info("exporting metrics", "exporter", ex.Kind, "protocol", ex.Protocol, "endpoint", ex.Endpoint)
+		// A failed final export is logged and does not fail the exit: the
+		// figures it lost cannot be sent by failing, and a collector down
+		// at a node's drain must not turn a clean stop into a crash loop.
 		return func(ctx context.Context) error {
 			if err := mp.Shutdown(ctx); err != nil {
 				log.Warn("the final metric export failed; its figures are lost", "exporter", ex.Kind, "endpoint", ex.Endpoint, "err", err)
@@ -121,17 +129,25 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 		return nil, err
 	}
 	var nd Node
+	var mon *otelenergy.Monitor
 	if err := st.Start("GPU source", func() (func(context.Context) error, error) {
 		var err error
 		nd, err = d.OpenNode(cfg, log)
 		if err != nil {
 			return nil, err
 		}
-		return func(context.Context) error { return nd.Source.Close() }, nil
+		return func(context.Context) error {
+			if mon != nil {
+				// The Monitor's Shutdown closes the source, and after a
+				// read that outlived it, closes it once that read returns:
+				// a Close here would wait for the hung read.
+				return nil
+			}
+			return nd.Source.Close()
+		}, nil
 	}); err != nil {
 		return nil, err
 	}
-	var mon *otelenergy.Monitor
 	if err := st.Start("monitor", func() (func(context.Context) error, error) {
 		var err error
 		mon, err = otelenergy.NewMonitor(nd.Source, otelenergy.WithMeterProvider(mp), otelenergy.WithInterval(cfg.SampleInterval))
@@ -150,9 +166,15 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 		if err != nil {
 			return nil, err
 		}
-		// The final pass; the instruments stay registered for the
-		// telemetry's final export, and go with its provider.
-		return func(context.Context) error { ag.Pass(); return nil }, nil
+		// The final pass, after a sample of its own, splits the counter
+		// steps up to the shutdown while the source can still list
+		// processes; the instruments stay registered for the telemetry's
+		// final export, and go with its provider.
+		return func(context.Context) error {
+			mon.Sample()
+			ag.Pass()
+			return nil
+		}, nil
 	}); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/app"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/lifecycle"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -122,16 +123,15 @@ func (h *harness) deps(before func(string) error) app.Deps {
 			}
 			return ln, err
 		},
-		NewTicker:   func(time.Duration) (<-chan time.Time, func()) { return h.ticks, func() {} },
-		BeforeStart: before,
-		AfterStop: func(name string) {
+		NewTicker: func(time.Duration) (<-chan time.Time, func()) { return h.ticks, func() {} },
+		Stack: &lifecycle.Stack{BeforeStart: before, AfterStop: func(name string) {
 			h.mu.Lock()
 			h.stops = append(h.stops, name)
 			h.mu.Unlock()
 			if name == "readiness" || name == "admin server" {
 				h.ready[name] = h.readyz()
 			}
-		},
+		}},
 	}
 }
 
@@ -139,7 +139,7 @@ func (h *harness) deps(before func(string) error) app.Deps {
 // then ends it: the services stop in reverse order, readiness first,
 // /readyz answers 503 while the listener still serves, the final export
 // carries the agent's metrics, and a failed final export does not fail the
-// run.
+// run. TestFinalPassSplitsLastSteps checks the final export's values.
 func TestRunLifecycle(t *testing.T) {
 	h := newHarness()
 	h.exp.fail = errors.New("collector gone")

@@ -9,21 +9,34 @@
 //     every later service writes to; stopped last, with the final export.
 //  2. GPU source: NVML or the simulator.
 //  3. monitor: the library's Monitor, whose sampler fills the rings.
-//  4. agent: the split; its stop is the final pass, made while the source
-//     can still list processes, so the last window is split with its
-//     listing and exported by the telemetry's final export.
+//  4. agent: the split; its stop takes a sample and makes the final pass,
+//     while the source can still list processes, so the counter steps up
+//     to the shutdown are split and exported by the telemetry's final
+//     export.
 //  5. sampling: the Monitor's sampler (and the simulator's load).
 //  6. admin server: /healthz and /readyz, when -admin-listen is set.
 //  7. readiness: its stop turns /readyz to 503, first of all.
 //
 // The Monitor produces the counter steps the agent splits, yet stops after
 // the agent's final pass: its stop closes NVML, which that pass's listing
-// needs. The steps of the Monitor's own last sample are then not split;
-// hw.energy, which the agent exports at the step it split up to, stops
-// there too, so every export still conserves each board's energy.
+// needs. Only the Monitor's own last sample, taken right after the final
+// pass, is not split; hw.energy, which the agent exports at the step it
+// split up to, stops there too, so every export still conserves each
+// board's energy. Once the Monitor started, it owns the source: its
+// Shutdown closes it, and after a read that hangs past the shutdown, closes
+// it when that read returns.
+//
+// # Shutdown budget
+//
+// The services above the telemetry stop within half of the shutdown
+// timeout, the telemetry within what is left: a GPU hung in a call that no
+// context reaches still leaves the final export time. A stop that outlives
+// its budget is left running and reported (see [lifecycle.Stack.Shutdown]).
 //
 // A failed start stops what already started, in reverse, and is returned
 // as "failed to start X: %w"; a failed stop as "failed to shut down X: %w".
-// A failed final export is logged, not returned: what could not be sent
-// cannot be sent by failing the exit.
+// A failed final export is logged, not returned, and the exit stays 0:
+// what could not be sent cannot be sent by failing the exit, and a
+// collector down while a node drains must not turn a clean stop into a
+// crash loop.
 package app

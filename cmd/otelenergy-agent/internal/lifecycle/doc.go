@@ -14,5 +14,8 @@
 //
 // A start that fails is wrapped as "failed to start X: %w", a stop that
 // fails as "failed to shut down X: %w". Shutdown stops every service even
-// when some fail, and joins their errors.
+// when some fail, and joins their errors. Each stop runs under the
+// shutdown's context: one that outlives it is left running and reported
+// with the context's error, so that a stop hung in a device call cannot
+// hold the process past its shutdown timeout.
 package lifecycle

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -64,14 +65,38 @@ func (s *Stack) Names() []string {
 // empties it. Each stop gets ctx; a failed stop does not keep the others
 // from running. It returns the stops' errors, each wrapped as "failed to
 // shut down name: %w", joined.
+//
+// A stop that outlives ctx is left running and reported as "failed to shut
+// down name: " and ctx's error; the next stops still run, with ctx done, so
+// that Shutdown returns once ctx is done even when a stop hangs in a
+// device call that no context reaches.
 func (s *Stack) Shutdown(ctx context.Context) error {
+	return s.shutdown(ctx, 0)
+}
+
+// ShutdownAfter stops, as [Stack.Shutdown] does, the services started
+// after the service named name, and leaves that one and those before it on
+// the stack; when no service is named name, it stops none.
+func (s *Stack) ShutdownAfter(ctx context.Context, name string) error {
 	s.mu.Lock()
-	names, stops := s.names, s.stops
-	s.names, s.stops = nil, nil
+	i := slices.Index(s.names, name)
+	s.mu.Unlock()
+	if i < 0 {
+		return nil
+	}
+	return s.shutdown(ctx, i+1)
+}
+
+// shutdown stops the services from the keep-th on.
+func (s *Stack) shutdown(ctx context.Context, keep int) error {
+	s.mu.Lock()
+	keep = min(keep, len(s.names))
+	names, stops := s.names[keep:], s.stops[keep:]
+	s.names, s.stops = slices.Clip(s.names[:keep]), slices.Clip(s.stops[:keep])
 	s.mu.Unlock()
 	var errs []error
 	for i := len(stops) - 1; i >= 0; i-- {
-		if err := stops[i](ctx); err != nil {
+		if err := within(ctx, stops[i]); err != nil {
 			errs = append(errs, fmt.Errorf("failed to shut down %s: %w", names[i], err))
 		}
 		if s.AfterStop != nil {
@@ -79,4 +104,21 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// within runs stop and returns its error, or ctx's once ctx is done first.
+func within(ctx context.Context, stop func(context.Context) error) error {
+	done := make(chan error, 1)
+	go func() { done <- stop(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done: // a stop that finished as ctx ended
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
 }

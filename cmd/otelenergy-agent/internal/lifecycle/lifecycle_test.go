@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/lifecycle"
 )
@@ -98,5 +99,53 @@ func TestBeforeStart(t *testing.T) {
 	}
 	if got := st.Names(); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("names %q", got)
+	}
+}
+
+// TestShutdownHungStop stops three services whose middle stop hangs until
+// the test ends: Shutdown returns at ctx's deadline, reports the hung one
+// by name, and still runs the stop below it.
+func TestShutdownHungStop(t *testing.T) {
+	var st lifecycle.Stack
+	release := make(chan struct{})
+	defer close(release)
+	ran := make(chan string, 3)
+	st.Push("first", func(ctx context.Context) error { ran <- "first"; return ctx.Err() })
+	st.Push("hung", func(context.Context) error { <-release; return nil })
+	st.Push("last", func(context.Context) error { ran <- "last"; return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	err := st.Shutdown(ctx)
+	if el := time.Since(began); el > 5*time.Second {
+		t.Fatalf("Shutdown took %v past a 50 ms deadline", el)
+	}
+	if err == nil || !strings.Contains(err.Error(), "failed to shut down hung: context deadline exceeded") {
+		t.Fatalf("err = %v", err)
+	}
+	if a, b := <-ran, <-ran; a != "last" || b != "first" {
+		t.Fatalf("ran %s, %s", a, b)
+	}
+}
+
+// TestShutdownAfter stops the services above one, then the rest, each
+// under its own context.
+func TestShutdownAfter(t *testing.T) {
+	var st lifecycle.Stack
+	var stopped []string
+	for _, name := range []string{"telemetry", "source", "agent"} {
+		st.Push(name, func(context.Context) error { stopped = append(stopped, name); return nil })
+	}
+	if err := st.ShutdownAfter(context.Background(), "nothing"); err != nil || len(stopped) != 0 {
+		t.Fatalf("an unknown name stopped %q (%v)", stopped, err)
+	}
+	if err := st.ShutdownAfter(context.Background(), "telemetry"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(stopped, []string{"agent", "source"}) || !slices.Equal(st.Names(), []string{"telemetry"}) {
+		t.Fatalf("stopped %q, left %q", stopped, st.Names())
+	}
+	if err := st.Shutdown(context.Background()); err != nil || !slices.Equal(stopped, []string{"agent", "source", "telemetry"}) {
+		t.Fatalf("stopped %q (%v)", stopped, err)
 	}
 }
