@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -439,8 +440,24 @@ func (ex *exchange) finish(returned bool) {
 		}
 	}
 	ex.record(failure)
+	ex.markSpan(failure)
 	if ex.h.cfg.trailers && returned && ex.rw.wroteHeader {
 		ex.setTrailers()
+	}
+}
+
+// markSpan marks the request's span failed when its response did not
+// reach the client whole: otelhttp saw the 200 go out and would call it a
+// success. Other failures are the status's, which otelhttp records.
+func (ex *exchange) markSpan(failure string) {
+	switch {
+	case failure == ReasonClientDisconnect, failure == ReasonTruncated, ex.status == StatusClientClosedRequest:
+	default:
+		return
+	}
+	if span := trace.SpanFromContext(ex.ctx); span.IsRecording() {
+		span.SetAttributes(ErrorTypeKey.String(failure))
+		span.SetStatus(codes.Error, "the response did not reach the client whole: "+failure)
 	}
 }
 

@@ -200,11 +200,16 @@ func start(t *testing.T, args []string, env map[string]string) *running {
 	t.Helper()
 	r := &running{stderr: &syncBuffer{}, sig: make(chan os.Signal, 2), code: make(chan int, 1)}
 	addrs := make(chan [2]string, 1)
-	args = append([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"}, args...)
+	args = append([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-shutdown-delay", "0"}, args...)
 	go func() {
 		r.code <- Main(args, Env{
 			Stdout: r.stderr, Stderr: r.stderr,
-			Getenv:  func(k string) string { return env[k] },
+			LookupEnv: func(k string) (string, bool) {
+				if v, ok := env[k]; ok {
+					return v, true
+				}
+				return os.LookupEnv(k) // the OTEL_* variables newCollector sets
+			},
 			Signals: r.sig,
 			Started: func(api, admin net.Addr) { addrs <- [2]string{"http://" + api.String(), "http://" + admin.String()} },
 		})

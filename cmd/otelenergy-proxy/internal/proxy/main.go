@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-proxy/flags"
 )
@@ -16,13 +17,19 @@ import (
 // Env is what the proxy takes from its process.
 type Env struct {
 	Stdout, Stderr io.Writer
-	Getenv         func(string) string
+	// LookupEnv reads the environment, as os.LookupEnv (the OTELENERGY_*
+	// and OTEL_* variables). Nil reads an empty environment.
+	LookupEnv func(string) (string, bool)
 	// Signals delivers SIGTERM and SIGINT: the first drains and exits,
-	// a second cuts the drain short.
+	// a second means stop now.
 	Signals <-chan os.Signal
+	// ProcRoot is where the proc file system is mounted; empty is /proc.
+	ProcRoot string
 	// Started, when set, is called once the API and admin addresses
-	// listen, with their addresses (tests listen on port 0).
+	// serve, with their addresses (tests listen on port 0).
 	Started func(api, admin net.Addr)
+	// After is the clock of -shutdown-delay; nil is time.After.
+	After func(time.Duration) <-chan time.Time
 }
 
 // Exit statuses besides a wrapped child's own.
@@ -36,10 +43,14 @@ const (
 // the process's exit status: 2 for an invalid flag, 1 when the proxy
 // cannot start, the child's status in wrapper mode, else 0.
 func Main(args []string, env Env) int {
-	if env.Getenv == nil {
-		env.Getenv = func(string) string { return "" }
+	if env.LookupEnv == nil {
+		env.LookupEnv = func(string) (string, bool) { return "", false }
 	}
-	cfg, err := flags.Parse(args, env.Getenv, env.Stdout)
+	if env.ProcRoot == "" {
+		env.ProcRoot = "/proc"
+	}
+	getenv := func(k string) string { v, _ := env.LookupEnv(k); return v }
+	cfg, err := flags.Parse(args, getenv, env.Stdout)
 	switch {
 	case errors.Is(err, flags.ErrHelp):
 		return exitOK

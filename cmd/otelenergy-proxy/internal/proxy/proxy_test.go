@@ -56,11 +56,13 @@ func TestInvalidValueExits2(t *testing.T) {
 		{args: []string{"-listen", "8080"}, want: "-listen"},
 		{args: []string{"-no-such-flag"}, want: "no-such-flag"},
 		{args: []string{"vllm"}, want: "after --"},
+		{args: []string{"-simulate", "--"}, want: "no command"},
+		{args: []string{"-shutdown-delay", "-1s"}, want: "-shutdown-delay"},
 		{args: []string{"-baggage-keys", "a,b,c,d,e,f,g,h,i"}, want: "-baggage-keys"},
 		{env: map[string]string{"OTELENERGY_DRAIN_TIMEOUT": "soon"}, want: "OTELENERGY_DRAIN_TIMEOUT"},
 	} {
 		var out, errOut bytes.Buffer
-		code := Main(c.args, Env{Stdout: &out, Stderr: &errOut, Getenv: func(k string) string { return c.env[k] }})
+		code := Main(c.args, Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }})
 		msg := errOut.String()
 		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
 			t.Errorf("%v %v: status %d, stderr %q; want 2 and one line naming %s", c.args, c.env, code, msg, c.want)
@@ -104,7 +106,7 @@ func TestNoSilentFallback(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- Main([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"}, Env{Stdout: &out, Stderr: &errOut,
-			Getenv: func(string) string { return "" }, Signals: sig,
+			Signals: sig,
 			Started: func(api, admin net.Addr) { sig <- syscall.SIGTERM }})
 	}()
 	code := <-done
