@@ -3,6 +3,7 @@ package otelenergy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -159,5 +160,36 @@ func TestBaggageAttributesConcurrentSafe(t *testing.T) {
 	}
 	if len(kept) != 6 || !kept[BaggageOverflowValue] {
 		t.Fatalf("values kept %v: want 5 tenants and %s", kept, BaggageOverflowValue)
+	}
+}
+
+// TestBaggageCombinationsCapped sends 3 keys of 30, 30 and 10 values,
+// 9,000 combinations: the first 1,000 keep their values, every later one
+// shares the all-_other set, so at most 1,001 attribute sets exist.
+func TestBaggageCombinationsCapped(t *testing.T) {
+	rig := newRig(t, ideal(simgpu.Config{}), WithMeterProvider(sdkmetric.NewMeterProvider()), WithBaggageAttributes(30, "tenant", "team", "app"))
+	rig.m.Sample()
+	sets := map[*requestAttrs]bool{}
+	n := 0
+	for a := range 30 {
+		for b := range 30 {
+			for c := range 10 {
+				ctx := withTenant(t, context.Background(), "tenant", fmt.Sprint("t", a), "team", fmt.Sprint("m", b), "app", fmt.Sprint("a", c))
+				r := rig.m.StartRequest(ctx)
+				sets[r.st.attrs] = true
+				if n >= maxBaggageCombinations {
+					for _, kv := range r.st.attrs.span {
+						if kv.Value.AsString() != BaggageOverflowValue {
+							t.Fatalf("combination %d: %v, want every key %s", n, r.st.attrs.span, BaggageOverflowValue)
+						}
+					}
+				}
+				r.End()
+				n++
+			}
+		}
+	}
+	if len(sets) != maxBaggageCombinations+1 {
+		t.Fatalf("%d attribute sets for %d combinations, want %d", len(sets), n, maxBaggageCombinations+1)
 	}
 }

@@ -105,7 +105,9 @@ func WithTransport(rt http.RoundTripper) Option {
 
 // WithMaxBodyBytes bounds what the proxy holds to parse: a request body, and
 // a non-streaming response body. A body above the bound passes through
-// unparsed. A bound of zero or less selects the default,
+// unparsed. A request body that has a method Bytes() []byte returning its
+// unread bytes (one a stage in front already read whole) is parsed in
+// place, not copied. A bound of zero or less selects the default,
 // [DefaultMaxBodyBytes] (8 MiB).
 func WithMaxBodyBytes(n int) Option {
 	return optionFunc(func(c *config) { c.maxBody = n })

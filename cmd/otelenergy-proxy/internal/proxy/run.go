@@ -483,7 +483,7 @@ func (p *proxy) apiHandler(mon *otelenergy.Monitor, tel *telemetry, errLog *log.
 		inner = requestLog(p.log, inner)
 	}
 	h := otelenergy.NewMiddleware(mon)(inner)
-	h = bodyLimit(p.cfg.MaxRequestBytes, h)
+	h = bodyLimit(p.cfg.MaxRequestBytes, newBodyBudget(p.cfg.MaxBufferedBytes), h)
 	return otelhttp.NewHandler(h, "otelenergy-proxy",
 		otelhttp.WithTracerProvider(tel.tp), otelhttp.WithMeterProvider(tel.mp), otelhttp.WithPropagators(tel.prop),
 		otelhttp.WithSpanNameFormatter(spanName))
@@ -497,19 +497,4 @@ func spanName(_ string, r *http.Request) string {
 		return r.Method + " " + r.URL.Path
 	}
 	return r.Method
-}
-
-// bodyLimit answers 413 to a request whose declared body is above limit,
-// and bounds the body of every other one.
-func bodyLimit(limit int64, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > limit {
-			openaiproxy.WriteError(w, r, &http.MaxBytesError{Limit: limit})
-			return
-		}
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, limit)
-		}
-		next.ServeHTTP(w, r)
-	})
 }
