@@ -1,7 +1,10 @@
 // Package flags is otelenergy-proxy's command line: every flag, its
-// environment equivalent, its default and its check. It depends on the
-// standard library only, so that tests elsewhere (the deployment
-// manifests') can parse a container's arguments exactly as the proxy does.
+// environment equivalent, its default and its check, and the one place
+// where flags become values. It depends on the standard library and
+// internal/cli only, so that tests elsewhere (the deployment manifests')
+// can parse a container's arguments exactly as the proxy does. The logging
+// and version flags take their names, defaults and checks from
+// internal/cli, which the agent shares.
 package flags
 
 import (
@@ -14,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/otelenergy/otelenergy/internal/cli"
 )
 
 // EnvPrefix begins the environment variable of every flag: -admin-listen
@@ -56,6 +61,7 @@ type Config struct {
 	MaxRequestBytes  int64         // -max-request-bytes
 	MaxBufferedBytes int64         // -max-buffered-bytes
 	CopyTo           string        // -copy-to: copy the binary there and exit
+	Version          bool          // -version: print the build and exit
 	// Command is the backend to run as a child (wrapper mode): the
 	// arguments after "--". Empty in front of a running backend.
 	Command []string
@@ -151,23 +157,10 @@ var specs = []spec{
 			c.BaggageValues = n
 			return nil
 		}},
-	{name: "log-format", def: "text", usage: "log format: text or json",
-		check: func(c *Config, v string) error {
-			if v != "text" && v != "json" {
-				return errors.New("want text or json")
-			}
-			c.LogFormat = v
-			return nil
-		}},
-	{name: "log-level", def: "info", usage: "log level: debug, info, warn or error",
-		check: func(c *Config, v string) error {
-			switch v {
-			case "debug", "info", "warn", "error":
-				c.LogLevel = v
-				return nil
-			}
-			return errors.New("want debug, info, warn or error")
-		}},
+	{name: cli.FormatFlag, def: cli.DefaultFormat, usage: cli.FormatUsage,
+		check: func(c *Config, v string) error { c.LogFormat = v; return cli.CheckFormat(v) }},
+	{name: cli.LevelFlag, def: cli.DefaultLevel, usage: cli.LevelUsage,
+		check: func(c *Config, v string) error { c.LogLevel = v; return cli.CheckLevel(v) }},
 	{name: "log-requests", def: "false", bool: true, usage: "log one line per proxied completion, with its tokens and energy",
 		check: func(c *Config, v string) error { return boolean(&c.LogRequests, v) }},
 	{name: "trailers", def: "true", bool: true, usage: "end each completion's response with the HTTP trailers Energy-Millijoules and Energy-Approximate",
@@ -178,6 +171,8 @@ var specs = []spec{
 		check: func(c *Config, v string) error { return bytesValue(&c.MaxRequestBytes, v) }},
 	{name: "max-buffered-bytes", def: "67108864", usage: "request body bytes held in memory across all requests at once (each body is held whole, to bound it and read its model); a request that would pass it gets 503 with Retry-After",
 		check: func(c *Config, v string) error { return bytesValue(&c.MaxBufferedBytes, v) }},
+	{name: cli.VersionFlag, def: "false", bool: true, usage: cli.VersionUsage,
+		check: func(c *Config, v string) error { return boolean(&c.Version, v) }},
 	{name: "copy-to", usage: "copy this binary to the given path and exit: an init container puts it into a backend's image this way (the image has no shell)",
 		check: func(c *Config, v string) error { c.CopyTo = v; return nil }},
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-proxy/flags"
+	"github.com/otelenergy/otelenergy/internal/cli"
 )
 
 // Env is what the proxy takes from its process.
@@ -58,6 +59,11 @@ func Main(args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "otelenergy-proxy: %v\n", err)
 		return exitUsage
 	}
+	build := cli.ReadBuild()
+	if cfg.Version {
+		fmt.Fprintln(env.Stdout, build)
+		return exitOK
+	}
 	if cfg.CopyTo != "" {
 		if err := copySelf(cfg.CopyTo); err != nil {
 			fmt.Fprintf(env.Stderr, "otelenergy-proxy: -copy-to: %v\n", err)
@@ -65,7 +71,8 @@ func Main(args []string, env Env) int {
 		}
 		return exitOK
 	}
-	log := newLogger(cfg, env.Stderr)
+	log := cli.Logging{Level: cfg.LogLevel, Format: cfg.LogFormat}.NewLogger(env.Stderr)
+	log.Info("otelenergy-proxy starting", slog.Any("build", build))
 	code, err := run(cfg, log, env)
 	if err != nil {
 		log.Error("otelenergy-proxy failed", slog.Any("error", err))

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +41,19 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		if !strings.Contains(block, "(default ") || !strings.Contains(block, flags.Env(name)) {
 			t.Fatalf("-%s lacks its default or its variable %s: %q", name, flags.Env(name), block)
 		}
+	}
+}
+
+// TestVersion checks -version's line and the build logged at start.
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"-version"}, Env{Stdout: &out, Stderr: &errOut}); code != 0 || strings.Count(out.String(), "\n") != 1 ||
+		!strings.Contains(out.String(), runtime.Version()) || !strings.Contains(out.String(), "revision") {
+		t.Fatalf("-version: status %d, %q", code, out.String())
+	}
+	r := start(t, []string{"-simulate", "-backend", newTestBackend(t)}, nil)
+	if !strings.Contains(r.stderr.String(), "build.version=") || !strings.Contains(r.stderr.String(), "build.go="+runtime.Version()) {
+		t.Fatalf("the start does not log the build:\n%s", r.stderr)
 	}
 }
 
