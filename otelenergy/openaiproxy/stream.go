@@ -442,6 +442,12 @@ func (ex *exchange) finish(returned bool) {
 	ex.record(failure)
 	ex.markSpan(failure)
 	if ex.h.cfg.trailers && returned && ex.rw.wroteHeader {
+		// A flush before the handler returns keeps net/http's HTTP/2
+		// server from stating a Content-Length for a small whole body:
+		// with one, curl ends the response at its last byte and drops
+		// the trailers that follow (a Go client still reads them).
+		// ReverseProxy does the same for a backend's own trailers.
+		http.NewResponseController(ex.rw.w).Flush()
 		ex.setTrailers()
 	}
 }

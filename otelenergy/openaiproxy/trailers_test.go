@@ -90,6 +90,11 @@ func TestEnergyTrailers(t *testing.T) {
 				if want := map[bool]int{false: 1, true: 2}[h2c]; resp.ProtoMajor != want {
 					t.Fatalf("protocol %s, want HTTP/%d", resp.Proto, want)
 				}
+				// A stated length would let a client end the response at its
+				// last byte and never read the trailers (curl does, over h2).
+				if resp.ContentLength != -1 {
+					t.Fatalf("Content-Length %d on a response with trailers, want none", resp.ContentLength)
+				}
 				want := chatJSON(9, 20)
 				if stream {
 					want = strings.Join(s.events(false), "")
