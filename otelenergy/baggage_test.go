@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -191,5 +192,32 @@ func TestBaggageCombinationsCapped(t *testing.T) {
 	}
 	if len(sets) != maxBaggageCombinations+1 {
 		t.Fatalf("%d attribute sets for %d combinations, want %d", len(sets), n, maxBaggageCombinations+1)
+	}
+}
+
+// TestRequestModelsCapped records requests naming 150 models: the first
+// maxRequestModels keep their names on otelenergy.request.energy, later
+// ones share the _other set, and the request's model replaces the run's.
+func TestRequestModelsCapped(t *testing.T) {
+	rig := newRig(t, ideal(simgpu.Config{}), WithMeterProvider(sdkmetric.NewMeterProvider()), WithModel("run-model"))
+	run := rig.m.run.Load()
+	var c modelAttrs
+	sets := map[metric.RecordOption]bool{}
+	for i := range 150 {
+		sets[c.recordOpt(run, nil, fmt.Sprint("model-", i))] = true
+	}
+	if len(sets) != maxRequestModels+1 {
+		t.Fatalf("%d sets for 150 models, want %d", len(sets), maxRequestModels+1)
+	}
+	if c.recordOpt(run, nil, "model-7") != c.recordOpt(run, nil, "model-7") {
+		t.Fatal("a model's set was built twice")
+	}
+	attrs := metric.NewRecordConfig([]metric.RecordOption{c.recordOpt(run, nil, "model-3")}).Attributes()
+	if v, _ := attrs.Value("gen_ai.request.model"); v.AsString() != "model-3" {
+		t.Fatalf("attributes %v: want the request's model over the run's", attrs.ToSlice())
+	}
+	attrs = metric.NewRecordConfig([]metric.RecordOption{c.recordOpt(run, nil, "model-149")}).Attributes()
+	if v, _ := attrs.Value("gen_ai.request.model"); v.AsString() != BaggageOverflowValue {
+		t.Fatalf("attributes %v: want %s past the cap", attrs.ToSlice(), BaggageOverflowValue)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/otelenergy/internal/reqmodel"
 )
 
 // New returns a reverse proxy to target that reports each completion's
@@ -94,6 +95,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rr.Header = r.Header.Clone()
 	r = &rr
 	ex.readRequest(r)
+	// The request's energy is recorded with the model it names.
+	reqmodel.From(ex.ctx).Set(ex.req.model)
 	span := trace.SpanFromContext(ex.ctx)
 	if span.IsRecording() {
 		if ex.req.model != "" {

@@ -37,7 +37,7 @@ func TestFindBackend(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	u, _ := url.Parse(srv.URL)
 	var logs syncBuffer
-	p := &proxy{cfg: flags.Config{Backend: u}, env: Env{ProcRoot: "/proc"}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	p := &runner{cfg: flags.Config{Backend: u}, env: Env{ProcRoot: "/proc"}, log: slog.New(slog.NewTextHandler(&logs, nil))}
 	if got := p.findBackend(); len(got) == 0 || got[0] != os.Getpid() {
 		t.Fatalf("backend tree %v, want this process first", got)
 	}

@@ -14,12 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-proxy/flags"
 	"github.com/otelenergy/otelenergy/otelenergy"
-	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
 
@@ -49,8 +47,9 @@ type interrupted struct{ sig os.Signal }
 
 func (e interrupted) Error() string { return "interrupted by " + e.sig.String() }
 
-// proxy is one run of otelenergy-proxy.
-type proxy struct {
+// runner is one run of otelenergy-proxy: its configuration, its started
+// services and its state.
+type runner struct {
 	cfg    flags.Config
 	log    *slog.Logger
 	env    Env
@@ -70,8 +69,8 @@ type proxy struct {
 	draining atomic.Bool
 }
 
-func newProxy(cfg flags.Config, lg *slog.Logger, env Env) *proxy {
-	p := &proxy{cfg: cfg, log: lg, env: env, errLog: newOnceLog(lg, "error"), after: time.After,
+func newRunner(cfg flags.Config, lg *slog.Logger, env Env) *runner {
+	p := &runner{cfg: cfg, log: lg, env: env, errLog: newOnceLog(lg, "error"), after: time.After,
 		stopSig: syscall.SIGTERM, failed: make(chan error, 2)}
 	if env.After != nil {
 		p.after = env.After
@@ -83,7 +82,7 @@ func newProxy(cfg flags.Config, lg *slog.Logger, env Env) *proxy {
 // wrapped backend's exit, and shuts down. Every path out, a failed start
 // included, stops exactly what started, through p.lc.
 func run(cfg flags.Config, lg *slog.Logger, env Env) (int, error) {
-	p := newProxy(cfg, lg, env)
+	p := newRunner(cfg, lg, env)
 	defer p.errLog.Close()
 	otel.SetErrorHandler(p.errLog)
 
@@ -127,7 +126,7 @@ func run(cfg flags.Config, lg *slog.Logger, env Env) (int, error) {
 }
 
 // childCode is the wrapped backend's exit status, or def in front mode.
-func (p *proxy) childCode(def int) int {
+func (p *runner) childCode(def int) int {
 	if p.ch == nil {
 		return def
 	}
@@ -135,7 +134,7 @@ func (p *proxy) childCode(def int) int {
 }
 
 // stage ends one stage of the start.
-func (p *proxy) stage(name string) error {
+func (p *runner) stage(name string) error {
 	if startHook != nil {
 		return startHook(name)
 	}
@@ -147,7 +146,7 @@ func (p *proxy) stage(name string) error {
 // admin server, checks NVML, starts the backend in wrapper mode and waits
 // for it, and opens the source, telemetry, the Monitor and the API
 // server, recording each in p.lc as it starts.
-func (p *proxy) start() error {
+func (p *runner) start() error {
 	cfg, lg := p.cfg, p.log
 	var err error
 	if p.adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
@@ -326,22 +325,9 @@ func (p *proxy) start() error {
 	return nil
 }
 
-// monitorOptions maps the flags to the Monitor's options: the one place
-// where the command line becomes the library's configuration besides
-// apiHandler's for openaiproxy.
-func (p *proxy) monitorOptions(tel *telemetry) []otelenergy.Option {
-	opts := []otelenergy.Option{otelenergy.WithMeterProvider(tel.mp), otelenergy.WithHorizon(p.cfg.Horizon)}
-	if len(p.cfg.BaggageKeys) > 0 {
-		// -baggage-keys become attributes of the span and of
-		// otelenergy.request.energy, -baggage-values values per key.
-		opts = append(opts, otelenergy.WithBaggageAttributes(p.cfg.BaggageValues, p.cfg.BaggageKeys...))
-	}
-	return opts
-}
-
 // serveHTTP serves srv on ln and reports an end other than a shutdown
 // on p.failed, which ends the run.
-func (p *proxy) serveHTTP(name string, srv *http.Server, ln net.Listener) {
+func (p *runner) serveHTTP(name string, srv *http.Server, ln net.Listener) {
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		p.failed <- fmt.Errorf("%s: %w", name, err)
 	}
@@ -362,7 +348,7 @@ func closeListener(ln net.Listener) func(context.Context) error {
 // every started service in reverse order. A second signal meanwhile means
 // stop now: it is logged, forwarded to the backend's process group, and
 // ends the delay and the drain at once.
-func (p *proxy) shutdown(delay bool) {
+func (p *runner) shutdown(delay bool) {
 	p.draining.Store(true)
 	now, stopNow := context.WithCancel(context.Background())
 	defer stopNow()
@@ -399,7 +385,7 @@ func (p *proxy) shutdown(delay bool) {
 // here rather than in its own place in the lifecycle because the Monitor
 // must meter it to the end and the trace flush after this waits up to the
 // horizon, which the backend's stop should not wait for.
-func (p *proxy) drain(ctx context.Context) error {
+func (p *runner) drain(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.DrainTimeout)
 	defer cancel()
 	if err := p.api.Shutdown(dctx); err != nil {
@@ -421,7 +407,7 @@ func (p *proxy) drain(ctx context.Context) error {
 // none to be found: the source then attributes this process's own work,
 // so on a GPU whose processes can be told apart the backend's work would
 // count as other processes'.
-func (p *proxy) findBackend() []int {
+func (p *runner) findBackend() []int {
 	port, _ := strconv.Atoi(p.cfg.Backend.Port())
 	if port == 0 {
 		port = map[string]int{"http": 80, "https": 443}[p.cfg.Backend.Scheme]
@@ -439,7 +425,7 @@ func (p *proxy) findBackend() []int {
 
 // openSource opens NVML, or the simulated GPU under -simulate. There is
 // no fallback: a host without NVML is an error.
-func (p *proxy) openSource(pids []int) (otelenergy.Source, error) {
+func (p *runner) openSource(pids []int) (otelenergy.Source, error) {
 	if p.cfg.Simulate {
 		n := max(1, len(p.cfg.Devices))
 		p.log.Warn("metering a simulated GPU, not hardware (-simulate): energy figures are synthetic",
@@ -461,40 +447,4 @@ func (p *proxy) openSource(pids []int) (otelenergy.Source, error) {
 		return nil, fmt.Errorf("opening NVML: %w", err)
 	}
 	return src, nil
-}
-
-// apiHandler is otelhttp's server span around the energy middleware
-// around the proxy, behind the request body limit.
-func (p *proxy) apiHandler(mon *otelenergy.Monitor, tel *telemetry, errLog *log.Logger) http.Handler {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ResponseHeaderTimeout = p.cfg.BackendTimeout
-	tr.MaxIdleConns = 0
-	tr.MaxIdleConnsPerHost = 1024
-	tr.DisableCompression = true // the client's Accept-Encoding passes as it came
-	var inner http.Handler = openaiproxy.New(p.cfg.Backend, mon,
-		openaiproxy.WithMeterProvider(tel.mp),
-		openaiproxy.WithIncludeUsage(p.cfg.IncludeUsage),
-		openaiproxy.WithEnergyTrailers(p.cfg.Trailers),
-		openaiproxy.WithMaxBodyBytes(int(min(p.cfg.MaxRequestBytes, 1<<30))),
-		openaiproxy.WithErrorLog(errLog),
-		openaiproxy.WithTransport(otelhttp.NewTransport(tr,
-			otelhttp.WithTracerProvider(tel.tp), otelhttp.WithMeterProvider(tel.mp), otelhttp.WithPropagators(tel.prop))))
-	if p.cfg.LogRequests {
-		inner = requestLog(p.log, inner)
-	}
-	h := otelenergy.NewMiddleware(mon)(inner)
-	h = bodyLimit(p.cfg.MaxRequestBytes, newBodyBudget(p.cfg.MaxBufferedBytes), h)
-	return otelhttp.NewHandler(h, "otelenergy-proxy",
-		otelhttp.WithTracerProvider(tel.tp), otelhttp.WithMeterProvider(tel.mp), otelhttp.WithPropagators(tel.prop),
-		otelhttp.WithSpanNameFormatter(spanName))
-}
-
-// spanName names server spans by method and, for the OpenAI routes, path;
-// any other path would make span names unbounded.
-func spanName(_ string, r *http.Request) string {
-	switch r.URL.Path {
-	case "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models":
-		return r.Method + " " + r.URL.Path
-	}
-	return r.Method
 }
