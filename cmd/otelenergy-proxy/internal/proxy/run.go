@@ -120,7 +120,9 @@ func run(cfg flags.Config, lg *slog.Logger, env Env) (int, error) {
 		code, delay = exitFailure, false
 	}
 	p.shutdown(delay)
-	code = p.childCode(code)
+	if code == exitOK {
+		code = p.childCode(code) // a failed server's 1 stands
+	}
 	lg.Info("otelenergy-proxy stopped", slog.Int("status", code))
 	return code, nil
 }
