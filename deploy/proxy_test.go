@@ -109,8 +109,11 @@ func TestProxyVLLMManifest(t *testing.T) {
 	probePort("liveness", c.LivenessProbe, flags.HealthPath)
 
 	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-	if grace <= cfg.DrainTimeout+cfg.Horizon {
-		t.Fatalf("terminationGracePeriodSeconds %v: the drain (%v) and the horizon (%v) do not fit", grace, cfg.DrainTimeout, cfg.Horizon)
+	// The delay, the drain, the backend's stop (its grace is the drain
+	// timeout) and the horizon's flush run one after another.
+	if need := cfg.ShutdownDelay + 2*cfg.DrainTimeout + cfg.Horizon; grace < need {
+		t.Fatalf("terminationGracePeriodSeconds %v: the shutdown delay (%v), the drain and the backend's stop (2 × %v) and the horizon (%v) need %v",
+			grace, cfg.ShutdownDelay, cfg.DrainTimeout, cfg.Horizon, need)
 	}
 
 	// The binary comes from the proxy's image through an init container

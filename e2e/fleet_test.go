@@ -103,7 +103,8 @@ func TestFleet(t *testing.T) {
 			"OTEL_BSP_MAX_QUEUE_SIZE=8192",
 		)
 		proxies = append(proxies, startProcess(t, "proxy-"+host, root, env, proxyBin, "-simulate", "-backend", "http://"+appAddr,
-			"-listen", api, "-admin-listen", admin, "-baggage-keys", "tenant", "-horizon", fleetHorizon.String()))
+			"-listen", api, "-admin-listen", admin, "-baggage-keys", "tenant", "-horizon", fleetHorizon.String(),
+			"-shutdown-delay", "0s")) // no load balancer to wait for: stop within stopGrace
 		apis = append(apis, "http://"+api)
 		if err := poll(ctx, startTimeout, func() error { return httpOK(ctx, "http://"+admin+"/readyz") }); err != nil {
 			t.Fatalf("proxy %s not ready: %v", host, err)

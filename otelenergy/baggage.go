@@ -30,14 +30,19 @@ const BaggageOverflowValue = "_other"
 // no join. The attribute's key is the baggage key; a request without the
 // member has no such attribute.
 //
-// Cardinality is bounded: the first maxValues distinct values of each key
-// (zero or less selects [DefaultBaggageValues]) are kept, and every later
-// one is recorded as [BaggageOverflowValue], "_other". Baggage reaches the
+// Cardinality is bounded twice: the first maxValues distinct values of
+// each key (zero or less selects [DefaultBaggageValues]) are kept, and
+// every later one is recorded as [BaggageOverflowValue], "_other"; and the
+// first 1,000 distinct combinations of values in a run are kept, and a
+// later combination is recorded with every key as "_other". So no
+// mix of keys makes more than 1,001 attribute sets per run (3 keys of 30,
+// 30 and 10 values would otherwise make 9,000). Baggage reaches the
 // context through the propagator, so the application's propagator must
 // include W3C baggage (propagation.Baggage; autoprop's default does).
 //
-// The attribute set of each combination of values is built once; a
-// request then costs a context lookup and a lock-free map read per key.
+// The attribute set of each combination of values is built once, in
+// constant time; a request then costs a context lookup and a lock-free map
+// read per key and one for the combination.
 // More than [MaxBaggageKeys] keys, or an empty key, make NewMonitor fail
 // with [ErrInvalidConfig]. The default copies no baggage.
 func WithBaggageAttributes(maxValues int, keys ...string) Option {
@@ -73,26 +78,34 @@ type requestAttrs struct {
 	recordOpt metric.RecordOption // the run's attributes and span's
 }
 
+// maxBaggageCombinations bounds the distinct combinations of baggage
+// values, and so the attribute sets, kept per run.
+const maxBaggageCombinations = 1000
+
 // baggageAttrs maps requests' baggage to their attributes.
 type baggageAttrs struct {
-	keys   []attribute.Key
-	names  []string
-	max    int
-	seen   []valueSet
-	cache  atomic.Pointer[attrCache]
-	mu     sync.Mutex // serializes writers of cache
-	single bool       // one key: the common case
+	keys  []attribute.Key
+	names []string
+	max   int
+	seen  []valueSet
+	cache atomic.Pointer[attrCache] // the current run's
+	mu    sync.Mutex                // serializes insertions and run changes
 }
 
-// attrCache is copied on write: readers take no lock.
+// attrCache holds one run's attribute sets by combination. Readers take
+// no lock; an insertion takes mu and costs O(1), whatever the size.
 type attrCache struct {
-	run *runInfo
-	m   map[baggageVals]*requestAttrs
+	run      *runInfo
+	m        sync.Map // baggageVals -> *requestAttrs
+	n        int      // combinations stored; under mu
+	overflow *requestAttrs
 }
 
-// valueSet holds a key's admitted values, copied on write.
+// valueSet holds a key's admitted values. Readers take no lock; an
+// admission takes mu and costs O(1).
 type valueSet struct {
-	vals atomic.Pointer[map[string]struct{}]
+	vals sync.Map // string -> struct{}
+	n    int      // values admitted; under mu
 	mu   sync.Mutex
 }
 
@@ -104,33 +117,25 @@ func newBaggageAttrs(c config) *baggageAttrs {
 	for _, k := range c.baggageKeys {
 		b.keys = append(b.keys, attribute.Key(k))
 	}
-	for i := range b.seen {
-		b.seen[i].vals.Store(&map[string]struct{}{})
-	}
 	return b
 }
 
 // admit returns v, or the overflow value once max distinct values are
 // kept.
 func (s *valueSet) admit(v string, max int) string {
-	if _, ok := (*s.vals.Load())[v]; ok {
+	if _, ok := s.vals.Load(v); ok {
 		return v
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := *s.vals.Load()
-	if _, ok := cur[v]; ok {
+	if _, ok := s.vals.Load(v); ok {
 		return v
 	}
-	if len(cur) >= max {
+	if s.n >= max {
 		return BaggageOverflowValue
 	}
-	next := make(map[string]struct{}, len(cur)+1)
-	for k := range cur {
-		next[k] = struct{}{}
-	}
-	next[v] = struct{}{}
-	s.vals.Store(&next)
+	s.vals.Store(v, struct{}{})
+	s.n++
 	return v
 }
 
@@ -153,28 +158,45 @@ func (b *baggageAttrs) lookup(ctx context.Context, run *runInfo) *requestAttrs {
 		return nil
 	}
 	if c := b.cache.Load(); c != nil && c.run == run {
-		if a, ok := c.m[vals]; ok {
-			return a
+		if a, ok := c.m.Load(vals); ok {
+			return a.(*requestAttrs)
 		}
 	}
 	return b.insert(vals, run)
 }
 
+// insert adds vals's attributes to run's cache, or returns the overflow
+// combination's once the cache is full.
 func (b *baggageAttrs) insert(vals baggageVals, run *runInfo) *requestAttrs {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	cur := b.cache.Load()
-	if cur != nil && cur.run == run {
-		if a, ok := cur.m[vals]; ok {
-			return a
-		}
+	c := b.cache.Load()
+	if c == nil || c.run != run {
+		// A new run: its attribute sets start afresh.
+		c = &attrCache{run: run}
+		b.cache.Store(c)
 	}
-	next := &attrCache{run: run, m: map[baggageVals]*requestAttrs{}}
-	if cur != nil && cur.run == run {
-		for k, v := range cur.m {
-			next.m[k] = v
-		}
+	if a, ok := c.m.Load(vals); ok {
+		return a.(*requestAttrs)
 	}
+	if c.n >= maxBaggageCombinations {
+		if c.overflow == nil {
+			var all baggageVals
+			for i := range b.keys {
+				all[i] = BaggageOverflowValue
+			}
+			c.overflow = b.build(all, run)
+		}
+		return c.overflow
+	}
+	a := b.build(vals, run)
+	c.m.Store(vals, a)
+	c.n++
+	return a
+}
+
+// build makes the attributes of vals in run.
+func (b *baggageAttrs) build(vals baggageVals, run *runInfo) *requestAttrs {
 	a := &requestAttrs{}
 	for i, k := range b.keys {
 		if vals[i] != "" {
@@ -183,7 +205,5 @@ func (b *baggageAttrs) insert(vals baggageVals, run *runInfo) *requestAttrs {
 	}
 	attrs := append(append([]attribute.KeyValue(nil), run.run.Attributes()...), a.span...)
 	a.recordOpt = metric.WithAttributeSet(attribute.NewSet(attrs...))
-	next.m[vals] = a
-	b.cache.Store(next)
 	return a
 }

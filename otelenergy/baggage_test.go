@@ -3,6 +3,7 @@ package otelenergy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -159,5 +161,63 @@ func TestBaggageAttributesConcurrentSafe(t *testing.T) {
 	}
 	if len(kept) != 6 || !kept[BaggageOverflowValue] {
 		t.Fatalf("values kept %v: want 5 tenants and %s", kept, BaggageOverflowValue)
+	}
+}
+
+// TestBaggageCombinationsCapped sends 3 keys of 30, 30 and 10 values,
+// 9,000 combinations: the first 1,000 keep their values, every later one
+// shares the all-_other set, so at most 1,001 attribute sets exist.
+func TestBaggageCombinationsCapped(t *testing.T) {
+	rig := newRig(t, ideal(simgpu.Config{}), WithMeterProvider(sdkmetric.NewMeterProvider()), WithBaggageAttributes(30, "tenant", "team", "app"))
+	rig.m.Sample()
+	sets := map[*requestAttrs]bool{}
+	n := 0
+	for a := range 30 {
+		for b := range 30 {
+			for c := range 10 {
+				ctx := withTenant(t, context.Background(), "tenant", fmt.Sprint("t", a), "team", fmt.Sprint("m", b), "app", fmt.Sprint("a", c))
+				r := rig.m.StartRequest(ctx)
+				sets[r.st.attrs] = true
+				if n >= maxBaggageCombinations {
+					for _, kv := range r.st.attrs.span {
+						if kv.Value.AsString() != BaggageOverflowValue {
+							t.Fatalf("combination %d: %v, want every key %s", n, r.st.attrs.span, BaggageOverflowValue)
+						}
+					}
+				}
+				r.End()
+				n++
+			}
+		}
+	}
+	if len(sets) != maxBaggageCombinations+1 {
+		t.Fatalf("%d attribute sets for %d combinations, want %d", len(sets), n, maxBaggageCombinations+1)
+	}
+}
+
+// TestRequestModelsCapped records requests naming 150 models: the first
+// maxRequestModels keep their names on otelenergy.request.energy, later
+// ones share the _other set, and the request's model replaces the run's.
+func TestRequestModelsCapped(t *testing.T) {
+	rig := newRig(t, ideal(simgpu.Config{}), WithMeterProvider(sdkmetric.NewMeterProvider()), WithModel("run-model"))
+	run := rig.m.run.Load()
+	var c modelAttrs
+	sets := map[metric.RecordOption]bool{}
+	for i := range 150 {
+		sets[c.recordOpt(run, nil, fmt.Sprint("model-", i))] = true
+	}
+	if len(sets) != maxRequestModels+1 {
+		t.Fatalf("%d sets for 150 models, want %d", len(sets), maxRequestModels+1)
+	}
+	if c.recordOpt(run, nil, "model-7") != c.recordOpt(run, nil, "model-7") {
+		t.Fatal("a model's set was built twice")
+	}
+	attrs := metric.NewRecordConfig([]metric.RecordOption{c.recordOpt(run, nil, "model-3")}).Attributes()
+	if v, _ := attrs.Value("gen_ai.request.model"); v.AsString() != "model-3" {
+		t.Fatalf("attributes %v: want the request's model over the run's", attrs.ToSlice())
+	}
+	attrs = metric.NewRecordConfig([]metric.RecordOption{c.recordOpt(run, nil, "model-149")}).Attributes()
+	if v, _ := attrs.Value("gen_ai.request.model"); v.AsString() != BaggageOverflowValue {
+		t.Fatalf("attributes %v: want %s past the cap", attrs.ToSlice(), BaggageOverflowValue)
 	}
 }

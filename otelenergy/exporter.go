@@ -272,6 +272,9 @@ func (m *Monitor) finalize(lr *ledger.Request) {
 	if st.attrs != nil {
 		opt = st.attrs.recordOpt
 	}
+	if model := st.model.Get(); model != "" {
+		opt = m.models.recordOpt(st.run, st.attrs, model)
+	}
 	m.inst.requestEnergy.Record(ctx, float64(st.EnergyMJ())/1000, opt)
 	end, ended := st.Ended()
 	if g := m.inst.genai; g != nil && ended && st.Output() > 0 && st.Flags()&(ledger.FlagFlushed|ledger.FlagExpired) == 0 {

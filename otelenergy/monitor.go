@@ -85,6 +85,7 @@ type Monitor struct {
 	ledger  *ledger.Ledger
 	pending pendingSpans
 	bag     *baggageAttrs // with WithBaggageAttributes
+	models  modelAttrs    // request models on otelenergy.request.energy
 	inst    *instruments
 	sharer  source.Sharer
 	stamper source.Stamper // src, when its counters stamp their updates

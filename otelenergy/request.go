@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otelenergy/otelenergy/ledger"
+	"github.com/otelenergy/otelenergy/otelenergy/internal/reqmodel"
 )
 
 // Request tracks one unit of work (an HTTP request, an RPC, a queue job) so
@@ -32,6 +33,7 @@ type requestState struct {
 	span    trace.SpanContext // immutable: read by the sampler at any time
 	tracked bool              // handed to the ledger
 	attrs   *requestAttrs     // immutable; nil without baggage attributes
+	model   reqmodel.Slot     // the model the request names, once read
 }
 
 type requestKey struct{}
@@ -39,8 +41,14 @@ type requestKey struct{}
 // Value returns the Request itself for its own key and defers every other
 // key to the parent context.
 func (r *Request) Value(key any) any {
-	if key == (requestKey{}) {
+	switch key {
+	case requestKey{}:
 		return r
+	case reqmodel.Key{}:
+		if r.st == nil {
+			return (*reqmodel.Slot)(nil)
+		}
+		return &r.st.model
 	}
 	return r.Context.Value(key)
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/app"
+	"github.com/otelenergy/otelenergy/internal/cli"
 	"github.com/otelenergy/otelenergy/internal/doctor"
 )
 
@@ -50,7 +51,13 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		fmt.Fprintln(stderr, "otelenergy-agent:", err)
 		return 2
 	}
-	log := newLogger(cfg, stderr)
+	build := cli.ReadBuild()
+	if cfg.Version {
+		fmt.Fprintln(stdout, build)
+		return 0
+	}
+	log := cli.Logging{Level: cfg.LogLevel, Format: cfg.LogFormat}.NewLogger(stderr)
+	log.Info("otelenergy-agent starting", slog.Any("build", build))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("background error", "err", err) }))
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -67,14 +74,4 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return 1
 	}
 	return 0
-}
-
-func newLogger(cfg flags.Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }

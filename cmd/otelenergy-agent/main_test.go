@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -113,5 +114,21 @@ func TestDockerfileBuild(t *testing.T) {
 	b, err = exec.Command(bin, "-h").CombinedOutput()
 	if err != nil || !strings.Contains(string(b), "-simulate") {
 		t.Fatalf("the built agent's -h: %v\n%s", err, b)
+	}
+}
+
+// TestVersion prints the build with -version and exits 0 without starting
+// anything, and a bad -log-level exits 2 naming the flag: the agent takes
+// both from internal/cli, as the proxy does.
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"-version"}, env(nil), &out, &errOut, app.Deps{}); code != 0 ||
+		strings.Count(out.String(), "\n") != 1 || !strings.Contains(out.String(), runtime.Version()) {
+		t.Fatalf("-version: status %d, %q, %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run(context.Background(), []string{"-log-level", "loud"}, env(nil), &out, &errOut, app.Deps{}); code != 2 || !strings.Contains(errOut.String(), "-log-level") {
+		t.Fatalf("-log-level loud: status %d, %q", code, errOut.String())
 	}
 }

@@ -53,8 +53,12 @@ func TestDockerfileBuild(t *testing.T) {
 	build = strings.ReplaceAll(build, "/out/otelenergy-proxy", out)
 	cmd := exec.Command("sh", "-c", build)
 	cmd.Dir = "../.." // the build stage's WORKDIR holds the repository's root
-	if b, err := cmd.CombinedOutput(); err != nil {
+	b, err := cmd.CombinedOutput()
+	if err != nil {
 		t.Fatalf("%s: %v\n%s", build, err, b)
+	}
+	if strings.Contains(string(b), "deprecated") {
+		t.Fatalf("the build prints cgo deprecation warnings:\n%s", b)
 	}
 	help, err := exec.Command(out, "-h").CombinedOutput()
 	if err != nil || !strings.Contains(string(help), "-backend") {

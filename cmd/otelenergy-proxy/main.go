@@ -22,9 +22,9 @@ func main() {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	os.Exit(proxy.Main(os.Args[1:], proxy.Env{
-		Stdout:  os.Stdout,
-		Stderr:  os.Stderr,
-		Getenv:  os.Getenv,
-		Signals: sig,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
+		LookupEnv: os.LookupEnv,
+		Signals:   sig,
 	}))
 }

@@ -49,6 +49,7 @@ type options struct {
 	simulate    bool
 	tokenRate   float64
 	summary     time.Duration
+	meter       bool
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	flag.BoolVar(&o.simulate, "simulate", false, "use the simulated GPU even when NVML is present")
 	flag.Float64Var(&o.tokenRate, "token-rate", 40, "tokens per second each completion streams")
 	flag.DurationVar(&o.summary, "summary-every", 2*time.Second, "how often to print the live summary")
+	flag.BoolVar(&o.meter, "meter", true, "meter energy; -meter=false serves the API alone, as a backend behind otelenergy-proxy, which meters it")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -79,6 +81,9 @@ func main() {
 var models = []string{"llama-3.1-8b-instruct", "mistral-7b-instruct", "qwen2.5-14b-instruct"}
 
 func run(ctx context.Context, o options) error {
+	if !o.meter {
+		return serveUnmetered(ctx, o)
+	}
 	src, gpu, err := openSource(o)
 	if err != nil {
 		return err
@@ -147,6 +152,40 @@ func run(ctx context.Context, o options) error {
 	printSummary(mon)
 	fmt.Println("bye")
 	return err
+}
+
+// serveUnmetered serves the completion API with no Monitor, no GPU and no
+// telemetry: behind otelenergy-proxy, which meters the GPU itself, the
+// demo would otherwise meter a simulated GPU of its own and print a
+// second, different figure for the same request.
+func serveUnmetered(ctx context.Context, o options) error {
+	srv := &http.Server{Handler: newServer(nil, nil, o.tokenRate), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("otelenergy demo: serving without metering (-meter=false) on http://%s/v1\n", ln.Addr())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var wg sync.WaitGroup
+	if o.load {
+		for i := range o.concurrency {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				loadWorker(ctx, "http://"+ln.Addr().String(), uint64(i))
+			}()
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return err
+	}
+	wg.Wait()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
 }
 
 // openSource returns NVML's source, or a simulated GPU, which it also

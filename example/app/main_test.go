@@ -36,7 +36,7 @@ func TestDemoPrintsRequestEnergy(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	err = run(ctx, options{addr: "127.0.0.1:0", load: true, concurrency: 4, gpus: 2, simulate: true, tokenRate: 80, summary: time.Second, swapEvery: 2 * time.Second})
+	err = run(ctx, options{addr: "127.0.0.1:0", meter: true, load: true, concurrency: 4, gpus: 2, simulate: true, tokenRate: 80, summary: time.Second, swapEvery: 2 * time.Second})
 	os.Stdout = stdout
 	w.Close()
 	out := <-lines

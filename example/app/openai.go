@@ -15,7 +15,7 @@ import (
 type chatRequest struct {
 	Model    string `json:"model"`
 	Messages []struct {
-		Content string `json:"content"`
+		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Stream        bool `json:"stream"`
 	StreamOptions *struct {
@@ -32,11 +32,29 @@ type chatUsage struct {
 }
 
 // promptTokens is the demo's stand-in tokenizer: one token per three bytes
-// of message text, plus four per message for the chat template.
+// of message text, plus four per message for the chat template. A
+// message's content is a string or a list of parts, whose text parts
+// count.
 func promptTokens(req *chatRequest) int {
 	n := 0
 	for _, m := range req.Messages {
-		n += (len(m.Content)+2)/3 + 4
+		n += (contentLen(m.Content)+2)/3 + 4
+	}
+	return n
+}
+
+func contentLen(raw json.RawMessage) int {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return len(s)
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	json.Unmarshal(raw, &parts)
+	n := 0
+	for _, p := range parts {
+		n += len(p.Text)
 	}
 	return n
 }
@@ -49,7 +67,7 @@ func promptTokens(req *chatRequest) int {
 func chatCompletions(w http.ResponseWriter, r *http.Request, mon *otelenergy.Monitor, tokenRate float64) {
 	var req chatRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
-		http.Error(w, `{"error":{"message":"invalid JSON body"}}`, http.StatusBadRequest)
+		badRequest(w, "the body must be a JSON chat completion request, such as {\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}")
 		return
 	}
 	maxTokens := req.MaxCompletionTokens
@@ -60,7 +78,7 @@ func chatCompletions(w http.ResponseWriter, r *http.Request, mon *otelenergy.Mon
 		maxTokens = 16
 	}
 	if maxTokens < 0 || maxTokens > 4096 {
-		http.Error(w, `{"error":{"message":"max_tokens must be in [1, 4096]"}}`, http.StatusBadRequest)
+		badRequest(w, "max_tokens must be in [1, 4096]")
 		return
 	}
 	model := req.Model

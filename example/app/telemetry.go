@@ -16,8 +16,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
-	"github.com/otelenergy/otelenergy/internal/otelenv"
 	"github.com/otelenergy/otelenergy/example/internal/tee"
+	"github.com/otelenergy/otelenergy/internal/otelenv"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 

@@ -43,8 +43,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/otelenergy/otelenergy/internal/otelenv"
 	"github.com/otelenergy/otelenergy/example/internal/tee"
+	"github.com/otelenergy/otelenergy/internal/otelenv"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
 	"github.com/otelenergy/otelenergy/simgpu"

@@ -10,12 +10,15 @@ import "os"
 // (TRACES or METRICS): by naming one other than none in OTEL_<kind>_EXPORTER,
 // or by setting an OTLP endpoint, in which case autoexport's default (otlp)
 // applies.
-func Wanted(kind string) bool {
-	if v := os.Getenv("OTEL_" + kind + "_EXPORTER"); v != "" {
+func Wanted(kind string) bool { return WantedIn(os.LookupEnv, kind) }
+
+// WantedIn is [Wanted] over the environment that lookupEnv reads.
+func WantedIn(lookupEnv func(string) (string, bool), kind string) bool {
+	if v, _ := lookupEnv("OTEL_" + kind + "_EXPORTER"); v != "" {
 		return v != "none"
 	}
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_" + kind + "_ENDPOINT"} {
-		if os.Getenv(k) != "" {
+		if v, _ := lookupEnv(k); v != "" {
 			return true
 		}
 	}

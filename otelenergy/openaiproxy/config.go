@@ -1,6 +1,7 @@
 package openaiproxy
 
 import (
+	"log"
 	"net/http"
 	"time"
 
@@ -25,6 +26,8 @@ type config struct {
 	maxBody       int
 	trailers      bool
 	errorHandler  func(http.ResponseWriter, *http.Request, error)
+	errorLog      *log.Logger
+	defaultErrors bool // errorHandler is WriteError, which New logs around
 	now           func() time.Time
 }
 
@@ -33,7 +36,6 @@ func newConfig(opts []Option) config {
 		includeUsage: true,
 		provider:     genaiconv.ProviderNameOpenAI,
 		maxBody:      DefaultMaxBodyBytes,
-		errorHandler: WriteError,
 		now:          time.Now,
 	}
 	for _, o := range opts {
@@ -44,6 +46,10 @@ func newConfig(opts []Option) config {
 	}
 	if c.errorHandler == nil {
 		c.errorHandler = WriteError
+		c.defaultErrors = true
+	}
+	if c.errorLog == nil {
+		c.errorLog = log.Default()
 	}
 	if c.maxBody <= 0 {
 		c.maxBody = DefaultMaxBodyBytes
@@ -99,7 +105,9 @@ func WithTransport(rt http.RoundTripper) Option {
 
 // WithMaxBodyBytes bounds what the proxy holds to parse: a request body, and
 // a non-streaming response body. A body above the bound passes through
-// unparsed. A bound of zero or less selects the default,
+// unparsed. A request body that has a method Bytes() []byte returning its
+// unread bytes (one a stage in front already read whole) is parsed in
+// place, not copied. A bound of zero or less selects the default,
 // [DefaultMaxBodyBytes] (8 MiB).
 func WithMaxBodyBytes(n int) Option {
 	return optionFunc(func(c *config) { c.maxBody = n })
@@ -112,6 +120,16 @@ func WithMaxBodyBytes(n int) Option {
 // [NewMiddleware] ignores it.
 func WithErrorHandler(h func(http.ResponseWriter, *http.Request, error)) Option {
 	return optionFunc(func(c *config) { c.errorHandler = h })
+}
+
+// WithErrorLog sets the logger [New]'s reverse proxy reports its errors
+// to: a backend it cannot reach (with the dial address, which the client's
+// error body does not carry), and a body copy that breaks, as
+// httputil.ReverseProxy.ErrorLog. The default is the standard logger,
+// log.Default, as ReverseProxy's; a binary with log/slog passes
+// slog.NewLogLogger. [NewMiddleware] ignores it.
+func WithErrorLog(l *log.Logger) Option {
+	return optionFunc(func(c *config) { c.errorLog = l })
 }
 
 // WithEnergyTrailers sets whether each completion's response ends with

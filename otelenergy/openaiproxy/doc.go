@@ -95,14 +95,26 @@
 // (histograms, s), with gen_ai.operation.name, gen_ai.provider.name
 // ([WithProviderName]), gen_ai.request.model and gen_ai.response.model
 // where known. A failed request's duration carries error.type: the HTTP
-// status code for a status of 400 or more, truncated, or client_disconnect;
+// status code for a status of 400 or more (499 for a client that left
+// before the backend answered), truncated, or client_disconnect; a
+// truncated or disconnected response also marks the span failed;
 // the other two are recorded for successful streams only, time per output
 // token from the first to the last token over the count less one.
+//
+// # Stages
+//
+// A response passes two stages, one way: the SSE framer (sse.go) splits
+// the bytes into lines and events, whatever the writes' sizes, holds
+// each event in strip mode until it ends, and knows nothing of JSON; the
+// exchange (stream.go) reads each event's JSON, reports tokens and decides
+// which event to drop. FuzzSSEFramer checks the framer alone against a
+// simple reference. docs/architecture.md places the package in the whole.
 //
 // # Cost
 //
 // Each chunk costs a scan of its JSON (no allocation) and one atomic add;
-// BenchmarkProxyStream compares it with a bare httputil.ReverseProxy.
+// BenchmarkProxyStream compares it with a bare httputil.ReverseProxy, and
+// BenchmarkSSEFramer measures the framer alone.
 //
 // # Concurrency
 //

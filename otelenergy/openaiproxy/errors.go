@@ -9,11 +9,18 @@ import (
 	"strconv"
 )
 
+// StatusClientClosedRequest is the status recorded for a request whose
+// client went away before the backend answered: 499, as nginx and Caddy
+// name it, so that aborts are told apart from the backend's failures
+// (502, 504). No client reads it.
+const StatusClientClosedRequest = 499
+
 // WriteError answers a request the backend could not serve with an
 // OpenAI-style error body, {"error":{"message":...,"type":...,"param":null,"code":...}},
 // which OpenAI clients parse into their error types. It is [New]'s default
 // error handler ([WithErrorHandler]):
 //
+//   - 499 (type client_closed_request) when the client went away first;
 //   - 504 Gateway Timeout (type upstream_timeout) when the backend did not
 //     answer in time: a deadline passed or the connection timed out;
 //   - 413 Request Entity Too Large (type invalid_request_error) when the
@@ -21,20 +28,24 @@ import (
 //   - 502 Bad Gateway (type upstream_error) otherwise: the backend refused
 //     the connection, reset it, or sent a malformed response.
 //
-// A client that went away gets the 502 too: no one reads it, but the
-// request's metrics record it as failed.
+// The message names the class of failure only: err's text, which can
+// carry the backend's address, is for the log ([WithErrorLog]), not the
+// client.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	status, typ, code := http.StatusBadGateway, "upstream_error", "bad_gateway"
-	msg := "the backend did not answer: " + err.Error()
+	msg := "the backend could not be reached or sent a malformed response"
 	var mbe *http.MaxBytesError
 	var ne net.Error
 	switch {
 	case errors.As(err, &mbe):
 		status, typ, code = http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large"
 		msg = "the request body is above " + strconv.FormatInt(mbe.Limit, 10) + " bytes"
-	case r.Context().Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()):
+	case r.Context().Err() != nil:
+		status, typ, code = StatusClientClosedRequest, "client_closed_request", "client_closed_request"
+		msg = "the client closed the request"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
 		status, typ, code = http.StatusGatewayTimeout, "upstream_timeout", "gateway_timeout"
-		msg = "the backend timed out: " + err.Error()
+		msg = "the backend did not answer in time"
 	}
 	body, _ := json.Marshal(errorBody{Error: errorDetail{Message: msg, Type: typ, Code: code}})
 	h := w.Header()
@@ -42,6 +53,16 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	h.Del("Content-Length")
 	w.WriteHeader(status)
 	w.Write(append(body, '\n'))
+}
+
+// logError is the default error handler's log line: what the client's
+// body leaves out. A client that went away is not the backend's failure
+// and is not logged.
+func (c *config) logError(r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	c.errorLog.Printf("openaiproxy: %s %s: the backend failed: %v", r.Method, r.URL.Path, err)
 }
 
 type errorBody struct {

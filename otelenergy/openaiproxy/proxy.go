@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/otelenergy/internal/reqmodel"
 )
 
 // New returns a reverse proxy to target that reports each completion's
@@ -21,21 +22,33 @@ import (
 // theirs and X-Forwarded-* headers set, as httputil.ProxyRequest.SetURL and
 // SetXForwarded do. A backend that cannot be reached gets the error
 // handler's answer ([WithErrorHandler], by default [WriteError]: a 502 or
-// 504 with an OpenAI-style JSON body). New panics if target is nil.
+// 504 with an OpenAI-style JSON body, and a line on [WithErrorLog]'s
+// logger). New panics if target is nil.
 func New(target *url.URL, mon *otelenergy.Monitor, opts ...Option) http.Handler {
+	return NewMiddleware(mon, opts...)(newReverseProxy(target, newConfig(opts)))
+}
+
+// newReverseProxy is New's upstream half.
+func newReverseProxy(target *url.URL, c config) *httputil.ReverseProxy {
 	if target == nil {
 		panic("openaiproxy: New with a nil target")
 	}
-	c := newConfig(opts)
-	rp := &httputil.ReverseProxy{
+	eh := c.errorHandler
+	if c.defaultErrors {
+		eh = func(w http.ResponseWriter, r *http.Request, err error) {
+			c.logError(r, err)
+			WriteError(w, r, err)
+		}
+	}
+	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 		},
 		Transport:    c.transport,
-		ErrorHandler: c.errorHandler,
+		ErrorHandler: eh,
+		ErrorLog:     c.errorLog,
 	}
-	return newHandler(rp, mon, c)
 }
 
 // NewMiddleware returns middleware that reads the OpenAI-compatible
@@ -54,10 +67,6 @@ func NewMiddleware(mon *otelenergy.Monitor, opts ...Option) func(http.Handler) h
 	return func(next http.Handler) http.Handler {
 		return &handler{next: next, mon: mon, cfg: c, inst: inst}
 	}
-}
-
-func newHandler(next http.Handler, mon *otelenergy.Monitor, c config) http.Handler {
-	return &handler{next: next, mon: mon, cfg: c, inst: newInstruments(c.meterProvider)}
 }
 
 type handler struct {
@@ -86,6 +95,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rr.Header = r.Header.Clone()
 	r = &rr
 	ex.readRequest(r)
+	// The request's energy is recorded with the model it names.
+	reqmodel.From(ex.ctx).Set(ex.req.model)
 	span := trace.SpanFromContext(ex.ctx)
 	if span.IsRecording() {
 		if ex.req.model != "" {

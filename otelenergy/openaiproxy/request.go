@@ -135,6 +135,12 @@ func readBody(r *http.Request, limit int) (body []byte, ok bool, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, true, nil
 	}
+	if h, ok := r.Body.(heldBody); ok {
+		// A body already read whole, by a body-limiting stage in front:
+		// parsed in place rather than copied again.
+		b := h.Bytes()
+		return b, len(b) <= limit, nil
+	}
 	// A declared length is a claim, not bytes: the buffer starts at most
 	// initialBodyBuffer and grows as bytes arrive, so that connections
 	// declaring large bodies and sending little hold little.
@@ -150,6 +156,13 @@ func readBody(r *http.Request, limit int) (body []byte, ok bool, err error) {
 	}
 	r.Body.Close()
 	return b.Bytes(), true, nil
+}
+
+// heldBody is a request body already held in memory whole; Bytes returns
+// the bytes not yet read. See [WithMaxBodyBytes].
+type heldBody interface {
+	io.ReadCloser
+	Bytes() []byte
 }
 
 // replayBody replays the bytes already read before the rest of a body.

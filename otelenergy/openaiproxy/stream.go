@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -38,14 +39,8 @@ type exchange struct {
 	status int
 	mode   int
 
-	// SSE state.
-	line    []byte // a line split across writes
-	data    []byte // data of the event being read
-	hasData bool
-	held    []byte // strip mode: raw bytes of the event being read
-	skipLF  bool   // the previous write ended in '\r'
-	crState int    // with skipLF: what the '\r' ended
-	done    bool   // [DONE] or a finish_reason was seen
+	sse  sseFramer // SSE mode: the stream's events
+	done bool      // [DONE] or a finish_reason was seen
 
 	body []byte // JSON mode: the body so far
 	over bool   // JSON mode: the body passed the bound
@@ -73,13 +68,20 @@ func (ex *exchange) unparsed(reason string) {
 	ex.h.inst.unparsed.Add(ex.ctx, 1, ex.h.inst.reasonOpt[reason])
 }
 
-// giveUp stops reading the response; what was counted stays.
+// giveUp stops reading the response; what was counted stays. In SSE
+// mode the framer stops too, passing on what it held.
 func (ex *exchange) giveUp(reason string) {
-	ex.unparsed(reason)
-	if ex.mode == modeSSE && ex.strip && len(ex.held) > 0 {
-		ex.rw.w.Write(ex.held)
+	if ex.mode == modeSSE {
+		ex.sse.stop(reason) // calls sseStopped
+		return
 	}
-	ex.held, ex.line, ex.data, ex.body = nil, nil, nil, nil
+	ex.sseStopped(reason)
+}
+
+// sseStopped implements sseConsumer: the response is no longer read.
+func (ex *exchange) sseStopped(reason string) {
+	ex.unparsed(reason)
+	ex.body = nil
 	ex.mode = modeNone
 }
 
@@ -109,6 +111,9 @@ func (ex *exchange) begin(status int) {
 		ex.mode = modeNone
 		ex.unparsed(ReasonContentEncoding)
 		return
+	}
+	if ex.mode == modeSSE {
+		ex.sse = sseFramer{out: ex.rw.w, strip: ex.strip, c: ex}
 	}
 	if ex.mode == modeSSE && ex.strip {
 		// Removing the usage chunk shortens the body, so the backend's
@@ -146,149 +151,23 @@ func (ex *exchange) write(p []byte) (int, error) {
 	return ex.rw.w.Write(p)
 }
 
-// feed splits p into SSE lines (ended by "\r\n", "\n" or "\r") and events
-// (ended by an empty line). In strip mode it holds each event's bytes until
-// the event ends and then forwards or drops them: an SSE client acts on an
-// event only at its end, so holding a partial event delays nothing it sees.
+// feed passes p through the framer, which calls sseEvent for each event.
+// A panic in reading is a bug: the exchange stops reading and the stream
+// passes on.
 func (ex *exchange) feed(p []byte) (err error) {
 	defer func() {
 		if recover() != nil {
 			ex.giveUp(ReasonInternal)
 		}
 	}()
-	if ex.skipLF && len(p) > 0 {
-		// The previous write ended in '\r'; a '\n' here belongs to it.
-		ex.skipLF = false
-		if p[0] == '\n' {
-			if ex.strip {
-				switch ex.crState {
-				case crInEvent:
-					ex.held = append(ex.held, '\n')
-				case crForwarded:
-					if _, err := ex.rw.w.Write(lf); err != nil {
-						return err
-					}
-				}
-			}
-			p = p[1:]
-		}
-	}
-	rest := p
-	for ex.mode == modeSSE && len(rest) > 0 {
-		i := bytes.IndexByte(rest, '\n')
-		lim := rest
-		if i >= 0 {
-			lim = rest[:i]
-		}
-		if j := bytes.IndexByte(lim, '\r'); j >= 0 {
-			i = j
-		}
-		if i < 0 {
-			if len(ex.line)+len(rest) > DefaultMaxEventBytes {
-				if ex.strip {
-					ex.held = append(ex.held, rest...)
-				}
-				ex.giveUp(ReasonTooLarge)
-				return nil
-			}
-			ex.line = append(ex.line, rest...)
-			if ex.strip {
-				ex.held = append(ex.held, rest...)
-			}
-			return nil
-		}
-		end := i + 1
-		if rest[i] == '\r' {
-			if end < len(rest) {
-				if rest[end] == '\n' {
-					end++
-				}
-			} else {
-				ex.skipLF = true
-			}
-		}
-		line := rest[:i]
-		if len(ex.line) > 0 {
-			ex.line = append(ex.line, line...)
-			line = ex.line
-		}
-		if ex.strip {
-			ex.held = append(ex.held, rest[:end]...)
-			if len(ex.held) > 2*DefaultMaxEventBytes {
-				// An event of many lines that never ends (comments,
-				// event: or id: lines): stop holding it back.
-				rest = rest[end:]
-				ex.giveUp(ReasonTooLarge)
-				break
-			}
-		}
-		rest = rest[end:]
-		blank := len(line) == 0
-		drop := ex.processLine(line)
-		ex.line = ex.line[:0]
-		ex.crState = crInEvent
-		if ex.strip && blank && ex.mode == modeSSE {
-			// The event ended: forward it, or drop the usage chunk.
-			ex.crState = crForwarded
-			if drop {
-				ex.crState = crDropped
-			} else if _, err := ex.rw.w.Write(ex.held); err != nil {
-				return err
-			}
-			ex.held = ex.held[:0]
-		}
-	}
-	if ex.mode != modeSSE && len(rest) > 0 && ex.strip {
-		// Given up mid-write: the rest passes as it is.
-		_, err = ex.rw.w.Write(rest)
-	}
-	return err
-}
-
-// What a '\n' that follows a write ending in '\r' belongs to.
-const (
-	crInEvent   = iota // the event still being held
-	crForwarded        // an event already forwarded
-	crDropped          // the usage chunk that was removed
-)
-
-var lf = []byte{'\n'}
-
-// processLine handles one SSE line. At an empty line it reads the event
-// and reports whether it is the usage chunk to remove.
-func (ex *exchange) processLine(line []byte) (drop bool) {
-	if len(line) == 0 {
-		if !ex.hasData {
-			return false
-		}
-		ex.hasData = false
-		drop = ex.event(ex.data)
-		ex.data = ex.data[:0]
-		return drop
-	}
-	v, ok := bytes.CutPrefix(line, []byte("data:"))
-	if !ok {
-		return false // event:, id:, retry: and comments carry no tokens
-	}
-	if len(v) > 0 && v[0] == ' ' {
-		v = v[1:]
-	}
-	if ex.hasData {
-		ex.data = append(ex.data, '\n')
-	}
-	if len(ex.data)+len(v) > DefaultMaxEventBytes {
-		ex.giveUp(ReasonTooLarge)
-		return false
-	}
-	ex.data = append(ex.data, v...)
-	ex.hasData = true
-	return false
+	return ex.sse.feed(p)
 }
 
 var doneMarker = []byte("[DONE]")
 
-// event reads one SSE event's data and reports its tokens.
-func (ex *exchange) event(data []byte) (drop bool) {
+// sseEvent implements sseConsumer: it reads one event's data, reports
+// its tokens, and says whether the event is the usage chunk to remove.
+func (ex *exchange) sseEvent(data []byte) (drop bool) {
 	if bytes.Equal(data, doneMarker) {
 		ex.done = true
 		return false
@@ -409,10 +288,7 @@ func (ex *exchange) finish(returned bool) {
 	failure := ""
 	switch ex.mode {
 	case modeSSE:
-		if ex.strip && len(ex.held) > 0 {
-			ex.rw.w.Write(ex.held)
-			ex.held = nil
-		}
+		ex.sse.flushHeld()
 		if !ex.done {
 			failure = ex.interrupted()
 		}
@@ -439,8 +315,30 @@ func (ex *exchange) finish(returned bool) {
 		}
 	}
 	ex.record(failure)
+	ex.markSpan(failure)
 	if ex.h.cfg.trailers && returned && ex.rw.wroteHeader {
+		// A flush before the handler returns keeps net/http's HTTP/2
+		// server from stating a Content-Length for a small whole body:
+		// with one, curl ends the response at its last byte and drops
+		// the trailers that follow (a Go client still reads them).
+		// ReverseProxy does the same for a backend's own trailers.
+		http.NewResponseController(ex.rw.w).Flush()
 		ex.setTrailers()
+	}
+}
+
+// markSpan marks the request's span failed when its response did not
+// reach the client whole: otelhttp saw the 200 go out and would call it a
+// success. Other failures are the status's, which otelhttp records.
+func (ex *exchange) markSpan(failure string) {
+	switch {
+	case failure == ReasonClientDisconnect, failure == ReasonTruncated, ex.status == StatusClientClosedRequest:
+	default:
+		return
+	}
+	if span := trace.SpanFromContext(ex.ctx); span.IsRecording() {
+		span.SetAttributes(ErrorTypeKey.String(failure))
+		span.SetStatus(codes.Error, "the response did not reach the client whole: "+failure)
 	}
 }
 

@@ -1,13 +1,18 @@
 package openaiproxy_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,6 +90,11 @@ func TestEnergyTrailers(t *testing.T) {
 				if want := map[bool]int{false: 1, true: 2}[h2c]; resp.ProtoMajor != want {
 					t.Fatalf("protocol %s, want HTTP/%d", resp.Proto, want)
 				}
+				// A stated length would let a client end the response at its
+				// last byte and never read the trailers (curl does, over h2).
+				if resp.ContentLength != -1 {
+					t.Fatalf("Content-Length %d on a response with trailers, want none", resp.ContentLength)
+				}
 				want := chatJSON(9, 20)
 				if stream {
 					want = strings.Join(s.events(false), "")
@@ -107,15 +117,67 @@ func TestEnergyTrailers(t *testing.T) {
 	}
 }
 
+// syncBuf is a bytes.Buffer safe for the proxy's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestWriteErrorClientGone checks that a request whose client went away
+// is answered 499, not 502 or 504, whatever the upstream error says.
+func TestWriteErrorClientGone(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cancel bool
+		err    error
+		want   int
+	}{
+		{"client gone, upstream canceled", true, context.Canceled, openaiproxy.StatusClientClosedRequest},
+		{"client gone, deadline", true, context.DeadlineExceeded, openaiproxy.StatusClientClosedRequest},
+		{"client here, deadline", false, context.DeadlineExceeded, http.StatusGatewayTimeout},
+		{"client here, refused", false, errors.New("dial tcp 10.0.0.7:8000: connect: connection refused"), http.StatusBadGateway},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			if c.cancel {
+				cancel()
+			}
+			defer cancel()
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
+			w := httptest.NewRecorder()
+			openaiproxy.WriteError(w, r, c.err)
+			if w.Code != c.want || strings.Contains(w.Body.String(), "10.0.0.7") {
+				t.Fatalf("status %d, body %s; want %d and no address", w.Code, w.Body, c.want)
+			}
+		})
+	}
+}
+
 // TestBackendDownOpenAIError checks that a backend refusing connections
-// gives a 502 with an OpenAI-style error body, and trailers still.
+// gives a 502 with an OpenAI-style error body that does not carry the
+// backend's address, the dial error on the caller's logger, and trailers
+// still.
 func TestBackendDownOpenAIError(t *testing.T) {
 	b := httptest.NewServer(http.NotFoundHandler())
 	u, _ := url.Parse(b.URL)
 	b.Close() // nothing listens there now
 	mon := newMonitor(t)
 	mon.Start()
-	p := openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider()), openaiproxy.WithEnergyTrailers(true))
+	var logged syncBuf
+	p := openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider()), openaiproxy.WithEnergyTrailers(true),
+		openaiproxy.WithErrorLog(log.New(&logged, "", 0)))
 	srv := httptest.NewServer(otelenergy.NewMiddleware(mon)(p))
 	t.Cleanup(srv.Close)
 	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatRequest(false, "")))
@@ -132,8 +194,11 @@ func TestBackendDownOpenAIError(t *testing.T) {
 		t.Fatal(err)
 	}
 	io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusBadGateway || e.Error.Type != "upstream_error" || !strings.Contains(e.Error.Message, "refused") {
-		t.Fatalf("status %d, error %+v; want 502 upstream_error naming the refused connection", resp.StatusCode, e.Error)
+	if resp.StatusCode != http.StatusBadGateway || e.Error.Type != "upstream_error" || strings.Contains(e.Error.Message, u.Host) {
+		t.Fatalf("status %d, error %+v; want 502 upstream_error without the backend's address %s", resp.StatusCode, e.Error, u.Host)
+	}
+	if l := logged.String(); !strings.Contains(l, "refused") || !strings.Contains(l, u.Host) {
+		t.Fatalf("error log %q: want the refused dial to %s", l, u.Host)
 	}
 	if resp.Trailer.Get(openaiproxy.TrailerApproximate) == "" {
 		t.Fatalf("no %s trailer on the error response: %v", openaiproxy.TrailerApproximate, resp.Trailer)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/otelenergy/otelenergy/internal/cli"
 )
 
 // EnvPrefix begins the environment variable of every flag: -admin-listen
@@ -51,6 +53,7 @@ type Config struct {
 	LogLevel        string        // -log-level
 	AdminListen     string        // -admin-listen; "" disables it
 	Duration        time.Duration // -duration; 0 runs until a signal
+	Version         bool          // -version: print the build and exit
 }
 
 // ErrHelp is returned by [Parse] for -h or -help; the usage was written.
@@ -100,23 +103,12 @@ var specs = []spec{
 			c.IdleWatts = x
 			return nil
 		}},
-	{name: "log-format", def: "text", usage: "log format: text or json",
-		check: func(c *Config, v string) error {
-			if v != "text" && v != "json" {
-				return errors.New("want text or json")
-			}
-			c.LogFormat = v
-			return nil
-		}},
-	{name: "log-level", def: "info", usage: "log level: debug, info, warn or error",
-		check: func(c *Config, v string) error {
-			switch v {
-			case "debug", "info", "warn", "error":
-				c.LogLevel = v
-				return nil
-			}
-			return errors.New("want debug, info, warn or error")
-		}},
+	{name: cli.FormatFlag, def: cli.DefaultFormat, usage: cli.FormatUsage,
+		check: func(c *Config, v string) error { c.LogFormat = v; return cli.CheckFormat(v) }},
+	{name: cli.LevelFlag, def: cli.DefaultLevel, usage: cli.LevelUsage,
+		check: func(c *Config, v string) error { c.LogLevel = v; return cli.CheckLevel(v) }},
+	{name: cli.VersionFlag, def: "false", bool: true, usage: cli.VersionUsage,
+		check: func(c *Config, v string) error { return boolean(&c.Version, v) }},
 	{name: "admin-listen", def: DefaultAdminListen, usage: "address of " + HealthPath + " (alive) and " + ReadyPath + " (a pass done, some GPU not lost, not shutting down); empty disables",
 		check: func(c *Config, v string) error {
 			if v != "" {

@@ -1,7 +1,10 @@
 // Package flags is otelenergy-proxy's command line: every flag, its
-// environment equivalent, its default and its check. It depends on the
-// standard library only, so that tests elsewhere (the deployment
-// manifests') can parse a container's arguments exactly as the proxy does.
+// environment equivalent, its default and its check, and the one place
+// where flags become values. It depends on the standard library and
+// internal/cli only, so that tests elsewhere (the deployment manifests')
+// can parse a container's arguments exactly as the proxy does. The logging
+// and version flags take their names, defaults and checks from
+// internal/cli, which the agent shares.
 package flags
 
 import (
@@ -14,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/otelenergy/otelenergy/internal/cli"
 )
 
 // EnvPrefix begins the environment variable of every flag: -admin-listen
@@ -21,10 +26,12 @@ import (
 // variable.
 const EnvPrefix = "OTELENERGY_"
 
-// Defaults of the flags that deployment files depend on.
+// Defaults of the flags that deployment files depend on. The ports are
+// apart from the demo backend's :8080, the backends' usual :8000, and the
+// agent's admin :8090, so that all of them run side by side on one host.
 const (
-	DefaultListen      = ":8080"
-	DefaultAdminListen = ":8081"
+	DefaultListen      = ":8088"
+	DefaultAdminListen = ":8089"
 	DefaultBackend     = "http://127.0.0.1:8000"
 	// HealthPath and ReadyPath are served on the admin address.
 	HealthPath = "/healthz"
@@ -33,25 +40,28 @@ const (
 
 // Config is the parsed command line.
 type Config struct {
-	Listen          string        // -listen: the proxied OpenAI-compatible API
-	AdminListen     string        // -admin-listen: /healthz and /readyz
-	Backend         *url.URL      // -backend
-	BackendHealth   string        // -backend-health: path polled for readiness
-	BackendTimeout  time.Duration // -backend-timeout: wait for response headers
-	Devices         []string      // -devices
-	BackendPIDs     []int         // -backend-pid
-	Simulate        bool          // -simulate
-	DrainTimeout    time.Duration // -drain-timeout
-	Horizon         time.Duration // -horizon
-	BaggageKeys     []string      // -baggage-keys
-	BaggageValues   int           // -baggage-values
-	LogFormat       string        // -log-format: text or json
-	LogLevel        string        // -log-level
-	LogRequests     bool          // -log-requests
-	Trailers        bool          // -trailers
-	IncludeUsage    bool          // -include-usage
-	MaxRequestBytes int64         // -max-request-bytes
-	CopyTo          string        // -copy-to: copy the binary there and exit
+	Listen           string        // -listen: the proxied OpenAI-compatible API
+	AdminListen      string        // -admin-listen: /healthz and /readyz
+	Backend          *url.URL      // -backend
+	BackendHealth    string        // -backend-health: path polled for readiness
+	BackendTimeout   time.Duration // -backend-timeout: wait for response headers
+	Devices          []string      // -devices
+	BackendPIDs      []int         // -backend-pid
+	Simulate         bool          // -simulate
+	ShutdownDelay    time.Duration // -shutdown-delay
+	DrainTimeout     time.Duration // -drain-timeout
+	Horizon          time.Duration // -horizon
+	BaggageKeys      []string      // -baggage-keys
+	BaggageValues    int           // -baggage-values
+	LogFormat        string        // -log-format: text or json
+	LogLevel         string        // -log-level
+	LogRequests      bool          // -log-requests
+	Trailers         bool          // -trailers
+	IncludeUsage     bool          // -include-usage
+	MaxRequestBytes  int64         // -max-request-bytes
+	MaxBufferedBytes int64         // -max-buffered-bytes
+	CopyTo           string        // -copy-to: copy the binary there and exit
+	Version          bool          // -version: print the build and exit
 	// Command is the backend to run as a child (wrapper mode): the
 	// arguments after "--". Empty in front of a running backend.
 	Command []string
@@ -119,6 +129,8 @@ var specs = []spec{
 		}},
 	{name: "simulate", def: "false", bool: true, usage: "meter a simulated GPU instead of NVML (the resource says otelenergy.source=simulated); without it, a host without NVML is an error",
 		check: func(c *Config, v string) error { return boolean(&c.Simulate, v) }},
+	{name: "shutdown-delay", def: "5s", usage: "on SIGTERM or SIGINT, how long to keep serving new requests after " + ReadyPath + " turns 503, while load balancers and Kubernetes endpoints stop routing here; a second signal ends it",
+		check: func(c *Config, v string) error { return nonNegative(&c.ShutdownDelay, v) }},
 	{name: "drain-timeout", def: "25s", usage: "on SIGTERM or SIGINT, how long in-flight requests may take to finish before they are cut",
 		check: func(c *Config, v string) error { return positive(&c.DrainTimeout, v) }},
 	{name: "horizon", def: "10s", usage: "the ledger's horizon: how long a request's exact energy may take to become final (and how long shutdown waits for it)",
@@ -145,38 +157,22 @@ var specs = []spec{
 			c.BaggageValues = n
 			return nil
 		}},
-	{name: "log-format", def: "text", usage: "log format: text or json",
-		check: func(c *Config, v string) error {
-			if v != "text" && v != "json" {
-				return errors.New("want text or json")
-			}
-			c.LogFormat = v
-			return nil
-		}},
-	{name: "log-level", def: "info", usage: "log level: debug, info, warn or error",
-		check: func(c *Config, v string) error {
-			switch v {
-			case "debug", "info", "warn", "error":
-				c.LogLevel = v
-				return nil
-			}
-			return errors.New("want debug, info, warn or error")
-		}},
+	{name: cli.FormatFlag, def: cli.DefaultFormat, usage: cli.FormatUsage,
+		check: func(c *Config, v string) error { c.LogFormat = v; return cli.CheckFormat(v) }},
+	{name: cli.LevelFlag, def: cli.DefaultLevel, usage: cli.LevelUsage,
+		check: func(c *Config, v string) error { c.LogLevel = v; return cli.CheckLevel(v) }},
 	{name: "log-requests", def: "false", bool: true, usage: "log one line per proxied completion, with its tokens and energy",
 		check: func(c *Config, v string) error { return boolean(&c.LogRequests, v) }},
 	{name: "trailers", def: "true", bool: true, usage: "end each completion's response with the HTTP trailers Energy-Millijoules and Energy-Approximate",
 		check: func(c *Config, v string) error { return boolean(&c.Trailers, v) }},
 	{name: "include-usage", def: "true", bool: true, usage: "ask the backend for usage on streams that do not (stream_options.include_usage), and remove that chunk from the response",
 		check: func(c *Config, v string) error { return boolean(&c.IncludeUsage, v) }},
-	{name: "max-request-bytes", def: "33554432", usage: "largest request body accepted, in bytes; a larger one gets 413",
-		check: func(c *Config, v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 {
-				return errors.New("want a whole number of bytes of at least 1")
-			}
-			c.MaxRequestBytes = n
-			return nil
-		}},
+	{name: "max-request-bytes", def: "16777216", usage: "largest request body accepted, in bytes; a larger one gets 413 before any byte of it reaches the backend",
+		check: func(c *Config, v string) error { return bytesValue(&c.MaxRequestBytes, v) }},
+	{name: "max-buffered-bytes", def: "67108864", usage: "request body bytes held in memory across all requests at once (each body is held whole, to bound it and read its model); a request that would pass it gets 503 with Retry-After",
+		check: func(c *Config, v string) error { return bytesValue(&c.MaxBufferedBytes, v) }},
+	{name: cli.VersionFlag, def: "false", bool: true, usage: cli.VersionUsage,
+		check: func(c *Config, v string) error { return boolean(&c.Version, v) }},
 	{name: "copy-to", usage: "copy this binary to the given path and exit: an init container puts it into a backend's image this way (the image has no shell)",
 		check: func(c *Config, v string) error { c.CopyTo = v; return nil }},
 }
@@ -244,6 +240,12 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	if len(c.Command) > 0 && !dashDash(args, len(c.Command)) {
 		return c, invalid(fmt.Sprintf("unexpected argument %q (a backend command goes after --)", c.Command[0]))
 	}
+	if len(c.Command) == 0 && dashDash(args, 0) {
+		return c, invalid("-- is followed by no command: name the backend to run after it, or drop -- to proxy a running backend")
+	}
+	if c.MaxRequestBytes > c.MaxBufferedBytes {
+		return c, invalid(fmt.Sprintf("-max-request-bytes %d is above -max-buffered-bytes %d: no such request could be held", c.MaxRequestBytes, c.MaxBufferedBytes))
+	}
 	return c, nil
 }
 
@@ -306,6 +308,24 @@ func positive(d *time.Duration, v string) error {
 		return errors.New("want a positive duration such as 30s")
 	}
 	*d = x
+	return nil
+}
+
+func nonNegative(d *time.Duration, v string) error {
+	x, err := time.ParseDuration(v)
+	if err != nil || x < 0 {
+		return errors.New("want a duration of 0 or more such as 5s")
+	}
+	*d = x
+	return nil
+}
+
+func bytesValue(n *int64, v string) error {
+	x, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || x < 1 {
+		return errors.New("want a whole number of bytes of at least 1")
+	}
+	*n = x
 	return nil
 }
 

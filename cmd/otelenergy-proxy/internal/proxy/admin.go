@@ -15,7 +15,7 @@ import (
 // adminHandler serves /healthz (the process answers) and /readyz (the
 // first energy sample was taken, the backend answers, and the proxy is not
 // draining).
-func (p *proxy) adminHandler() http.Handler {
+func (p *runner) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+flags.HealthPath, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")

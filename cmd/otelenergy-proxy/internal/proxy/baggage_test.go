@@ -12,7 +12,8 @@ import (
 // TestBaggageTenant sends completions with W3C baggage through the proxy
 // with -baggage-keys tenant and a cap of one value: the spans carry the
 // tenant, the second tenant is recorded as _other, and the exported
-// request-energy histogram is split the same way.
+// request-energy histogram is split the same way, each point with the
+// model the requests named.
 func TestBaggageTenant(t *testing.T) {
 	col := newCollector(t)
 	b := httptest.NewServer(&backend{tokens: 8, pace: 15 * time.Millisecond})
@@ -49,6 +50,9 @@ func TestBaggageTenant(t *testing.T) {
 		for _, dp := range m.GetHistogram().DataPoints {
 			v, _ := attr(dp.Attributes, "tenant")
 			hist[v.GetStringValue()] += dp.Count
+			if model, _ := attr(dp.Attributes, "gen_ai.request.model"); model.GetStringValue() != "m" {
+				t.Fatalf("a request-energy point has gen_ai.request.model %q, want the requests' m: %v", model.GetStringValue(), dp.Attributes)
+			}
 		}
 	}
 	if hist["acme"] != 2 || hist["_other"] != 1 {

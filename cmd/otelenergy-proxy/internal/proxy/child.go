@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -15,25 +16,44 @@ import (
 // GPUs are metered), stdout and stderr, and runs in a process group of its
 // own, so that a terminal's ^C reaches the proxy alone: the proxy drains
 // first, then forwards the signal to the whole group.
+//
+// The group, not the leader, is what Stop waits for: a backend such as
+// sh -c 'sleep 300 & exec server' leaves members behind when its leader
+// exits, and they would outlive the proxy holding GPU memory.
 type child struct {
 	cmd    *exec.Cmd
+	pgid   int
 	log    *slog.Logger
 	exited chan struct{}
 	code   int
+
+	stopOnce sync.Once
 }
 
-func startChild(argv []string, env Env, lg *slog.Logger) (*child, error) {
+// groupPoll is how often Stop looks whether the group is empty.
+const groupPoll = 20 * time.Millisecond
+
+// killWait bounds the wait for a group to empty after SIGKILL: members
+// that stay are zombies no one reaps (the proxy is not their subreaper),
+// which hold nothing.
+const killWait = 2 * time.Second
+
+// startChild starts argv in a process group of its own. A non-nil reaper
+// learns the child's pid before it can exit, so that it leaves the child
+// to os/exec's Wait.
+func startChild(argv []string, env Env, lg *slog.Logger, rp *reaper) (*child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = env.Stdout, env.Stderr
 	cmd.SysProcAttr = childAttr()
-	if err := cmd.Start(); err != nil {
+	if err := rp.start(cmd); err != nil {
 		return nil, fmt.Errorf("starting the backend %q: %w", argv[0], err)
 	}
-	c := &child{cmd: cmd, log: lg, exited: make(chan struct{})}
+	c := &child{cmd: cmd, pgid: cmd.Process.Pid, log: lg, exited: make(chan struct{})}
 	lg.Info("backend started", slog.Int("pid", cmd.Process.Pid), slog.Any("command", argv))
 	go func() {
 		err := cmd.Wait()
 		c.code = exitStatus(cmd.ProcessState, err)
+		rp.release(cmd.Process.Pid)
 		close(c.exited)
 	}()
 	return c, nil
@@ -57,35 +77,81 @@ func exitStatus(ps *os.ProcessState, err error) int {
 // Pid returns the child's pid.
 func (c *child) Pid() int { return c.cmd.Process.Pid }
 
-// Exited is closed once the child has exited.
+// Exited is closed once the child (the group's leader) has exited.
 func (c *child) Exited() <-chan struct{} { return c.exited }
 
 // Code returns the child's exit status; valid once Exited is closed.
 func (c *child) Code() int { return c.code }
 
-// Stop sends sig to the child's process group, waits up to grace for it
-// to exit, then kills the group, and returns its exit status.
-func (c *child) Stop(sig os.Signal, grace time.Duration) int {
-	select {
-	case <-c.exited:
-		return c.code
-	default:
+// Signal forwards s to the child's process group at once: the second
+// signal, which means stop now.
+func (c *child) Signal(s os.Signal) {
+	if ss, ok := s.(syscall.Signal); ok && groupAlive(c.pgid) {
+		c.log.Info("forwarding the signal to the backend", slog.String("signal", ss.String()), slog.Int("pgid", c.pgid))
+		signalGroup(c.pgid, ss)
 	}
+}
+
+// Stop sends sig to the child's process group, waits up to grace for
+// every member to exit, then kills the group with SIGKILL, and returns the
+// leader's exit status. It does so even when the leader has already
+// exited, for the members it left behind. Calls after the first wait for
+// the leader and return its status.
+func (c *child) Stop(sig os.Signal, grace time.Duration) int {
+	c.stopOnce.Do(func() { c.stop(sig, grace) })
+	<-c.exited
+	return c.code
+}
+
+func (c *child) stop(sig os.Signal, grace time.Duration) {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
 		s = syscall.SIGTERM
 	}
-	c.log.Info("stopping the backend", slog.String("signal", s.String()), slog.Int("pid", c.Pid()))
-	if err := signalGroup(c.Pid(), s); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if !groupAlive(c.pgid) {
+		return
+	}
+	c.log.Info("stopping the backend", slog.String("signal", s.String()), slog.Int("pgid", c.pgid))
+	if err := signalGroup(c.pgid, s); err != nil && !errors.Is(err, syscall.ESRCH) {
 		c.log.Warn("signalling the backend", slog.Any("error", err))
 	}
+	if waitGroup(c.pgid, grace) {
+		c.log.Info("backend exited", slog.Int("status", c.leaderCode(grace)))
+		return
+	}
+	c.log.Warn("the backend did not exit in time: killing its process group", slog.Duration("grace", grace), slog.Int("pgid", c.pgid))
+	signalGroup(c.pgid, syscall.SIGKILL)
+	if !waitGroup(c.pgid, killWait) {
+		c.log.Warn("members of the backend's process group remain after SIGKILL (unreaped zombies)", slog.Int("pgid", c.pgid))
+	}
+}
+
+// leaderCode returns the leader's status once reaped.
+func (c *child) leaderCode(wait time.Duration) int {
 	select {
 	case <-c.exited:
-	case <-time.After(grace):
-		c.log.Warn("the backend did not exit in time: killing it", slog.Duration("grace", grace))
-		signalGroup(c.Pid(), syscall.SIGKILL)
-		<-c.exited
+	case <-time.After(wait):
 	}
-	c.log.Info("backend exited", slog.Int("status", c.code))
 	return c.code
 }
+
+// waitGroup waits up to d for process group pgid to have no members, and
+// reports whether it has none.
+func waitGroup(pgid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for groupAlive(pgid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(groupPoll)
+	}
+	return true
+}
+
+// groupAlive reports whether process group pgid has a member, zombies
+// included (they leave the group once reaped).
+func groupAlive(pgid int) bool {
+	return syscall.Kill(-pgid, 0) == nil
+}
+
+func signalGroup(pgid int, s syscall.Signal) error { return syscall.Kill(-pgid, s) }

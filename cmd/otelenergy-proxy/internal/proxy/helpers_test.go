@@ -198,17 +198,37 @@ func (s *syncBuffer) String() string {
 // it serves, and stops it with SIGTERM when the test ends.
 func start(t *testing.T, args []string, env map[string]string) *running {
 	t.Helper()
+	return startEnv(t, args, env, nil)
+}
+
+// newTestBackend serves the test backend until the test ends.
+func newTestBackend(t *testing.T) string {
+	b := httptest.NewServer(&backend{tokens: 3, pace: 5 * time.Millisecond})
+	t.Cleanup(b.Close)
+	return b.URL
+}
+
+// startEnv is start with edit applied to the Env.
+func startEnv(t *testing.T, args []string, env map[string]string, edit func(*Env)) *running {
+	t.Helper()
 	r := &running{stderr: &syncBuffer{}, sig: make(chan os.Signal, 2), code: make(chan int, 1)}
 	addrs := make(chan [2]string, 1)
-	args = append([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"}, args...)
-	go func() {
-		r.code <- Main(args, Env{
-			Stdout: r.stderr, Stderr: r.stderr,
-			Getenv:  func(k string) string { return env[k] },
-			Signals: r.sig,
-			Started: func(api, admin net.Addr) { addrs <- [2]string{"http://" + api.String(), "http://" + admin.String()} },
-		})
-	}()
+	args = append([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-shutdown-delay", "0"}, args...)
+	e := Env{
+		LookupEnv: func(k string) (string, bool) {
+			if v, ok := env[k]; ok {
+				return v, true
+			}
+			return os.LookupEnv(k) // the OTEL_* variables newCollector sets
+		},
+		Signals: r.sig,
+		Started: func(api, admin net.Addr) { addrs <- [2]string{"http://" + api.String(), "http://" + admin.String()} },
+	}
+	e.Stdout, e.Stderr = r.stderr, r.stderr
+	if edit != nil {
+		edit(&e)
+	}
+	go func() { r.code <- Main(args, e) }()
 	select {
 	case a := <-addrs:
 		r.api, r.admin = a[0], a[1]

@@ -9,12 +9,13 @@ import (
 )
 
 // listenerPID returns the pid of the process on this host (in this PID
-// namespace) that listens on TCP port, from /proc/net/tcp and tcp6 and the
-// processes' descriptors, or 0 when none is found (no such listener, or
-// its descriptors cannot be read).
-func listenerPID(port int) int {
+// namespace) that listens on TCP port, from net/tcp and net/tcp6 and the
+// processes' descriptors under the proc file system mounted at root, or 0
+// when none is found (no such listener, or its descriptors cannot be
+// read).
+func listenerPID(root string, port int) int {
 	inodes := map[string]bool{}
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+	for _, f := range []string{filepath.Join(root, "net", "tcp"), filepath.Join(root, "net", "tcp6")} {
 		fh, err := os.Open(f)
 		if err != nil {
 			continue
@@ -38,10 +39,10 @@ func listenerPID(port int) int {
 	if len(inodes) == 0 {
 		return 0
 	}
-	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	fds, _ := filepath.Glob(filepath.Join(root, "[0-9]*", "fd", "*"))
 	for _, fd := range fds {
 		if link, err := os.Readlink(fd); err == nil && inodes[link] {
-			pid, _ := strconv.Atoi(strings.Split(fd, "/")[2])
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(fd))))
 			return pid
 		}
 	}

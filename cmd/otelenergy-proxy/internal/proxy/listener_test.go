@@ -21,12 +21,12 @@ func TestListenerPID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	if got := listenerPID(ln.Addr().(*net.TCPAddr).Port); got != os.Getpid() {
+	if got := listenerPID("/proc", ln.Addr().(*net.TCPAddr).Port); got != os.Getpid() {
 		t.Fatalf("listener of port %d: pid %d, want this process, %d", ln.Addr().(*net.TCPAddr).Port, got, os.Getpid())
 	}
 	free := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	if got := listenerPID(free); got != 0 {
+	if got := listenerPID("/proc", free); got != 0 {
 		t.Fatalf("a closed port's listener: pid %d", got)
 	}
 }
@@ -37,7 +37,7 @@ func TestFindBackend(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	u, _ := url.Parse(srv.URL)
 	var logs syncBuffer
-	p := &proxy{cfg: flags.Config{Backend: u}, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	p := &runner{cfg: flags.Config{Backend: u}, env: Env{ProcRoot: "/proc"}, log: slog.New(slog.NewTextHandler(&logs, nil))}
 	if got := p.findBackend(); len(got) == 0 || got[0] != os.Getpid() {
 		t.Fatalf("backend tree %v, want this process first", got)
 	}

@@ -1,24 +1,11 @@
 package proxy
 
 import (
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-proxy/flags"
 )
-
-func newLogger(cfg flags.Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	level.UnmarshalText([]byte(cfg.LogLevel)) // checked by flags
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
 
 // maxDistinctErrors bounds the errors [onceLog] keeps counts for; beyond
 // it new errors are counted together.

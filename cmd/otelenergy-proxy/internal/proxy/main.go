@@ -3,26 +3,36 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-proxy/flags"
+	"github.com/otelenergy/otelenergy/internal/cli"
+	"github.com/otelenergy/otelenergy/internal/doctor"
 )
 
 // Env is what the proxy takes from its process.
 type Env struct {
 	Stdout, Stderr io.Writer
-	Getenv         func(string) string
+	// LookupEnv reads the environment, as os.LookupEnv (the OTELENERGY_*
+	// and OTEL_* variables). Nil reads an empty environment.
+	LookupEnv func(string) (string, bool)
 	// Signals delivers SIGTERM and SIGINT: the first drains and exits,
-	// a second cuts the drain short.
+	// a second means stop now.
 	Signals <-chan os.Signal
+	// ProcRoot is where the proc file system is mounted; empty is /proc.
+	ProcRoot string
 	// Started, when set, is called once the API and admin addresses
-	// listen, with their addresses (tests listen on port 0).
+	// serve, with their addresses (tests listen on port 0).
 	Started func(api, admin net.Addr)
+	// After is the clock of -shutdown-delay; nil is time.After.
+	After func(time.Duration) <-chan time.Time
 }
 
 // Exit statuses besides a wrapped child's own.
@@ -32,20 +42,40 @@ const (
 	exitUsage   = 2
 )
 
+// DoctorCommand, as the first argument, checks the node instead of
+// proxying: the NVML library and driver, each board's energy counter and
+// the exporter's endpoint, each failure with a one-line fix (package
+// internal/doctor, shared with otelenergy-agent).
+const DoctorCommand = "doctor"
+
 // Main runs the proxy with args (without the program name) and returns
 // the process's exit status: 2 for an invalid flag, 1 when the proxy
 // cannot start, the child's status in wrapper mode, else 0.
 func Main(args []string, env Env) int {
-	if env.Getenv == nil {
-		env.Getenv = func(string) string { return "" }
+	if env.LookupEnv == nil {
+		env.LookupEnv = func(string) (string, bool) { return "", false }
 	}
-	cfg, err := flags.Parse(args, env.Getenv, env.Stdout)
+	if env.ProcRoot == "" {
+		env.ProcRoot = "/proc"
+	}
+	if len(args) > 0 && args[0] == DoctorCommand {
+		// The proxy meters the boards its backend uses from the backend's
+		// own container, which need not share the host's PID namespace.
+		return doctor.Main(context.Background(), append([]string{"-any-pid-namespace"}, args[1:]...), env.Stdout, env.Stderr, env.LookupEnv)
+	}
+	getenv := func(k string) string { v, _ := env.LookupEnv(k); return v }
+	cfg, err := flags.Parse(args, getenv, env.Stdout)
 	switch {
 	case errors.Is(err, flags.ErrHelp):
 		return exitOK
 	case err != nil:
 		fmt.Fprintf(env.Stderr, "otelenergy-proxy: %v\n", err)
 		return exitUsage
+	}
+	build := cli.ReadBuild()
+	if cfg.Version {
+		fmt.Fprintln(env.Stdout, build)
+		return exitOK
 	}
 	if cfg.CopyTo != "" {
 		if err := copySelf(cfg.CopyTo); err != nil {
@@ -54,7 +84,8 @@ func Main(args []string, env Env) int {
 		}
 		return exitOK
 	}
-	log := newLogger(cfg, env.Stderr)
+	log := cli.Logging{Level: cfg.LogLevel, Format: cfg.LogFormat}.NewLogger(env.Stderr)
+	log.Info("otelenergy-proxy starting", slog.Any("build", build))
 	code, err := run(cfg, log, env)
 	if err != nil {
 		log.Error("otelenergy-proxy failed", slog.Any("error", err))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
 // TestBackendTimeout504 checks that a backend that sends no headers within
@@ -132,5 +135,42 @@ func TestDrainTimeoutCuts(t *testing.T) {
 	r.code <- 0
 	if !strings.Contains(r.stderr.String(), "drain timed out") {
 		t.Fatalf("the log does not say the drain timed out:\n%s", r.stderr)
+	}
+}
+
+// TestClientDisconnectLoggedAndSpanFailed cuts a stream from the client's
+// side: -log-requests must still log the request, with its cause, and the
+// server span must say the request failed, not a plain 200.
+func TestClientDisconnectLoggedAndSpanFailed(t *testing.T) {
+	col := newCollector(t)
+	b := httptest.NewServer(&backend{tokens: 200, pace: 10 * time.Millisecond})
+	t.Cleanup(b.Close)
+	r := start(t, []string{"-simulate", "-backend", b.URL, "-horizon", "1s", "-log-requests"}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.api+"/v1/chat/completions", strings.NewReader(fmt.Sprintf(chatBody, true)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufio.NewReader(resp.Body).ReadString('\n') // the first event has come
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.stderr.String(), "msg=request") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no request line for the cut stream:\n%s", r.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if l := r.stderr.String(); !strings.Contains(l, `error="the client went away"`) {
+		t.Fatalf("the request line does not give the cause:\n%s", l)
+	}
+	r.stop(t)
+	spans := col.serverSpans()
+	if len(spans) != 1 || spans[0].Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
+		t.Fatalf("spans %v: want one, failed", spans)
+	}
+	if v, _ := attr(spans[0].Attributes, "error.type"); v.GetStringValue() != "client_disconnect" {
+		t.Fatalf("error.type %v, want client_disconnect", v)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,6 +44,19 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	}
 }
 
+// TestVersion checks -version's line and the build logged at start.
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main([]string{"-version"}, Env{Stdout: &out, Stderr: &errOut}); code != 0 || strings.Count(out.String(), "\n") != 1 ||
+		!strings.Contains(out.String(), runtime.Version()) || !strings.Contains(out.String(), "revision") {
+		t.Fatalf("-version: status %d, %q", code, out.String())
+	}
+	r := start(t, []string{"-simulate", "-backend", newTestBackend(t)}, nil)
+	if !strings.Contains(r.stderr.String(), "build.version=") || !strings.Contains(r.stderr.String(), "build.go="+runtime.Version()) {
+		t.Fatalf("the start does not log the build:\n%s", r.stderr)
+	}
+}
+
 func TestInvalidValueExits2(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -56,11 +70,13 @@ func TestInvalidValueExits2(t *testing.T) {
 		{args: []string{"-listen", "8080"}, want: "-listen"},
 		{args: []string{"-no-such-flag"}, want: "no-such-flag"},
 		{args: []string{"vllm"}, want: "after --"},
+		{args: []string{"-simulate", "--"}, want: "no command"},
+		{args: []string{"-shutdown-delay", "-1s"}, want: "-shutdown-delay"},
 		{args: []string{"-baggage-keys", "a,b,c,d,e,f,g,h,i"}, want: "-baggage-keys"},
 		{env: map[string]string{"OTELENERGY_DRAIN_TIMEOUT": "soon"}, want: "OTELENERGY_DRAIN_TIMEOUT"},
 	} {
 		var out, errOut bytes.Buffer
-		code := Main(c.args, Env{Stdout: &out, Stderr: &errOut, Getenv: func(k string) string { return c.env[k] }})
+		code := Main(c.args, Env{Stdout: &out, Stderr: &errOut, LookupEnv: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }})
 		msg := errOut.String()
 		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, c.want) {
 			t.Errorf("%v %v: status %d, stderr %q; want 2 and one line naming %s", c.args, c.env, code, msg, c.want)
@@ -104,7 +120,7 @@ func TestNoSilentFallback(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- Main([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0"}, Env{Stdout: &out, Stderr: &errOut,
-			Getenv: func(string) string { return "" }, Signals: sig,
+			Signals: sig,
 			Started: func(api, admin net.Addr) { sig <- syscall.SIGTERM }})
 	}()
 	code := <-done
@@ -294,5 +310,32 @@ func TestCopyTo(t *testing.T) {
 	}
 	if fi, _ := os.Stat(dst); fi.Mode().Perm()&0o111 != 0o111 {
 		t.Fatalf("mode %v, want executable by all", fi.Mode())
+	}
+}
+
+// TestDoctor runs the node check as the proxy's first argument with an
+// exporter endpoint that does not answer: it fails with a fix, and does
+// not fail on the PID namespace,
+// which the proxy does not need to share with the host.
+func TestDoctor(t *testing.T) {
+	var out, errOut bytes.Buffer
+	env := map[string]string{
+		"OTEL_METRICS_EXPORTER":       "otlp",
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + freeAddr(t),
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	code := Main([]string{DoctorCommand, "-window", "200ms"}, Env{Stdout: &out, Stderr: &errOut, LookupEnv: lookup})
+	text := out.String() + errOut.String()
+	if code != 1 {
+		t.Fatalf("doctor exited %d, want 1:\n%s", code, text)
+	}
+	for _, want := range []string{"metrics exporter", "fix:"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("doctor's report lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "FAIL  PID namespace") {
+		t.Fatalf("the proxy's doctor failed the PID namespace:\n%s", text)
 	}
 }

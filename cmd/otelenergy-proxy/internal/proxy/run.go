@@ -14,12 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-proxy/flags"
 	"github.com/otelenergy/otelenergy/otelenergy"
-	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
 
@@ -37,188 +35,373 @@ const flushSlack = 5 * time.Second
 // ErrNoNVML is returned when NVML cannot be used and -simulate is not set.
 var ErrNoNVML = errors.New("NVML is not available")
 
-// proxy is one run of otelenergy-proxy.
-type proxy struct {
+// errChildExited is returned when the backend exits before it answers.
+var errChildExited = errors.New("the backend exited before it answered")
+
+// startHook, when a test sets it, is called after each stage of the
+// start with the stage's name; its error fails the start there.
+var startHook func(stage string) error
+
+// interrupted is the start's end when a signal came first.
+type interrupted struct{ sig os.Signal }
+
+func (e interrupted) Error() string { return "interrupted by " + e.sig.String() }
+
+// runner is one run of otelenergy-proxy: its configuration, its started
+// services and its state.
+type runner struct {
 	cfg    flags.Config
 	log    *slog.Logger
 	env    Env
 	errLog *onceLog
+	after  func(time.Duration) <-chan time.Time
+
+	lc      lifecycle
+	backend *backendCheck
+	ch      *child
+	stopSig os.Signal    // forwarded to the child at shutdown
+	failed  chan error   // a server's unexpected end
+	apiLn   net.Listener // bound at the start, served once metering runs
+	adminLn net.Listener // bound and served at the start
+	api     *http.Server
 
 	started  atomic.Bool // the first energy sample was taken
 	draining atomic.Bool
-	backend  *backendCheck
 }
 
+func newRunner(cfg flags.Config, lg *slog.Logger, env Env) *runner {
+	p := &runner{cfg: cfg, log: lg, env: env, errLog: newOnceLog(lg, "error"), after: time.After,
+		stopSig: syscall.SIGTERM, failed: make(chan error, 2)}
+	if env.After != nil {
+		p.after = env.After
+	}
+	return p
+}
+
+// run starts the proxy, serves until a signal, a server's failure or the
+// wrapped backend's exit, and shuts down. Every path out, a failed start
+// included, stops exactly what started, through p.lc.
 func run(cfg flags.Config, lg *slog.Logger, env Env) (int, error) {
-	p := &proxy{cfg: cfg, log: lg, env: env, errLog: newOnceLog(lg, "error")}
+	p := newRunner(cfg, lg, env)
 	defer p.errLog.Close()
 	otel.SetErrorHandler(p.errLog)
-	httpLog := log.New(errorLogWriter{p.errLog}, "", 0)
 
-	adminLn, err := net.Listen("tcp", cfg.AdminListen)
-	if err != nil {
-		return exitFailure, fmt.Errorf("-admin-listen: %w", err)
+	var intr interrupted
+	switch err := p.start(); {
+	case errors.As(err, &intr):
+		lg.Info("signal before the backend was ready: stopping", slog.String("signal", intr.sig.String()))
+		p.stopSig = intr.sig
+		p.shutdown(false)
+		return p.childCode(exitOK), nil
+	case err != nil:
+		p.shutdown(false)
+		if errors.Is(err, errChildExited) {
+			return p.ch.Code(), err
+		}
+		return exitFailure, err
 	}
+
+	code := exitOK
+	var exited <-chan struct{}
+	if p.ch != nil {
+		exited = p.ch.Exited()
+	}
+	delay := true
+	select {
+	case sig := <-p.env.Signals:
+		p.stopSig = sig
+		lg.Info("draining", slog.String("signal", sig.String()), slog.Duration("shutdown_delay", cfg.ShutdownDelay),
+			slog.Duration("drain_timeout", cfg.DrainTimeout))
+	case <-exited:
+		lg.Error("the backend exited", slog.Int("status", p.ch.Code()))
+		delay = false // nothing serves the requests the delay would admit
+	case err := <-p.failed:
+		lg.Error("shutting down", slog.Any("error", err))
+		code, delay = exitFailure, false
+	}
+	p.shutdown(delay)
+	if code == exitOK {
+		code = p.childCode(code) // a failed server's 1 stands
+	}
+	lg.Info("otelenergy-proxy stopped", slog.Int("status", code))
+	return code, nil
+}
+
+// childCode is the wrapped backend's exit status, or def in front mode.
+func (p *runner) childCode(def int) int {
+	if p.ch == nil {
+		return def
+	}
+	return p.ch.Code()
+}
+
+// stage ends one stage of the start.
+func (p *runner) stage(name string) error {
+	if startHook != nil {
+		return startHook(name)
+	}
+	return nil
+}
+
+// start binds both addresses first, so that a taken port fails in
+// milliseconds rather than after a model has loaded, then starts the
+// admin server, checks NVML, starts the backend in wrapper mode and waits
+// for it, and opens the source, telemetry, the Monitor and the API
+// server, recording each in p.lc as it starts.
+func (p *runner) start() error {
+	cfg, lg := p.cfg, p.log
+	var err error
+	if p.adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+		return fmt.Errorf("-admin-listen: %w", err)
+	}
+	p.lc.add("admin listener", closeListener(p.adminLn))
+	if p.apiLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return fmt.Errorf("-listen: %w", err)
+	}
+	p.lc.add("API listener", closeListener(p.apiLn))
+	if err := p.stage("listeners"); err != nil {
+		return err
+	}
+
+	httpLog := log.New(errorLogWriter{p.errLog}, "", 0)
 	admin := &http.Server{Handler: p.adminHandler(), ReadHeaderTimeout: readHeaderTimeout, ErrorLog: httpLog}
-	go admin.Serve(adminLn)
-	defer admin.Close()
+	go p.serveHTTP("admin server", admin, p.adminLn)
+	p.lc.add("admin server", admin.Shutdown)
+	if err := p.stage("admin server"); err != nil {
+		return err
+	}
+
+	// In wrapper mode NVML is checked before the backend starts: a pod
+	// without the driver's utility capability fails now, not after the
+	// model has loaded.
+	if len(cfg.Command) > 0 && !cfg.Simulate {
+		src, err := p.openSource(nil)
+		if err != nil {
+			return err
+		}
+		src.Close()
+		if err := p.stage("NVML check"); err != nil {
+			return err
+		}
+	}
 
 	p.backend = newBackendCheck(cfg, lg)
-	defer p.backend.Stop()
+	p.lc.add("backend check", func(context.Context) error { p.backend.Stop(); return nil })
+	if err := p.stage("backend check"); err != nil {
+		return err
+	}
 
 	// In wrapper mode the backend starts first, and metering waits until
 	// it answers: by then it has spawned the processes that hold its GPUs
 	// (vLLM's engine core, its tensor-parallel workers), whose pids the
 	// source attributes.
-	var ch *child
 	if len(cfg.Command) > 0 {
-		if ch, err = startChild(cfg.Command, env, lg); err != nil {
-			return exitFailure, err
+		rp, err := startReaper(lg)
+		if err != nil {
+			lg.Warn("cannot reap orphans (prctl PR_SET_CHILD_SUBREAPER); as PID 1, run under an init such as tini", slog.Any("error", err))
+		} else if rp != nil {
+			p.lc.add("orphan reaper", func(context.Context) error { rp.Stop(); return nil })
+		}
+		if p.ch, err = startChild(cfg.Command, p.env, lg, rp); err != nil {
+			return err
+		}
+		// Normally the API server's stop has stopped the backend already
+		// (see there); this stops it after a failed start.
+		p.lc.add("backend", func(context.Context) error { p.ch.Stop(p.stopSig, cfg.DrainTimeout); return nil })
+		if err := p.stage("backend"); err != nil {
+			return err
 		}
 		select {
 		case <-p.backend.Healthy():
-		case <-ch.Exited():
-			return ch.Code(), fmt.Errorf("the backend exited before it answered on %s%s", cfg.Backend, cfg.BackendHealth)
-		case s := <-env.Signals:
-			lg.Info("signal before the backend was ready: stopping it", slog.String("signal", s.String()))
-			return ch.Stop(s, cfg.DrainTimeout), nil
+		case <-p.ch.Exited():
+			return fmt.Errorf("%w on %s%s", errChildExited, cfg.Backend, cfg.BackendHealth)
+		case s := <-p.env.Signals:
+			return interrupted{s}
+		case err := <-p.failed:
+			return err
 		}
 	}
 	pids := cfg.BackendPIDs
 	switch {
-	case ch != nil:
-		pids = append(pids, processTree(ch.Pid())...)
+	case p.ch != nil:
+		pids = append(pids, processTree(p.env.ProcRoot, p.ch.Pid())...)
 	case len(pids) == 0 && !cfg.Simulate:
 		pids = p.findBackend()
 	}
 	src, err := p.openSource(pids)
 	if err != nil {
-		if ch != nil {
-			ch.Stop(syscall.SIGTERM, cfg.DrainTimeout)
-		}
-		return exitFailure, err
+		return err
 	}
-	tel, err := newTelemetry(context.Background(), src.Kind())
+	monOwnsSource := false // once built, the Monitor closes the source
+	p.lc.add("energy source", func(context.Context) error {
+		if monOwnsSource {
+			return nil
+		}
+		return src.Close()
+	})
+	if err := p.stage("energy source"); err != nil {
+		return err
+	}
+
+	tel, err := newTelemetry(context.Background(), src.Kind(), p.env.LookupEnv)
 	if err != nil {
-		src.Close()
-		if ch != nil {
-			ch.Stop(syscall.SIGTERM, cfg.DrainTimeout)
-		}
-		return exitFailure, err
+		return err
 	}
-	mopts := []otelenergy.Option{otelenergy.WithMeterProvider(tel.mp), otelenergy.WithHorizon(cfg.Horizon)}
-	mopts = append(mopts, baggageOptions(cfg)...)
-	mon, err := otelenergy.NewMonitor(src, mopts...)
+	flushCtx := func(ctx context.Context) (context.Context, context.CancelFunc) {
+		// A second signal cuts the drain, not the flush of final figures.
+		return context.WithTimeout(context.WithoutCancel(ctx), cfg.Horizon+flushSlack)
+	}
+	p.lc.add("metrics", func(ctx context.Context) error {
+		ctx, cancel := flushCtx(ctx)
+		defer cancel()
+		return tel.shutdownMetrics(ctx)
+	})
+	if err := p.stage("telemetry"); err != nil {
+		return err
+	}
+
+	mon, err := otelenergy.NewMonitor(src, p.monitorOptions(tel)...)
 	if err != nil {
-		src.Close()
-		tel.shutdown(context.Background())
-		if ch != nil {
-			ch.Stop(syscall.SIGTERM, cfg.DrainTimeout)
-		}
-		return exitFailure, err
+		return err
 	}
+	monOwnsSource = true
+	p.lc.add("energy monitor", func(ctx context.Context) error {
+		ctx, cancel := flushCtx(ctx)
+		defer cancel()
+		return mon.Shutdown(ctx)
+	})
+	// The span exporter holds each batch until its requests' figures are
+	// final, which takes up to the horizon, while the Monitor samples on:
+	// so traces flush before the Monitor stops.
 	tel.startTraces(mon)
+	p.lc.add("traces", func(ctx context.Context) error {
+		ctx, cancel := flushCtx(ctx)
+		defer cancel()
+		return tel.flushTraces(ctx)
+	})
 	if err := mon.Start(); err != nil {
-		return exitFailure, err
+		return fmt.Errorf("starting the energy monitor: %w", err)
 	}
 	p.started.Store(true)
-
-	apiLn, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		p.finish(nil, ch, mon, tel, nil)
-		return exitFailure, fmt.Errorf("-listen: %w", err)
+	if err := p.stage("energy monitor"); err != nil {
+		return err
 	}
+
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetUnencryptedHTTP2(true)
-	api := &http.Server{
-		Handler:           p.apiHandler(mon, tel),
+	p.api = &http.Server{
+		Handler:           p.apiHandler(mon, tel, httpLog),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,
 		Protocols:         &protos,
 		ErrorLog:          httpLog,
 	}
-	served := make(chan error, 1)
-	go func() { served <- api.Serve(apiLn) }()
-	attrs := []any{slog.String("listen", apiLn.Addr().String()), slog.String("admin", adminLn.Addr().String()),
+	go p.serveHTTP("API server", p.api, p.apiLn)
+	p.lc.add("API server", p.drain)
+	if err := p.stage("API server"); err != nil {
+		return err
+	}
+
+	attrs := []any{slog.String("listen", p.apiLn.Addr().String()), slog.String("admin", p.adminLn.Addr().String()),
 		slog.String("backend", cfg.Backend.String()), slog.String("source", src.Kind()), slog.Int("devices", len(mon.Devices()))}
-	if ch != nil {
-		attrs = append(attrs, slog.Int("child_pid", ch.Pid()))
+	if p.ch != nil {
+		attrs = append(attrs, slog.Int("child_pid", p.ch.Pid()))
 	}
 	if len(pids) > 0 {
 		attrs = append(attrs, slog.Any("attributed_pids", pids))
 	}
 	lg.Info("otelenergy-proxy serving", attrs...)
-	if ch != nil && !p.cfg.Simulate {
+	if p.ch != nil && !cfg.Simulate {
 		wctx, stopWatch := context.WithCancel(context.Background())
-		defer stopWatch()
-		go watchTree(wctx, lg, ch.Pid(), pids, treeWatchEvery)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			watchTree(wctx, lg, p.env.ProcRoot, p.ch.Pid(), pids, treeWatchEvery)
+		}()
+		p.lc.add("process tree watch", func(context.Context) error { stopWatch(); <-done; return nil })
 	}
-	if env.Started != nil {
-		env.Started(apiLn.Addr(), adminLn.Addr())
+	if p.env.Started != nil {
+		p.env.Started(p.apiLn.Addr(), p.adminLn.Addr())
 	}
-
-	var exited <-chan struct{}
-	if ch != nil {
-		exited = ch.Exited()
-	}
-	var sig os.Signal
-	select {
-	case sig = <-env.Signals:
-		lg.Info("draining", slog.String("signal", sig.String()), slog.Duration("drain_timeout", cfg.DrainTimeout))
-	case <-exited:
-		lg.Error("the backend exited", slog.Int("status", ch.Code()))
-	case err := <-served:
-		p.finish(api, ch, mon, tel, syscall.SIGTERM)
-		return exitFailure, fmt.Errorf("serving: %w", err)
-	}
-	code := p.finish(api, ch, mon, tel, sig)
-	return code, nil
+	return nil
 }
 
-// finish drains the API server, stops the child (forwarding sig), waits
-// for the figures of finished requests, flushes telemetry and shuts the
-// Monitor down. It returns the exit status: the child's in wrapper mode.
-func (p *proxy) finish(api *http.Server, ch *child, mon *otelenergy.Monitor, tel *telemetry, sig os.Signal) int {
+// serveHTTP serves srv on ln and reports an end other than a shutdown
+// on p.failed, which ends the run.
+func (p *runner) serveHTTP(name string, srv *http.Server, ln net.Listener) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		p.failed <- fmt.Errorf("%s: %w", name, err)
+	}
+}
+
+func closeListener(ln net.Listener) func(context.Context) error {
+	return func(context.Context) error {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+		return nil
+	}
+}
+
+// shutdown flips readiness, then, when delay is set and -shutdown-delay
+// is positive, keeps serving that long (Kubernetes routes to a pod until
+// its endpoints update, a few seconds after readiness fails), and stops
+// every started service in reverse order. A second signal meanwhile means
+// stop now: it is logged, forwarded to the backend's process group, and
+// ends the delay and the drain at once.
+func (p *runner) shutdown(delay bool) {
 	p.draining.Store(true)
-	if api != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DrainTimeout)
-		go func() {
-			// A second signal cuts the drain short.
-			select {
-			case <-p.env.Signals:
-				cancel()
-			case <-ctx.Done():
+	now, stopNow := context.WithCancel(context.Background())
+	defer stopNow()
+	watched := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case s := <-p.env.Signals:
+			p.log.Warn("second signal: stopping now", slog.String("signal", s.String()))
+			if p.ch != nil {
+				p.ch.Signal(s)
 			}
-		}()
-		if err := api.Shutdown(ctx); err != nil {
-			p.log.Warn("drain timed out: closing the remaining connections", slog.Any("error", err))
-			api.Close()
+			stopNow()
+		case <-done:
 		}
-		cancel()
-	}
-	code := exitOK
-	if ch != nil {
-		if sig == nil {
-			sig = syscall.SIGTERM
+	}()
+	if delay && p.cfg.ShutdownDelay > 0 {
+		select {
+		case <-p.after(p.cfg.ShutdownDelay):
+		case <-now.Done():
 		}
-		code = ch.Stop(sig, p.cfg.DrainTimeout)
 	}
-	// The span exporter holds each batch until its requests' figures are
-	// final, which takes up to the horizon, while the Monitor samples on.
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.Horizon+flushSlack)
+	if err := p.lc.shutdown(now); err != nil {
+		p.log.Warn("shutting down", slog.Any("error", err))
+	}
+	close(done)
+	<-watched
+}
+
+// drain is the API server's stop: it lets in-flight requests finish
+// within -drain-timeout (or until a second signal), closes what remains,
+// and then stops the backend, forwarding the signal. The backend stops
+// here rather than in its own place in the lifecycle because the Monitor
+// must meter it to the end and the trace flush after this waits up to the
+// horizon, which the backend's stop should not wait for.
+func (p *runner) drain(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.DrainTimeout)
 	defer cancel()
-	if err := tel.flushTraces(ctx); err != nil {
-		p.log.Warn("flushing traces", slog.Any("error", err))
+	if err := p.api.Shutdown(dctx); err != nil {
+		if ctx.Err() != nil {
+			p.log.Warn("drain cut short by the second signal: closing the remaining connections")
+		} else {
+			p.log.Warn("drain timed out: closing the remaining connections", slog.Duration("drain_timeout", p.cfg.DrainTimeout))
+		}
+		p.api.Close()
 	}
-	if err := mon.Shutdown(ctx); err != nil {
-		p.log.Warn("stopping the energy monitor", slog.Any("error", err))
+	if p.ch != nil {
+		p.ch.Stop(p.stopSig, p.cfg.DrainTimeout)
 	}
-	if err := tel.shutdown(ctx); err != nil {
-		p.log.Warn("flushing metrics", slog.Any("error", err))
-	}
-	p.log.Info("otelenergy-proxy stopped", slog.Int("status", code))
-	return code
+	return nil
 }
 
 // findBackend returns the process tree of the process on this host that
@@ -226,13 +409,13 @@ func (p *proxy) finish(api *http.Server, ch *child, mon *otelenergy.Monitor, tel
 // none to be found: the source then attributes this process's own work,
 // so on a GPU whose processes can be told apart the backend's work would
 // count as other processes'.
-func (p *proxy) findBackend() []int {
+func (p *runner) findBackend() []int {
 	port, _ := strconv.Atoi(p.cfg.Backend.Port())
 	if port == 0 {
 		port = map[string]int{"http": 80, "https": 443}[p.cfg.Backend.Scheme]
 	}
-	if pid := listenerPID(port); pid > 0 {
-		tree := processTree(pid)
+	if pid := listenerPID(p.env.ProcRoot, port); pid > 0 {
+		tree := processTree(p.env.ProcRoot, pid)
 		p.log.Info("attributing the process tree listening on the backend's port", slog.Int("port", port), slog.Any("pids", tree))
 		return tree
 	}
@@ -244,7 +427,7 @@ func (p *proxy) findBackend() []int {
 
 // openSource opens NVML, or the simulated GPU under -simulate. There is
 // no fallback: a host without NVML is an error.
-func (p *proxy) openSource(pids []int) (otelenergy.Source, error) {
+func (p *runner) openSource(pids []int) (otelenergy.Source, error) {
 	if p.cfg.Simulate {
 		n := max(1, len(p.cfg.Devices))
 		p.log.Warn("metering a simulated GPU, not hardware (-simulate): energy figures are synthetic",
@@ -266,54 +449,4 @@ func (p *proxy) openSource(pids []int) (otelenergy.Source, error) {
 		return nil, fmt.Errorf("opening NVML: %w", err)
 	}
 	return src, nil
-}
-
-// apiHandler is otelhttp's server span around the energy middleware
-// around the proxy, behind the request body limit.
-func (p *proxy) apiHandler(mon *otelenergy.Monitor, tel *telemetry) http.Handler {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.ResponseHeaderTimeout = p.cfg.BackendTimeout
-	tr.MaxIdleConns = 0
-	tr.MaxIdleConnsPerHost = 1024
-	tr.DisableCompression = true // the client's Accept-Encoding passes as it came
-	var inner http.Handler = openaiproxy.New(p.cfg.Backend, mon,
-		openaiproxy.WithMeterProvider(tel.mp),
-		openaiproxy.WithIncludeUsage(p.cfg.IncludeUsage),
-		openaiproxy.WithEnergyTrailers(p.cfg.Trailers),
-		openaiproxy.WithMaxBodyBytes(int(min(p.cfg.MaxRequestBytes, 1<<30))),
-		openaiproxy.WithTransport(otelhttp.NewTransport(tr,
-			otelhttp.WithTracerProvider(tel.tp), otelhttp.WithMeterProvider(tel.mp), otelhttp.WithPropagators(tel.prop))))
-	if p.cfg.LogRequests {
-		inner = requestLog(p.log, inner)
-	}
-	h := otelenergy.NewMiddleware(mon)(inner)
-	h = bodyLimit(p.cfg.MaxRequestBytes, h)
-	return otelhttp.NewHandler(h, "otelenergy-proxy",
-		otelhttp.WithTracerProvider(tel.tp), otelhttp.WithMeterProvider(tel.mp), otelhttp.WithPropagators(tel.prop),
-		otelhttp.WithSpanNameFormatter(spanName))
-}
-
-// spanName names server spans by method and, for the OpenAI routes, path;
-// any other path would make span names unbounded.
-func spanName(_ string, r *http.Request) string {
-	switch r.URL.Path {
-	case "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models":
-		return r.Method + " " + r.URL.Path
-	}
-	return r.Method
-}
-
-// bodyLimit answers 413 to a request whose declared body is above limit,
-// and bounds the body of every other one.
-func bodyLimit(limit int64, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > limit {
-			openaiproxy.WriteError(w, r, &http.MaxBytesError{Limit: limit})
-			return
-		}
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = http.MaxBytesReader(w, r.Body, limit)
-		}
-		next.ServeHTTP(w, r)
-	})
 }

@@ -35,7 +35,9 @@ type telemetry struct {
 	traces sdktrace.SpanExporter // nil when traces are not exported
 }
 
-func newTelemetry(ctx context.Context, sourceKind string) (*telemetry, error) {
+// newTelemetry builds the providers; lookupEnv decides whether exporters
+// are wanted (autoexport itself then reads the process's environment).
+func newTelemetry(ctx context.Context, sourceKind string, lookupEnv func(string) (string, bool)) (*telemetry, error) {
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", serviceName), sourceKey.String(sourceKind)),
 		resource.WithTelemetrySDK(), resource.WithHost(), resource.WithFromEnv())
@@ -44,7 +46,7 @@ func newTelemetry(ctx context.Context, sourceKind string) (*telemetry, error) {
 	}
 	t := &telemetry{res: res, prop: autoprop.NewTextMapPropagator()}
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res)}
-	if otelenv.Wanted("METRICS") {
+	if otelenv.WantedIn(lookupEnv, "METRICS") {
 		rd, err := autoexport.NewMetricReader(ctx)
 		if err != nil {
 			return nil, err
@@ -52,7 +54,7 @@ func newTelemetry(ctx context.Context, sourceKind string) (*telemetry, error) {
 		mopts = append(mopts, sdkmetric.WithReader(rd))
 	}
 	t.mp = sdkmetric.NewMeterProvider(mopts...)
-	if otelenv.Wanted("TRACES") {
+	if otelenv.WantedIn(lookupEnv, "TRACES") {
 		if t.traces, err = autoexport.NewSpanExporter(ctx); err != nil {
 			t.mp.Shutdown(ctx)
 			return nil, err
@@ -78,11 +80,11 @@ func (t *telemetry) flushTraces(ctx context.Context) error {
 	return t.tp.Shutdown(ctx)
 }
 
-func (t *telemetry) shutdown(ctx context.Context) error {
+// shutdownMetrics flushes and stops the metrics, and the trace exporter
+// when no TracerProvider took it over.
+func (t *telemetry) shutdownMetrics(ctx context.Context) error {
 	var errs []error
-	if t.tp != nil {
-		errs = append(errs, t.tp.Shutdown(ctx))
-	} else if t.traces != nil {
+	if t.tp == nil && t.traces != nil {
 		errs = append(errs, t.traces.Shutdown(ctx))
 	}
 	return errors.Join(append(errs, t.mp.Shutdown(ctx))...)

@@ -16,7 +16,7 @@ const treeWatchEvery = 10 * time.Second
 // takes its pids when it is built, so a process the backend starts later
 // is not attributed (on a GPU it shares with other processes, its work
 // counts as theirs).
-func watchTree(ctx context.Context, lg *slog.Logger, pid int, attributed []int, every time.Duration) {
+func watchTree(ctx context.Context, lg *slog.Logger, procRoot string, pid int, attributed []int, every time.Duration) {
 	warned := map[int]bool{}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -26,7 +26,7 @@ func watchTree(ctx context.Context, lg *slog.Logger, pid int, attributed []int, 
 			return
 		case <-t.C:
 		}
-		for _, p := range processTree(pid) {
+		for _, p := range processTree(procRoot, pid) {
 			if !slices.Contains(attributed, p) && !warned[p] {
 				warned[p] = true
 				lg.Warn("a backend process started after metering began is not attributed", slog.Int("pid", p),

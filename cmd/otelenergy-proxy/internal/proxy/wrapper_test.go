@@ -82,7 +82,7 @@ func TestWrapperChildExits(t *testing.T) {
 	t.Setenv(childExitEnv, "5")
 	var errOut syncBuffer
 	code := Main([]string{"-simulate", "-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-backend", "http://" + addr, "--", os.Args[0]},
-		Env{Stdout: &errOut, Stderr: &errOut, Getenv: func(string) string { return "" }, Signals: make(chan os.Signal)})
+		Env{Stdout: &errOut, Stderr: &errOut, Signals: make(chan os.Signal)})
 	if code != 5 || !strings.Contains(errOut.String(), "exited before it answered") {
 		t.Fatalf("status %d, log:\n%s\nwant the child's 5", code, errOut.String())
 	}
@@ -110,7 +110,7 @@ func TestProcessTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer syscall.Kill(grandchild, syscall.SIGKILL)
-	tree := processTree(cmd.Process.Pid)
+	tree := processTree("/proc", cmd.Process.Pid)
 	if tree[0] != cmd.Process.Pid || !slices.Contains(tree, grandchild) || slices.Contains(tree, os.Getpid()) {
 		t.Fatalf("tree of %d is %v; want it and its child %d, not this process", cmd.Process.Pid, tree, grandchild)
 	}
@@ -126,12 +126,12 @@ func TestWatchTreeWarnsOnce(t *testing.T) {
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	time.Sleep(100 * time.Millisecond) // the first sleep is running: it is in the tree taken now
-	attributed := processTree(cmd.Process.Pid)
+	attributed := processTree("/proc", cmd.Process.Pid)
 	var logs syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		watchTree(ctx, slog.New(slog.NewTextHandler(&logs, nil)), cmd.Process.Pid, attributed, 50*time.Millisecond)
+		watchTree(ctx, slog.New(slog.NewTextHandler(&logs, nil)), "/proc", cmd.Process.Pid, attributed, 50*time.Millisecond)
 		close(done)
 	}()
 	buf := make([]byte, 32)

@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingBackend counts the requests and body bytes that reach it, and
+// holds each request until release is closed, when set.
+type countingBackend struct {
+	requests atomic.Int64
+	bytes    atomic.Int64
+	arrived  chan struct{}
+	release  chan struct{}
+}
+
+func (b *countingBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/models" {
+		return // readiness polls
+	}
+	b.requests.Add(1)
+	n, _ := io.Copy(io.Discard, r.Body)
+	b.bytes.Add(n)
+	if b.arrived != nil {
+		b.arrived <- struct{}{}
+	}
+	if b.release != nil {
+		<-b.release
+	}
+	io.WriteString(w, "{}")
+}
+
+// TestChunkedBodyRefusedBeforeForwarding sends a chunked body above
+// -max-request-bytes: the client gets 413 and the backend nothing, where
+// the body used to be forwarded up to the limit first.
+func TestChunkedBodyRefusedBeforeForwarding(t *testing.T) {
+	be := &countingBackend{}
+	b := httptest.NewServer(be)
+	t.Cleanup(b.Close)
+	r := start(t, []string{"-simulate", "-backend", b.URL, "-max-request-bytes", "100000"}, nil)
+	for _, path := range []string{"/v1/chat/completions", "/v1/embeddings"} {
+		pr, pw := io.Pipe()
+		go func() {
+			for range 20 { // 20 × 10 kB, twice the limit
+				if _, err := pw.Write([]byte(strings.Repeat("x", 10000))); err != nil {
+					return
+				}
+			}
+			pw.Close()
+		}()
+		req, _ := http.NewRequest(http.MethodPost, r.api+path, pr)
+		req.ContentLength = -1
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		pr.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || be.requests.Load() != 0 {
+			t.Fatalf("%s: status %d, backend saw %d requests and %d bytes; want 413 and nothing forwarded", path, resp.StatusCode, be.requests.Load(), be.bytes.Load())
+		}
+	}
+}
+
+// TestBodyMemoryBound holds one request with a 1,000-byte body at the
+// backend under -max-buffered-bytes 1500: a second such body does not fit
+// and gets 503 with Retry-After; once the first ends, it fits again.
+func TestBodyMemoryBound(t *testing.T) {
+	be := &countingBackend{arrived: make(chan struct{}, 1), release: make(chan struct{})}
+	b := httptest.NewServer(be)
+	t.Cleanup(b.Close)
+	r := start(t, []string{"-simulate", "-backend", b.URL, "-max-request-bytes", "1000", "-max-buffered-bytes", "1500"}, nil)
+	body := fmt.Sprintf(`{"model":"m","prompt":%q}`, strings.Repeat("x", 900))
+	send := func() *http.Response {
+		resp, err := http.Post(r.api+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	var first *http.Response
+	done := make(chan struct{})
+	go func() { first = send(); close(done) }()
+	<-be.arrived
+	resp := send()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a body over the memory bound: status %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	close(be.release)
+	<-done
+	if first.StatusCode != 200 {
+		t.Fatalf("the first request: %d", first.StatusCode)
+	}
+	be.arrived = nil
+	if resp := send(); resp.StatusCode != 200 {
+		t.Fatalf("after the first ended: %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestBodyBudgetConcurrentSafe takes and gives from many goroutines: the
+// reserved total never passes the bound and returns to zero.
+func TestBodyBudgetConcurrentSafe(t *testing.T) {
+	b := newBodyBudget(1000)
+	var over atomic.Bool
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				n := int64(1 + (g*31+i)%300)
+				if b.take(n) {
+					if b.used.Load() > 1000 {
+						over.Store(true)
+					}
+					b.give(n)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if over.Load() || b.used.Load() != 0 {
+		t.Fatalf("over the bound %t, left %d", over.Load(), b.used.Load())
+	}
+}
+
+// TestHeldBodyParsedInPlace checks that the completion's body reaches the
+// backend whole through the held body, usage rewrite included.
+func TestHeldBodyParsedInPlace(t *testing.T) {
+	got := make(chan map[string]any, 1)
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return // readiness polls
+		}
+		var m map[string]any
+		json.NewDecoder(r.Body).Decode(&m)
+		got <- m
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	}))
+	t.Cleanup(b.Close)
+	r := start(t, []string{"-simulate", "-backend", b.URL}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.api+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	req.ContentLength = -1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	m := <-got
+	if m["model"] != "m" || m["stream_options"] == nil {
+		t.Fatalf("the backend got %v: want the body with stream_options added", m)
+	}
+}

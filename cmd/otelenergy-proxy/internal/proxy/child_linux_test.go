@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// dead reports whether pid has exited: gone, or a zombie that holds
+// nothing but its entry.
+func dead(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] == "Z"
+}
+
+// ppid returns pid's parent, or 0 once it is gone.
+func ppid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+// pidFrom waits for a shell to write a pid to path.
+func pidFrom(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
+			n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("nothing written to %s", path)
+	return 0
+}
+
+// quietEnv gives children /dev/null itself, not a pipe that os/exec would
+// copy from until every process holding it (a background job) exits.
+func quietEnv(t *testing.T) Env {
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return Env{Stdout: f, Stderr: f}
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestStopKillsGroupIgnoringTERM starts a backend whose shell and
+// background job ignore SIGTERM: Stop must SIGKILL the whole group once
+// the grace period is over.
+func TestStopKillsGroupIgnoringTERM(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "pid")
+	ch, err := startChild([]string{"sh", "-c", `trap "" TERM; sleep 60 & echo $! > ` + f + `; wait`}, quietEnv(t), quietLog(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := pidFrom(t, f)
+	t.Cleanup(func() { syscall.Kill(job, syscall.SIGKILL) })
+	began := time.Now()
+	code := ch.Stop(syscall.SIGTERM, 300*time.Millisecond)
+	if d := time.Since(began); d < 300*time.Millisecond {
+		t.Fatalf("Stop returned after %v, before the grace period, with the group ignoring SIGTERM", d)
+	}
+	if code != 128+int(syscall.SIGKILL) || !dead(job) || groupAlive(ch.pgid) {
+		t.Fatalf("status %d, job dead %t, group alive %t: want the group killed with SIGKILL", code, dead(job), groupAlive(ch.pgid))
+	}
+}
+
+// TestStopAfterLeaderExited starts a backend whose shell exits at once,
+// leaving a background job that ignores SIGTERM in its group: Stop must
+// still signal the group and kill what remains.
+func TestStopAfterLeaderExited(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "pid")
+	ch, err := startChild([]string{"sh", "-c", `trap "" TERM; sleep 60 & echo $! > ` + f}, quietEnv(t), quietLog(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := pidFrom(t, f)
+	t.Cleanup(func() { syscall.Kill(job, syscall.SIGKILL) })
+	<-ch.Exited()
+	if dead(job) {
+		t.Fatal("the background job is gone before Stop")
+	}
+	if code := ch.Stop(syscall.SIGTERM, 200*time.Millisecond); code != 0 {
+		t.Fatalf("status %d, want the shell's 0", code)
+	}
+	if !dead(job) {
+		t.Fatalf("pid %d of the backend's group outlived Stop", job)
+	}
+}
+
+// TestReaperReapsOrphans runs a backend that leaves an orphan: with the
+// proxy its subreaper, the orphan is reparented to the proxy, and reaped
+// when it exits, while the backend's own status still reaches os/exec.
+func TestReaperReapsOrphans(t *testing.T) {
+	rp, err := startReaper(quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rp.Stop()
+	f := filepath.Join(t.TempDir(), "pid")
+	ch, err := startChild([]string{"sh", "-c", `sleep 0.5 & echo $! > ` + f + `; exit 7`}, quietEnv(t), quietLog(), rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := pidFrom(t, f)
+	<-ch.Exited()
+	if ch.Code() != 7 {
+		t.Fatalf("the backend's status is %d, want 7: the reaper took it", ch.Code())
+	}
+	if p := ppid(orphan); p != os.Getpid() && p != 0 {
+		t.Fatalf("the orphan's parent is %d, want this process, %d, its subreaper", p, os.Getpid())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(orphan)); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d was not reaped (dead %t)", orphan, dead(orphan))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ch.Stop(syscall.SIGTERM, time.Second)
+}

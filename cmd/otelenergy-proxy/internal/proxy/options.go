@@ -1,0 +1,40 @@
+package proxy
+
+import (
+	"log"
+	"net/http"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
+)
+
+// This file is where the flags become the library's options: flags.Parse
+// makes a flags.Config of the command line, and these functions map it to
+// the Monitor's and openaiproxy's options, and nowhere else.
+
+// monitorOptions maps the flags to the Monitor's options.
+func (p *runner) monitorOptions(tel *telemetry) []otelenergy.Option {
+	opts := []otelenergy.Option{otelenergy.WithMeterProvider(tel.mp), otelenergy.WithHorizon(p.cfg.Horizon)}
+	if len(p.cfg.BaggageKeys) > 0 {
+		// -baggage-keys become attributes of the span and of
+		// otelenergy.request.energy, -baggage-values values per key.
+		opts = append(opts, otelenergy.WithBaggageAttributes(p.cfg.BaggageValues, p.cfg.BaggageKeys...))
+	}
+	return opts
+}
+
+// openaiOptions maps the flags to openaiproxy's options; the upstream
+// requests go through tr, inside an otelhttp client span.
+func (p *runner) openaiOptions(tel *telemetry, errLog *log.Logger, tr http.RoundTripper) []openaiproxy.Option {
+	return []openaiproxy.Option{
+		openaiproxy.WithMeterProvider(tel.mp),
+		openaiproxy.WithIncludeUsage(p.cfg.IncludeUsage),
+		openaiproxy.WithEnergyTrailers(p.cfg.Trailers),
+		openaiproxy.WithMaxBodyBytes(int(min(p.cfg.MaxRequestBytes, 1<<30))),
+		openaiproxy.WithErrorLog(errLog),
+		openaiproxy.WithTransport(otelhttp.NewTransport(tr,
+			otelhttp.WithTracerProvider(tel.tp), otelhttp.WithMeterProvider(tel.mp), otelhttp.WithPropagators(tel.prop))),
+	}
+}
