@@ -68,7 +68,11 @@ type accScenario struct {
 	// FirstAtPrefillEnd produces the first token when the prefill ends,
 	// not one decode step later, as the previous simulator did.
 	FirstAtPrefillEnd bool
-	Seed              uint64
+	// Trace, when set, replaces the slots with a production-shaped
+	// workload (see production_test.go); Concurrency, the lengths, rates
+	// and prompts above are then unused.
+	Trace *accTrace
+	Seed  uint64
 }
 
 var accTarget = accScenario{
@@ -91,13 +95,22 @@ func (s accScenario) with(f func(*accScenario)) accScenario {
 // three carry the targets of docs/attribution.md. The held-out ones
 // change what the ledger was not developed against: periods, seeds, power
 // levels and batch behaviour.
-var accScenarios = []struct {
+var accScenarios = append(slotScenarios, prodScenarios()...)
+
+// namedScenario is a scenario with its benchmark name.
+type namedScenario struct {
 	name string
 	sc   accScenario
-}{
+}
+
+// slotScenarios are the synthetic slot workloads.
+var slotScenarios = []namedScenario{
 	{"streaming", accTarget},
 	{"chunks16", accTarget.with(func(s *accScenario) { s.Chunk = 16 })},
 	{"endonly30", accTarget.with(func(s *accScenario) { s.EndOnly = 0.3 })},
+	// Every client non-streaming: prompt and output both arrive in the
+	// final usage, as through the proxy, so no request shows any timing.
+	{"endonly-all", accTarget.with(func(s *accScenario) { s.EndOnly, s.InputAtEnd = 1, true })},
 	{"lag30ms", accTarget.with(func(s *accScenario) { s.GPU.ReportLag = 30 * time.Millisecond })},
 	{"jitter-gain", accTarget.with(func(s *accScenario) {
 		s.GPU.UpdateJitter = 5 * time.Millisecond
@@ -210,7 +223,11 @@ func runAccuracy(tb testing.TB, sc accScenario) accFigures {
 	tb.Helper()
 	var f accFigures
 	for i, p := range sc.Periods {
-		e, es, g := runAccuracyOnce(tb, sc, p, sc.Seed*1000+uint64(i))
+		run := runAccuracyOnce
+		if sc.Trace != nil {
+			run = runTraceOnce
+		}
+		e, es, g := run(tb, sc, p, sc.Seed*1000+uint64(i))
 		f.Final, f.Estimate = append(f.Final, e...), append(f.Estimate, es...)
 		for range e {
 			f.Period = append(f.Period, p)
@@ -312,6 +329,13 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 			break
 		}
 	}
+	return f.collect(tb, mon, gpu, done, horizon)
+}
+
+// collect checks that every request in done is final and returns their
+// signed errors in %, of the final figure and of End's estimate, against
+// the simulator's truth, with the monitor's totals.
+func (f accFigures) collect(tb testing.TB, mon *Monitor, gpu *simgpu.GPU, done []*accRequest, horizon int64) (errs, est []float64, _ accFigures) {
 	for _, r := range done {
 		st := r.req.st
 		if !st.Final() {
