@@ -265,6 +265,14 @@ func (t *ttft) add(tokens, seconds float64) {
 	t.fitted = false
 }
 
+// meanTokens returns the recent prompts' mean length, 0 before any.
+func (t *ttft) meanTokens() float64 {
+	if t.s0 <= 0 {
+		return 0
+	}
+	return t.s1 / t.s0
+}
+
 // predict returns the expected time to first token in seconds, and false
 // before any observation.
 func (t *ttft) predict(tokens float64) (float64, bool) {

@@ -127,6 +127,13 @@ type Ledger struct {
 	// adopted counts the requests adopted since the last settle that were
 	// running at its time (see Observe).
 	adopted atomic.Int64
+
+	// escN counts the requests that had a share escrowed; escAssumed and
+	// escReported sum, as float64 bits, their tokens assumed in the
+	// intervals split at the horizon and those they reported for the same
+	// time (see Escrow).
+	escN                    atomic.Uint64
+	escAssumed, escReported atomic.Uint64
 }
 
 type device struct {
@@ -545,6 +552,12 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 		if !s.endSeen {
 			l.extrapolate(r)
 		}
+	} else if !s.endSeen && len(s.pts) == 1 && s.pts[0].out == 0 {
+		// Silent since its start: it is taken to produce tokens at the
+		// batch's rate once its prefill is expected to end, and the
+		// estimate must know that rate as the batch's moves (extrapolate
+		// publishes only a change).
+		l.extrapolate(r)
 	}
 	if s.endSeen && s.pfEnd < 0 {
 		s.pfEnd, s.step = s.end, 0 // no output: the whole request was prefill
@@ -557,6 +570,9 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 			l.placeFromRate(r, last.t, last.out, last.in)
 		}
 		s.firstN = 0
+	}
+	if s.endSeen {
+		l.reconcile(r)
 	}
 }
 
@@ -940,6 +956,49 @@ func (l *Ledger) Expired() uint64 { return l.expired.Load() }
 
 // Active returns the number of requests being tracked.
 func (l *Ledger) Active() int { return int(l.activeN.Load()) }
+
+// EscrowStats says how well the shares escrowed for silent requests
+// matched what they reported. An interval that a request active in it has
+// not reported past is split at the horizon with that request taken to
+// produce tokens at its own recent rate (the batch's, for one that never
+// reported) from its expected prefill end: its expected share is escrowed
+// to it, and the other requests' figures become final. When it reports,
+// the tokens it really produced in that time are known; the difference
+// moves no energy (figures already exported are never revised) and is
+// counted here, in tokens.
+type EscrowStats struct {
+	// Requests is how many requests had a share escrowed and have since
+	// reported their end.
+	Requests uint64
+	// AssumedTokens is the output tokens those requests were taken to
+	// produce in intervals split while they were silent; ReportedTokens
+	// is what their reports put in the same time.
+	AssumedTokens, ReportedTokens float64
+}
+
+// Escrow returns the escrow's reconciliation so far. It is safe from any
+// goroutine.
+func (l *Ledger) Escrow() EscrowStats {
+	return EscrowStats{
+		Requests:       l.escN.Load(),
+		AssumedTokens:  math.Float64frombits(l.escAssumed.Load()),
+		ReportedTokens: math.Float64frombits(l.escReported.Load()),
+	}
+}
+
+// reconcile counts r's escrow once its end is seen: the tokens assumed
+// against those its reports put in the same time.
+func (l *Ledger) reconcile(r *Request) {
+	s := &r.st
+	if s.escTok <= 0 {
+		return
+	}
+	rep := s.outputIn(r.start, s.escHi, s.pfEnd)
+	l.escN.Add(1)
+	l.escAssumed.Store(math.Float64bits(math.Float64frombits(l.escAssumed.Load()) + s.escTok))
+	l.escReported.Store(math.Float64bits(math.Float64frombits(l.escReported.Load()) + rep))
+	s.escTok = 0
+}
 
 // Coefficients is the ledger's learned energy model, summed over devices.
 // All are zero until enough intervals have been seen.
