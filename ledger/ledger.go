@@ -519,6 +519,11 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 	if ended {
 		s.endSeen, s.end = true, end
 		at = min(at, s.end)
+		if in > 0 && o > 0 {
+			// Its length teaches the prefill time of requests that show
+			// no first token (see ttft).
+			l.ttft.addWhole(float64(in), float64(o), float64(end-r.start)/nsPerSecond)
+		}
 	} else if t-r.start > l.cfg.MaxAge {
 		s.endSeen, s.end = true, r.start+l.cfg.MaxAge
 		r.setFlag(FlagExpired)
