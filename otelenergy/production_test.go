@@ -192,11 +192,15 @@ func traceReasoning() accTrace {
 // controlPhysics is the ledger's own model, the harness's control: a
 // prompt costs a fixed energy per input token at its arrival, decode a
 // fixed energy per token, and the counter integrates everything. A miss
-// here is the ledger's own.
+// here is the ledger's own. A burst of prompts is an impulse no board
+// could draw, so the board declares a power bound far above it: under
+// the sampler's default bound (2 kW) those steps would be taken for
+// counter glitches.
 func controlPhysics(c simgpu.Config) simgpu.Config {
 	c.NoPrefill = true
-	c.JoulesPerInputToken = 0.015
+	c.JoulesPerInputToken = 0.002
 	c.Decode = simgpu.DecodePerToken
+	c.MaxWatts = 100_000
 	return c
 }
 
