@@ -121,3 +121,71 @@ func TestEscrowSilentBounded(t *testing.T) {
 		t.Errorf("conservation: %d != %d", sum, g.l.SplitMJ())
 	}
 }
+
+// TestRunningPrefillInput: a prefill still running when intervals are
+// split at the horizon spreads its prompt's tokens over its expected
+// length, not over the time it has run so far in each interval split:
+// that would give each interval the whole prompt's weight again. A
+// request prefills an 8,000-token prompt for 4 s (at 1 mJ per input token,
+// spread evenly) beside one that streams a token every 10 ms (1 J each);
+// the horizon is 1 s. Five earlier requests with the same prompt teach the
+// prefill's length.
+func TestRunningPrefillInput(t *testing.T) {
+	const (
+		ms     = int64(1e6)
+		prompt = 8000
+		pfLen  = 4000 * ms
+	)
+	g := newRig(t, Config{Horizon: 1000 * ms, OutputWeight: 1000, InputWeight: 1, WeightsFixed: true, IdleFixed: true})
+	g.step(0, 0, nil)
+	type job struct {
+		r        *Request
+		start    int64
+		decoding bool
+		left     int // tokens left to produce once decoding
+	}
+	var jobs []*job
+	add := func(t0 int64, in uint64, tokens int, fromStart bool) *job {
+		j := &job{r: NewRequest(t0, nil), start: t0, decoding: fromStart, left: tokens}
+		j.r.AddInput(in)
+		g.l.Add(j.r)
+		jobs = append(jobs, j)
+		return j
+	}
+	var a, b *job
+	for t0 := 10 * ms; t0 <= 60_000*ms; t0 += 10 * ms {
+		switch {
+		case t0 < 30_000*ms && (t0-10*ms)%(6000*ms) == 0:
+			add(t0, prompt, 20, false)
+		case t0 == 31_000*ms:
+			a = add(t0, prompt, 20, false)
+			b = add(t0, 0, 700, true)
+		}
+		var mj uint64
+		for _, j := range jobs {
+			if _, ended := j.r.Ended(); ended {
+				continue
+			}
+			if !j.decoding && t0-j.start >= pfLen {
+				j.decoding = true
+			}
+			if !j.decoding {
+				mj += prompt * uint64(10*ms) / uint64(pfLen) // 1 mJ per input token over the prefill
+				continue
+			}
+			j.r.AddOutput(1)
+			mj += 1000
+			if j.left--; j.left == 0 {
+				j.r.End(t0)
+			}
+		}
+		g.step(t0, mj, nil)
+	}
+	if !a.r.Final() || !b.r.Final() {
+		t.Fatalf("final: a %v, b %v", a.r.Final(), b.r.Final())
+	}
+	wantA, wantB := float64(prompt+20*1000), float64(700*1000)
+	if ea := float64(a.r.EnergyMJ()); ea < 0.85*wantA || ea > 1.15*wantA {
+		t.Errorf("the long prefill got %.0f mJ, want %.0f within 15%% (the streaming one got %d, want %.0f)", ea, wantA, b.r.EnergyMJ(), wantB)
+	}
+}

@@ -55,7 +55,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 		p := &parts[len(parts)-1]
 		p.r, p.idx, p.lo, p.hi = r, idx, lo, hi
 		p.pfLo, p.pfHi = pLo, max(pLo, pHi)
-		p.out, p.in = s.outputIn(a, b, pfEnd), in*overlap(pfLo, pfHi, a, b)
+		p.out, p.in = s.outputIn(a, b, pfEnd), in*overlap(pfLo, l.inputEnd(r, in, pfEnd, pfHi), a, b)
 		p.rho, p.tail = 0, 0
 		p.dLo = hi // no decode until the prefill is placed
 		if pfEnd >= 0 {
@@ -202,6 +202,26 @@ func (l *Ledger) expectedPrefillEnd(r *Request, in float64, b int64) int64 {
 	return -1
 }
 
+// inputEnd returns the end of the span over which r's input tokens are
+// spread: its prefill's end, pfHi, once placed (pfEnd ≥ 0) or once r
+// ended, and for a prefill still running, the later of pfHi (where the
+// running prefill is cut off for now) and its expected end. Cut off at
+// pfHi, a prefill that runs on would put its whole prompt's tokens in the
+// interval being split, and a burst of long prompts would weigh many
+// times what it drew there.
+func (l *Ledger) inputEnd(r *Request, in float64, pfEnd, pfHi int64) int64 {
+	if pfEnd >= 0 || r.st.endSeen {
+		return pfHi
+	}
+	if in <= 0 {
+		in = l.ttft.meanTokens()
+	}
+	if sec, ok := l.ttft.predict(in); ok {
+		return max(pfHi, r.start+int64(sec*nsPerSecond))
+	}
+	return pfHi
+}
+
 // silentTokens returns the output tokens r, silent in (lo, hi], is taken
 // to have produced there: at the rate published for its estimate since its
 // last report (its own, or the batch's when it has none), or at the
@@ -263,7 +283,8 @@ func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
 			}
 		}
 		out += s.outputIn(a, b, pfEnd)
-		in += float64(s.pts[len(s.pts)-1].in) * overlap(pfLo, pfHi, a, b)
+		pin := float64(s.pts[len(s.pts)-1].in)
+		in += pin * overlap(pfLo, l.inputEnd(r, pin, pfEnd, pfHi), a, b)
 	}
 	l.pfSpans, l.decSpans = pf, dec
 	unowned := l.unowned.st.outputIn(a, b, l.unowned.st.pfEnd)
