@@ -325,6 +325,13 @@ func (t *ttft) predict(tokens float64) (float64, bool) {
 	return max(0, th[0]+th[1]*k+th[2]*k*k), true
 }
 
+// unknowable reports whether no prefill time can be predicted although
+// enough whole requests have been seen: none showed its first token, and
+// their lengths do not follow continuous batching's form.
+func (t *ttft) unknowable() bool {
+	return t.direct.n < 1 && t.whole.n >= minWhole && t.whole.r2() < minWholeR2
+}
+
 // stepSeconds returns the decode step learned from whole requests, in
 // seconds per output token, and false when it is not known.
 func (t *ttft) stepSeconds() (float64, bool) {

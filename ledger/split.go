@@ -156,6 +156,8 @@ func (l *Ledger) extrapolate(r *Request) {
 		}
 		if sec, ok := l.ttft.predict(in); ok {
 			pfEnd = r.start + int64(sec*nsPerSecond)
+		} else if l.ttft.unknowable() && l.rate > 0 {
+			pfEnd = r.start // as expectedPrefillEnd takes it
 		}
 	}
 	if !s.endSeen && pfEnd >= 0 {
@@ -194,6 +196,15 @@ func (l *Ledger) expectedPrefillEnd(r *Request, in float64, b int64) int64 {
 	}
 	sec, ok := l.ttft.predict(in)
 	if !ok {
+		// No prefill time can be known: no request has shown its first
+		// token, and whole requests' lengths, enough of them, do not
+		// tell it. A request that reports once at its end is then placed
+		// with a prefill of a token's share of its length (see
+		// placePrefill), about none: it is taken as decoding from its
+		// start, as it will be split.
+		if l.ttft.unknowable() && l.rate > 0 {
+			return r.start
+		}
 		return -1
 	}
 	if e := r.start + int64(sec*nsPerSecond); e < b {
