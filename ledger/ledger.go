@@ -601,7 +601,18 @@ func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
 		// The n tokens' own rate is unknown: keep at least one token's
 		// even share of (start, at] for decode.
 		latest := at - (at-r.start)/int64(n+1)
-		if sec, ok := l.ttft.predict(float64(in)); ok {
+		step, byStep := l.ttft.stepSeconds()
+		sec, byPrompt := l.ttft.predict(float64(in))
+		if byStep && (!byPrompt || float64(n)*step < sec) {
+			// Under continuous batching (the whole-request fit holds) its
+			// n tokens took n of the batch's steps before its end: that
+			// places its own prefill, however long it was, where the
+			// prefill time learned for its prompt places a typical one.
+			// The step moves with the batch, so this is the better guess
+			// only while its decode was shorter than its prefill: each
+			// is off by about the same fraction of itself.
+			s.pfEnd = min(max(r.start, at-int64(float64(n)*step*nsPerSecond)), latest)
+		} else if byPrompt {
 			s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
 		} else {
 			s.pfEnd = r.start + (at-r.start)/int64(n+1)

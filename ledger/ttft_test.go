@@ -61,3 +61,60 @@ func TestTTFTWhole(t *testing.T) {
 		t.Errorf("lengths that follow per-request rates: predicted %.3f s, want no prediction", got)
 	}
 }
+
+// TestEndOnlyPrefillByStep: under continuous batching, a request that
+// reports its few output tokens once, at its end, has its prefill placed
+// by its own end less a batch step per token, not by the prefill time
+// typical of its prompt: a prefill 30% longer than typical is placed
+// within two steps of where it ended.
+func TestEndOnlyPrefillByStep(t *testing.T) {
+	const (
+		ms   = int64(1e6)
+		step = 25 * ms
+	)
+	g := newRig(t, Config{Horizon: 2000 * ms})
+	g.step(0, 0, nil)
+	rng := rand.New(rand.NewPCG(5, 6))
+	type job struct {
+		r      *Request
+		pfEnd  int64
+		tokens int
+	}
+	var jobs []*job
+	start := func(t0 int64, prompt int, factor float64, tokens int) *job {
+		pf := int64((80 + 0.25*float64(prompt)) * factor * float64(ms))
+		j := &job{r: NewRequest(t0, nil), pfEnd: t0 + pf, tokens: tokens}
+		j.r.AddInput(uint64(prompt))
+		g.l.Add(j.r)
+		jobs = append(jobs, j)
+		return j
+	}
+	var probe *job
+	for t0 := 10 * ms; t0 <= 60_000*ms; t0 += 10 * ms {
+		if t0 < 50_000*ms && (t0-10*ms)%(1000*ms) == 0 {
+			start(t0, 2000+rng.IntN(5000), 0.7+0.6*rng.Float64(), 5+rng.IntN(25))
+		}
+		if t0 == 52_000*ms {
+			probe = start(t0, 4000, 1.3, 12)
+		}
+		for _, j := range jobs {
+			if _, ended := j.r.Ended(); ended || t0 < j.pfEnd {
+				continue
+			}
+			// One token per step after the prefill, all reported at the end.
+			if n := int((t0 - j.pfEnd) / step); n >= j.tokens {
+				j.r.AddOutput(uint64(j.tokens))
+				j.r.End(t0)
+			}
+		}
+		g.step(t0, 3000, nil)
+	}
+	if probe == nil || !probe.r.Final() {
+		t.Fatal("the probe is not final")
+	}
+	first, ok := probe.r.FirstToken()
+	want := probe.pfEnd + step // its first token, a step after its prefill
+	if d := first - want; !ok || d < -2*step || d > 2*step {
+		t.Errorf("first token placed at %d ms, want %d ms within two steps (ok %v)", first/ms, want/ms, ok)
+	}
+}
