@@ -3,6 +3,7 @@ package ledger
 import (
 	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // TestEscrowLateReporter: a request that reports nothing until it ends,
@@ -97,6 +98,8 @@ func TestEscrowSilentBounded(t *testing.T) {
 		t.Fatalf("Active = %d, want %d", got, n+1)
 	}
 	// 40 s more of silence grows nothing per request: allow 64 bytes each.
+	t.Logf("heap %d bytes at 20 s, %d at 60 s, with %d silent requests of %d bytes each",
+		heap[0], heap[1], n, unsafe.Sizeof(Request{}))
 	if heap[1] > heap[0]+64*n {
 		t.Errorf("heap grew from %d to %d bytes over 40 s of silence", heap[0], heap[1])
 	}
