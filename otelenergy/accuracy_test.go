@@ -189,6 +189,10 @@ type accFigures struct {
 	// final figure and of End's estimate; Period is its counter period.
 	Final, Estimate []float64
 	Period          []time.Duration
+	// FinalLatencyMS is, per request of a production trace, how long
+	// after its End its figure became final, in ms, as seen by the
+	// sampler: what a caller that waits for it (Request.WaitFinal) waits.
+	FinalLatencyMS []float64
 }
 
 func (f accFigures) String() string {
@@ -237,6 +241,7 @@ func runAccuracy(tb testing.TB, sc accScenario) accFigures {
 		f.UnattributedMJ += g.UnattributedMJ
 		f.OtherMJ += g.OtherMJ
 		f.Coefficients = g.Coefficients
+		f.FinalLatencyMS = append(f.FinalLatencyMS, g.FinalLatencyMS...)
 	}
 	f.Requests = len(f.Final)
 	f.MeanErrPct, f.P99ErrPct, f.MaxErrPct = summarize(f.Final)
@@ -541,6 +546,11 @@ func BenchmarkAttribution(b *testing.B) {
 			b.ReportMetric(f.ConservationPct, "conservation%")
 			b.ReportMetric(f.EstMeanErrPct, "est%-mean")
 			b.ReportMetric(f.EstP99ErrPct, "est%-p99")
+			if lat := f.FinalLatencyMS; len(lat) > 0 {
+				slices.Sort(lat)
+				b.ReportMetric(lat[len(lat)/2], "final-ms-p50")
+				b.ReportMetric(lat[max(0, int(math.Ceil(0.99*float64(len(lat))))-1)], "final-ms-p99")
+			}
 			b.Logf("%s: %v", s.name, f)
 			for i := range f.Final {
 				out = append(out, fmt.Sprintf("%s\t%d\t%.4f\t%.4f", s.name, f.Period[i].Milliseconds(), f.Final[i], f.Estimate[i]))

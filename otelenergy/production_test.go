@@ -280,7 +280,7 @@ func runTraceOnce(tb testing.TB, sc accScenario, period time.Duration, seed uint
 		left    int
 	}
 	var active []*running
-	var done []*accRequest
+	var done, waiting []*accRequest
 	horizon := int64(ledgerHorizonMS) + 2000
 	lastEnd := int64(0)
 	ctx := context.Background()
@@ -326,6 +326,7 @@ func runTraceOnce(tb testing.TB, sc accScenario, period time.Duration, seed uint
 				r.end = ms
 				finishAcc(mon, r.accRequest, sc)
 				done = append(done, r.accRequest)
+				waiting = append(waiting, r.accRequest)
 				lastEnd = ms
 			}
 			clear(active[len(kept):])
@@ -336,6 +337,16 @@ func runTraceOnce(tb testing.TB, sc accScenario, period time.Duration, seed uint
 		if ms >= nextSample {
 			mon.Sample()
 			nextSample += interval
+			kept := waiting[:0]
+			for _, r := range waiting {
+				if r.req.st.Final() {
+					f.FinalLatencyMS = append(f.FinalLatencyMS, float64(ms-r.end))
+				} else {
+					kept = append(kept, r)
+				}
+			}
+			clear(waiting[len(kept):])
+			waiting = kept
 		}
 		if next == len(plan) && len(active) == 0 && ms > lastEnd+horizon {
 			break
