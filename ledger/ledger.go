@@ -190,8 +190,9 @@ type part struct {
 	out, in  float64
 	tail     float64 // decode weight, in tokens, after the last token (see features)
 	weight   float64
-	tokJ     float64 // modelled token energy, J
+	tokJ     float64 // modelled token energy, input tokens' included, J
 	pfJ      float64 // modelled prefill energy, J
+	inJ      float64 // modelled input tokens' energy, J (part of tokJ)
 }
 
 // New returns a ledger over cfg.Rings.

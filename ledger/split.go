@@ -636,12 +636,15 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 		p := &parts[i]
 		switch {
 		case l.cfg.WeightsFixed:
+			p.tokJ, p.pfJ, p.inJ = 0, 0, 0
 			p.weight = wo*p.out + wi*p.in
 		case learned:
-			p.tokJ = w.tokPrice*p.out + decPerTok*p.tail + th[fInput]*p.in + decPerNS*p.decShare
+			p.inJ = th[fInput] * p.in
+			p.tokJ = w.tokPrice*p.out + decPerTok*p.tail + p.inJ + decPerNS*p.decShare
 			p.pfJ = pfPerNS * p.pfShare
 			p.weight = p.tokJ + p.pfJ
 		default:
+			p.tokJ, p.pfJ, p.inJ = 0, 0, 0
 			p.weight = p.out + fallbackInput*p.in
 		}
 		total += p.weight
@@ -703,7 +706,16 @@ func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
 			}
 		}
 		if span := p.hi - p.lo; span > 0 {
-			s.powW = float32(mj / float64(span) * 1e6) // mJ/ns to W
+			pw := mj
+			if modelled := p.tokJ + p.pfJ; p.pfHi < p.hi && modelled > 0 && w.total > 0 && w.by == byWeight {
+				// Its prefill is over: the power carried past the newest
+				// step is its decode's and its static share, not the
+				// prefill's, nor its prompt's cost, which a long prompt
+				// makes many times its decode's in the interval where it
+				// ran.
+				pw -= dyn * p.weight / w.total * min(1, (p.pfJ+p.inJ)/modelled)
+			}
+			s.powW = float32(max(0, pw) / float64(span) * 1e6) // mJ/ns to W
 		}
 	}
 }
