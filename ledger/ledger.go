@@ -558,12 +558,6 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 		if !s.endSeen {
 			l.extrapolate(r)
 		}
-	} else if !s.endSeen && len(s.pts) == 1 && s.pts[0].out == 0 {
-		// Silent since its start: it is taken to produce tokens at the
-		// batch's rate once its prefill is expected to end, and the
-		// estimate must know that rate as the batch's moves (extrapolate
-		// publishes only a change).
-		l.extrapolate(r)
 	}
 	if s.endSeen && s.pfEnd < 0 {
 		s.pfEnd, s.step = s.end, 0 // no output: the whole request was prefill
@@ -816,6 +810,14 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			continue
 		}
 		r.through.Store(max(r.start, through))
+		if !s.endSeen && len(s.pts) == 1 && s.pts[0].out == 0 {
+			// Silent since its start: it is taken to produce tokens at
+			// the batch's rate once its prefill is expected to end, and
+			// the estimate must know that rate as the batch's moves
+			// (extrapolate publishes only a change). Here rather than at
+			// every read: the splits that use it come with a settle.
+			l.extrapolate(r)
+		}
 		if prov && !s.endSeen {
 			// The estimate is published as one figure, the split part plus
 			// the provisional share of what follows, so that a reader never
