@@ -27,19 +27,32 @@
 //     ends). A first report of n tokens took n steps; the request's next
 //     reports time its step, and until they do the batch's recent step
 //     places it. A request that ends with a single report is placed by the
-//     prefill time learned, against prompt length, from the requests whose
-//     first token was seen (a + b·input tokens), which also times prefills
-//     still running;
+//     prefill time learned, against prompt length n, as a + b·n + c·n²,
+//     from the requests whose first token was seen, or, while too few
+//     show it, from whole requests' lengths under continuous batching
+//     (prefill + a step per output token); when that fit holds and the
+//     request decoded for less time than it prefilled, by its end less a
+//     batch step per token. The learned time also times prefills still
+//     running;
 //   - whether the prefill ends a step before the first token or at it is
 //     chosen by the data: a second model, at the chosen lag, learns the
 //     other placement and takes over when it explains the steps clearly
 //     better;
-//   - input tokens are spread over the prefill.
+//   - input tokens are spread over the prefill, over its expected length
+//     while it runs.
 //
-// # Deferred splitting
+// # Deferred splitting and escrow
 //
 // An interval is split only when every request active in it has reported
-// past its end or ended, or when it is older than the horizon. The model
+// past its end or ended, or when it is older than the horizon. Split at
+// the horizon, each request still silent in it is escrowed its expected
+// share: it is taken to produce output tokens at its recent rate (the
+// batch's if it never reported) from its last report or its expected
+// prefill end, and the interval is split with those tokens; the other
+// requests' shares are final. A late report changes only the intervals
+// not yet split, and [Ledger.Escrow] counts the tokens assumed against
+// those reported for the same time. A silent request holds one timeline
+// point, so memory is bounded by MaxActive however long it stays silent. The model
 // (below) learns from every ready interval first; while it has seen less
 // than three quarters of a horizon of data, splitting waits for it, up to
 // the horizon. A request's figure is final once every interval up to its

@@ -243,52 +243,242 @@ func (m *model) solveSubset(idx []int, base [nFeat]float64) ([nFeat]float64, boo
 }
 
 // ttft learns the prefill time (start to the end of prefill, one decode
-// step before the first token) from a request's input tokens, as
-// a + b·tokens, by least squares with forgetting, from the requests whose
-// first token was seen. It places the prefill of requests that report
+// step before the first token) against a request's input tokens n, as
+// a + b·n + c·n² (attention makes long prompts superlinear), with every
+// coefficient non-negative, by least squares with forgetting. It learns
+// from the requests whose first token was seen (direct). When too few
+// show it, as when every client reports only at its end or every output
+// is shorter than a report chunk, it learns from every request whose
+// prompt is known, whole: under continuous batching a request lasts its
+// prefill plus a step per output token, so its length is
+// a + b·n + c·n² + s·(output tokens), and the first three terms are its
+// prefill time (whole). It places the prefill of requests that report
 // their first output tokens late, and weighs requests still in prefill.
 type ttft struct {
-	s0, s1, s11, sy, s1y float64
-	// a and b are the fit as of the last add, solved on the first
-	// predict after it; fitted says they are current.
-	a, b   float64
-	fitted bool
+	direct, whole lsq
+	// s0 and s1 sum, with forgetting, the prompts seen and their tokens,
+	// for meanTokens.
+	s0, s1 float64
 }
 
+// ttftLambda is the forgetting factor per request.
+const ttftLambda = 0.98
+
+// minDirect and minWhole are the effective numbers of requests each fit
+// needs before it is used. The whole-request fit is used only while it
+// explains at least minWholeR2 of the variance of the requests' lengths:
+// where requests decode at rates of their own (not one step for the
+// batch), their lengths follow their rates, the fit's terms mean nothing,
+// and a prefill time read from them would be wrong by seconds.
+const (
+	minDirect  = 4
+	minWhole   = 8
+	minWholeR2 = 0.7
+)
+
 func (t *ttft) add(tokens, seconds float64) {
-	const lambda = 0.98
-	t.s0 = lambda*t.s0 + 1
-	t.s1 = lambda*t.s1 + tokens
-	t.s11 = lambda*t.s11 + tokens*tokens
-	t.sy = lambda*t.sy + seconds
-	t.s1y = lambda*t.s1y + tokens*seconds
-	t.fitted = false
+	k := tokens / 1000
+	// Unweighted: what a placement gets wrong is mostly absolute (a read
+	// interval, a decode step), so short prefills are measured no better
+	// than long ones in absolute terms, and weighing them by 1/y² made
+	// the fit worse.
+	t.direct.add([lsqN]float64{1, k, k * k}, 3, seconds, 1)
+	t.note(tokens)
+}
+
+// addWhole learns from a request that ran seconds in all, with its prompt
+// of tokens and out output tokens.
+func (t *ttft) addWhole(tokens, out, seconds float64) {
+	k := tokens / 1000
+	t.whole.add([lsqN]float64{1, k, k * k, out / 1000}, 4, seconds, 1)
+	t.note(tokens)
+}
+
+func (t *ttft) note(tokens float64) {
+	t.s0 = ttftLambda*t.s0 + 1
+	t.s1 = ttftLambda*t.s1 + tokens
+}
+
+// meanTokens returns the recent prompts' mean length, 0 before any.
+func (t *ttft) meanTokens() float64 {
+	if t.s0 <= 0 {
+		return 0
+	}
+	return t.s1 / t.s0
 }
 
 // predict returns the expected time to first token in seconds, and false
-// before any observation.
+// while neither fit has seen enough requests.
 func (t *ttft) predict(tokens float64) (float64, bool) {
-	if t.s0 < 1 {
-		return 0, false
+	f := &t.direct
+	if f.n < minDirect {
+		f = &t.whole
+		if f.n < minWhole || f.r2() < minWholeR2 {
+			if t.direct.n < 1 {
+				return 0, false
+			}
+			f = &t.direct
+		}
 	}
-	if !t.fitted {
-		t.fit()
-	}
-	return max(0, t.a+t.b*tokens), true
+	th := f.solved()
+	k := tokens / 1000
+	return max(0, th[0]+th[1]*k+th[2]*k*k), true
 }
 
-// fit solves a and b: the mean alone while the data cannot tell a slope,
-// or when the slope they tell is negative.
-func (t *ttft) fit() {
-	t.fitted = true
-	t.a, t.b = t.sy/t.s0, 0
-	det := t.s0*t.s11 - t.s1*t.s1
-	if det <= 1e-9*t.s0*t.s11 || t.s0 < 4 {
-		return
+// unknowable reports whether no prefill time can be predicted although
+// enough whole requests have been seen: none showed its first token, and
+// their lengths do not follow continuous batching's form.
+func (t *ttft) unknowable() bool {
+	return t.direct.n < 1 && t.whole.n >= minWhole && t.whole.r2() < minWholeR2
+}
+
+// stepSeconds returns the decode step learned from whole requests, in
+// seconds per output token, and false when it is not known.
+func (t *ttft) stepSeconds() (float64, bool) {
+	if t.whole.n < minWhole || t.whole.r2() < minWholeR2 {
+		return 0, false
 	}
-	b := (t.s0*t.s1y - t.s1*t.sy) / det
-	if b < 0 {
-		return
+	s := t.whole.solved()[3] / 1000
+	return s, s > 0
+}
+
+// lsqN is the most features an lsq fits.
+const lsqN = 4
+
+// lsq fits y ≈ θ·x over up to lsqN features, with every θ non-negative,
+// by least squares with forgetting: every subset of the features is
+// solved and the feasible one with the best Bayesian information
+// criterion kept, so that a term the data do not support (the quadratic
+// one, while prompts are short) stays zero rather than fitting noise.
+type lsq struct {
+	a      [lsqN][lsqN]float64
+	b      [lsqN]float64
+	yy     float64
+	n      float64 // effective number of requests
+	k      int     // features in use
+	theta  [lsqN]float64
+	fitted bool // theta is current
+}
+
+// add folds in one observation of weight w.
+func (f *lsq) add(x [lsqN]float64, k int, y, w float64) {
+	f.k = k
+	for i := range k {
+		f.b[i] = ttftLambda*f.b[i] + w*x[i]*y
+		for j := range k {
+			f.a[i][j] = ttftLambda*f.a[i][j] + w*x[i]*x[j]
+		}
 	}
-	t.a, t.b = (t.sy-b*t.s1)/t.s0, b
+	f.yy = ttftLambda*f.yy + w*y*y
+	f.n = ttftLambda*f.n + 1
+	f.fitted = false
+}
+
+// r2 returns the share of y's variance that theta explains.
+func (f *lsq) r2() float64 {
+	th := f.solved()
+	rss := f.yy
+	for i := range f.k {
+		rss -= 2 * th[i] * f.b[i]
+		for j := range f.k {
+			rss += th[i] * f.a[i][j] * th[j]
+		}
+	}
+	mean := f.b[0] / max(f.a[0][0], 1e-300) // x[0] is 1: the weighted mean
+	v := f.yy - f.a[0][0]*mean*mean
+	if v <= 0 {
+		return 0
+	}
+	return 1 - rss/v
+}
+
+// solved returns theta, solving it first if an add came since.
+func (f *lsq) solved() [lsqN]float64 {
+	if f.fitted {
+		return f.theta
+	}
+	f.fitted = true
+	// The mean alone, the fallback when nothing else is feasible.
+	best := [lsqN]float64{max(0, f.b[0]/max(f.a[0][0], 1e-300))}
+	bestScore := math.Inf(1)
+	for set := 1; set < 1<<f.k; set++ {
+		var idx [lsqN]int
+		m := 0
+		for i := range f.k {
+			if set&(1<<i) != 0 {
+				idx[m] = i
+				m++
+			}
+		}
+		th, ok := f.solveSubset(idx[:m])
+		if !ok {
+			continue
+		}
+		var full [lsqN]float64
+		feasible := true
+		for j, i := range idx[:m] {
+			if th[j] < 0 || math.IsNaN(th[j]) {
+				feasible = false
+				break
+			}
+			full[i] = th[j]
+		}
+		if !feasible {
+			continue
+		}
+		rss := f.yy
+		for i := range f.k {
+			rss -= 2 * full[i] * f.b[i]
+			for j := range f.k {
+				rss += full[i] * f.a[i][j] * full[j]
+			}
+		}
+		score := f.n*math.Log(max(rss, 1e-12)/max(f.n, 1e-12)) + float64(m)*math.Log(max(f.n, 2))
+		if score < bestScore {
+			best, bestScore = full, score
+		}
+	}
+	f.theta = best
+	return best
+}
+
+// solveSubset solves the normal equations restricted to idx by Gaussian
+// elimination with partial pivoting and a small ridge.
+func (f *lsq) solveSubset(idx []int) ([lsqN]float64, bool) {
+	var out [lsqN]float64
+	k := len(idx)
+	var g [lsqN][lsqN + 1]float64
+	for r, i := range idx {
+		for c, j := range idx {
+			g[r][c] = f.a[i][j]
+		}
+		g[r][r] *= 1 + 1e-9
+		g[r][k] = f.b[i]
+	}
+	for c := range k {
+		p := c
+		for r := c + 1; r < k; r++ {
+			if math.Abs(g[r][c]) > math.Abs(g[p][c]) {
+				p = r
+			}
+		}
+		if g[p][c] == 0 {
+			return out, false
+		}
+		g[c], g[p] = g[p], g[c]
+		for r := c + 1; r < k; r++ {
+			q := g[r][c] / g[c][c]
+			for cc := c; cc <= k; cc++ {
+				g[r][cc] -= q * g[c][cc]
+			}
+		}
+	}
+	for r := k - 1; r >= 0; r-- {
+		v := g[r][k]
+		for c := r + 1; c < k; c++ {
+			v -= g[r][c] * out[c]
+		}
+		out[r] = v / g[r][r]
+	}
+	return out, true
 }

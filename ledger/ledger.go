@@ -127,6 +127,13 @@ type Ledger struct {
 	// adopted counts the requests adopted since the last settle that were
 	// running at its time (see Observe).
 	adopted atomic.Int64
+
+	// escN counts the requests that had a share escrowed; escAssumed and
+	// escReported sum, as float64 bits, their tokens assumed in the
+	// intervals split at the horizon and those they reported for the same
+	// time (see Escrow).
+	escN                    atomic.Uint64
+	escAssumed, escReported atomic.Uint64
 }
 
 type device struct {
@@ -183,8 +190,9 @@ type part struct {
 	out, in  float64
 	tail     float64 // decode weight, in tokens, after the last token (see features)
 	weight   float64
-	tokJ     float64 // modelled token energy, J
+	tokJ     float64 // modelled token energy, input tokens' included, J
 	pfJ      float64 // modelled prefill energy, J
+	inJ      float64 // modelled input tokens' energy, J (part of tokJ)
 }
 
 // New returns a ledger over cfg.Rings.
@@ -512,6 +520,11 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 	if ended {
 		s.endSeen, s.end = true, end
 		at = min(at, s.end)
+		if in > 0 && o > 0 {
+			// Its length teaches the prefill time of requests that show
+			// no first token (see ttft).
+			l.ttft.addWhole(float64(in), float64(o), float64(end-r.start)/nsPerSecond)
+		}
 	} else if t-r.start > l.cfg.MaxAge {
 		s.endSeen, s.end = true, r.start+l.cfg.MaxAge
 		r.setFlag(FlagExpired)
@@ -558,6 +571,9 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 		}
 		s.firstN = 0
 	}
+	if s.endSeen {
+		l.reconcile(r)
+	}
 }
 
 // placePrefill sets the end of r's prefill when its first output tokens,
@@ -580,7 +596,18 @@ func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
 		// The n tokens' own rate is unknown: keep at least one token's
 		// even share of (start, at] for decode.
 		latest := at - (at-r.start)/int64(n+1)
-		if sec, ok := l.ttft.predict(float64(in)); ok {
+		step, byStep := l.ttft.stepSeconds()
+		sec, byPrompt := l.ttft.predict(float64(in))
+		if byStep && (!byPrompt || float64(n)*step < sec) {
+			// Under continuous batching (the whole-request fit holds) its
+			// n tokens took n of the batch's steps before its end: that
+			// places its own prefill, however long it was, where the
+			// prefill time learned for its prompt places a typical one.
+			// The step moves with the batch, so this is the better guess
+			// only while its decode was shorter than its prefill: each
+			// is off by about the same fraction of itself.
+			s.pfEnd = min(max(r.start, at-int64(float64(n)*step*nsPerSecond)), latest)
+		} else if byPrompt {
 			s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
 		} else {
 			s.pfEnd = r.start + (at-r.start)/int64(n+1)
@@ -783,6 +810,14 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 			continue
 		}
 		r.through.Store(max(r.start, through))
+		if !s.endSeen && len(s.pts) == 1 && s.pts[0].out == 0 {
+			// Silent since its start: it is taken to produce tokens at
+			// the batch's rate once its prefill is expected to end, and
+			// the estimate must know that rate as the batch's moves
+			// (extrapolate publishes only a change). Here rather than at
+			// every read: the splits that use it come with a settle.
+			l.extrapolate(r)
+		}
 		if prov && !s.endSeen {
 			// The estimate is published as one figure, the split part plus
 			// the provisional share of what follows, so that a reader never
@@ -940,6 +975,49 @@ func (l *Ledger) Expired() uint64 { return l.expired.Load() }
 
 // Active returns the number of requests being tracked.
 func (l *Ledger) Active() int { return int(l.activeN.Load()) }
+
+// EscrowStats says how well the shares escrowed for silent requests
+// matched what they reported. An interval that a request active in it has
+// not reported past is split at the horizon with that request taken to
+// produce tokens at its own recent rate (the batch's, for one that never
+// reported) from its expected prefill end: its expected share is escrowed
+// to it, and the other requests' figures become final. When it reports,
+// the tokens it really produced in that time are known; the difference
+// moves no energy (figures already exported are never revised) and is
+// counted here, in tokens.
+type EscrowStats struct {
+	// Requests is how many requests had a share escrowed and have since
+	// reported their end.
+	Requests uint64
+	// AssumedTokens is the output tokens those requests were taken to
+	// produce in intervals split while they were silent; ReportedTokens
+	// is what their reports put in the same time.
+	AssumedTokens, ReportedTokens float64
+}
+
+// Escrow returns the escrow's reconciliation so far. It is safe from any
+// goroutine.
+func (l *Ledger) Escrow() EscrowStats {
+	return EscrowStats{
+		Requests:       l.escN.Load(),
+		AssumedTokens:  math.Float64frombits(l.escAssumed.Load()),
+		ReportedTokens: math.Float64frombits(l.escReported.Load()),
+	}
+}
+
+// reconcile counts r's escrow once its end is seen: the tokens assumed
+// against those its reports put in the same time.
+func (l *Ledger) reconcile(r *Request) {
+	s := &r.st
+	if s.escTok <= 0 {
+		return
+	}
+	rep := s.outputIn(r.start, s.escHi, s.pfEnd)
+	l.escN.Add(1)
+	l.escAssumed.Store(math.Float64bits(math.Float64frombits(l.escAssumed.Load()) + s.escTok))
+	l.escReported.Store(math.Float64bits(math.Float64frombits(l.escReported.Load()) + rep))
+	s.escTok = 0
+}
 
 // Coefficients is the ledger's learned energy model, summed over devices.
 // All are zero until enough intervals have been seen.

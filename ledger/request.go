@@ -286,6 +286,12 @@ type sampled struct {
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
 	inline [2]point
+	// escTok is the output tokens the request was taken to produce, while
+	// silent, in intervals split at the horizon (escrowed), and escHi the
+	// end of the last of them; see Ledger.Escrow. They are last, out of
+	// the fields every sampler pass reads.
+	escTok float64
+	escHi  int64
 }
 
 // packSeenRate packs tokens seen and a rate in tokens per ns into one

@@ -32,10 +32,12 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 		lo, hi := s.span(r.start, a, b)
 		in := float64(s.pts[len(s.pts)-1].in)
 		pfEnd := s.prefillEnd(shift)
-		if prov && pfEnd < 0 && !s.endSeen {
-			if sec, ok := l.ttft.predict(in); ok && r.start+int64(sec*nsPerSecond) < b {
-				pfEnd = r.start + int64(sec*nsPerSecond)
-			}
+		// A request that has not reported past b is silent in the
+		// interval: the provisional split extrapolates it, and so does a
+		// split at the horizon, which escrows its expected share.
+		silent := !s.endSeen && s.known < b && (prov || forced)
+		if silent && pfEnd < 0 {
+			pfEnd = l.expectedPrefillEnd(r, in, b)
 		}
 		pfLo, pfHi := r.start, pfEnd
 		if pfEnd < 0 {
@@ -53,7 +55,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 		p := &parts[len(parts)-1]
 		p.r, p.idx, p.lo, p.hi = r, idx, lo, hi
 		p.pfLo, p.pfHi = pLo, max(pLo, pHi)
-		p.out, p.in = s.outputIn(a, b, pfEnd), in*overlap(pfLo, pfHi, a, b)
+		p.out, p.in = s.outputIn(a, b, pfEnd), in*overlap(pfLo, l.inputEnd(r, in, pfEnd, pfHi), a, b)
 		p.rho, p.tail = 0, 0
 		p.dLo = hi // no decode until the prefill is placed
 		if pfEnd >= 0 {
@@ -66,12 +68,12 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 			t1 := min(s.end, t0+s.step)
 			p.tail = s.ownRate() * float64(max(0, min(hi, t1)-max(lo, t0)))
 		}
-		if prov && !s.endSeen {
-			// Tokens not reported yet come at the request's rate.
-			// Only past its last report: the published origin may be an
-			// earlier report that predicted this one.
-			if _, rate := unpackSeenRate(r.seenRate.Load()); rate > 0 {
-				p.out += rate * float64(max(0, hi-max(lo, r.extFrom.Load(), s.pts[len(s.pts)-1].t)))
+		if silent {
+			esc := l.silentTokens(r, pfEnd, lo, hi)
+			p.out += esc
+			if mark && esc > 0 {
+				s.escTok += esc
+				s.escHi = max(s.escHi, hi)
 			}
 		}
 		if p.pfHi > p.pfLo {
@@ -148,8 +150,14 @@ func (l *Ledger) extrapolate(r *Request) {
 	var extRate float64
 	pfEnd := s.prefillEnd(l.shift)
 	if pfEnd < 0 && !s.endSeen {
-		if sec, ok := l.ttft.predict(float64(last.in)); ok {
+		in := float64(last.in)
+		if in <= 0 {
+			in = l.ttft.meanTokens()
+		}
+		if sec, ok := l.ttft.predict(in); ok {
 			pfEnd = r.start + int64(sec*nsPerSecond)
+		} else if l.ttft.unknowable() && l.rate > 0 {
+			pfEnd = r.start // as expectedPrefillEnd takes it
 		}
 	}
 	if !s.endSeen && pfEnd >= 0 {
@@ -177,6 +185,79 @@ func (l *Ledger) extrapolate(r *Request) {
 	r.extFrom.Store(extFrom)
 }
 
+// expectedPrefillEnd returns when the prefill of r, a request that has
+// not shown its first token, is expected to end: its start plus the
+// prefill time learned for its prompt (for the recent prompts' mean
+// length when its own is not reported), or -1 when that is unknown or at
+// or after b, so that r is taken to be in prefill through b.
+func (l *Ledger) expectedPrefillEnd(r *Request, in float64, b int64) int64 {
+	if in <= 0 {
+		in = l.ttft.meanTokens()
+	}
+	sec, ok := l.ttft.predict(in)
+	if !ok {
+		// No prefill time can be known: no request has shown its first
+		// token, and whole requests' lengths, enough of them, do not
+		// tell it. A request that reports once at its end is then placed
+		// with a prefill of a token's share of its length (see
+		// placePrefill), about none: it is taken as decoding from its
+		// start, as it will be split.
+		if l.ttft.unknowable() && l.rate > 0 {
+			return r.start
+		}
+		return -1
+	}
+	if e := r.start + int64(sec*nsPerSecond); e < b {
+		return e
+	}
+	return -1
+}
+
+// inputEnd returns the end of the span over which r's input tokens are
+// spread: its prefill's end, pfHi, once placed (pfEnd ≥ 0) or once r
+// ended, and for a prefill still running, the later of pfHi (where the
+// running prefill is cut off for now) and its expected end. Cut off at
+// pfHi, a prefill that runs on would put its whole prompt's tokens in the
+// interval being split, and a burst of long prompts would weigh many
+// times what it drew there.
+func (l *Ledger) inputEnd(r *Request, in float64, pfEnd, pfHi int64) int64 {
+	if pfEnd >= 0 || r.st.endSeen {
+		return pfHi
+	}
+	if in <= 0 {
+		in = l.ttft.meanTokens()
+	}
+	if sec, ok := l.ttft.predict(in); ok {
+		return max(pfHi, r.start+int64(sec*nsPerSecond))
+	}
+	return pfHi
+}
+
+// silentTokens returns the output tokens r, silent in (lo, hi], is taken
+// to have produced there: at the rate published for its estimate since its
+// last report (its own, or the batch's when it has none), or at the
+// batch's recent rate when none is published, from its last report or its
+// prefill's end (pfEnd, -1 when still in prefill), whichever is later.
+// Only past its last report: the published origin may be an earlier
+// report that predicted this one.
+func (l *Ledger) silentTokens(r *Request, pfEnd, lo, hi int64) float64 {
+	if pfEnd < 0 {
+		return 0
+	}
+	s := &r.st
+	from := max(lo, pfEnd, s.pts[len(s.pts)-1].t)
+	_, rate := unpackSeenRate(r.seenRate.Load())
+	if rate > 0 {
+		from = max(from, r.extFrom.Load())
+	} else {
+		rate = l.rate
+	}
+	if hi <= from || rate <= 0 {
+		return 0
+	}
+	return rate * float64(hi-from)
+}
+
 // learnFeatures returns the features of (a, b] as features does, for
 // learning: it keeps no per-request parts, only the prefill and decode
 // spans whose union it measures, so that a busy sampler writes little per
@@ -191,9 +272,16 @@ func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
 		}
 		lo, hi := s.span(r.start, a, b)
 		pfEnd := s.prefillEnd(shift)
+		silent := !s.endSeen && s.known < b
+		if silent && pfEnd < 0 {
+			pfEnd = l.expectedPrefillEnd(r, float64(s.pts[len(s.pts)-1].in), b)
+		}
 		pfLo, pfHi := r.start, pfEnd
 		if pfEnd < 0 {
 			pfLo, pfHi = s.prefill(r.start, max(s.known, b), shift)
+		}
+		if silent {
+			out += l.silentTokens(r, pfEnd, lo, hi)
 		}
 		if pLo, pHi := max(pfLo, a), min(pfHi, b); pHi > pLo {
 			pf = append(pf, span{pLo, pHi})
@@ -206,7 +294,8 @@ func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
 			}
 		}
 		out += s.outputIn(a, b, pfEnd)
-		in += float64(s.pts[len(s.pts)-1].in) * overlap(pfLo, pfHi, a, b)
+		pin := float64(s.pts[len(s.pts)-1].in)
+		in += pin * overlap(pfLo, l.inputEnd(r, pin, pfEnd, pfHi), a, b)
 	}
 	l.pfSpans, l.decSpans = pf, dec
 	unowned := l.unowned.st.outputIn(a, b, l.unowned.st.pfEnd)
@@ -547,12 +636,15 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 		p := &parts[i]
 		switch {
 		case l.cfg.WeightsFixed:
+			p.tokJ, p.pfJ, p.inJ = 0, 0, 0
 			p.weight = wo*p.out + wi*p.in
 		case learned:
-			p.tokJ = w.tokPrice*p.out + decPerTok*p.tail + th[fInput]*p.in + decPerNS*p.decShare
+			p.inJ = th[fInput] * p.in
+			p.tokJ = w.tokPrice*p.out + decPerTok*p.tail + p.inJ + decPerNS*p.decShare
 			p.pfJ = pfPerNS * p.pfShare
 			p.weight = p.tokJ + p.pfJ
 		default:
+			p.tokJ, p.pfJ, p.inJ = 0, 0, 0
 			p.weight = p.out + fallbackInput*p.in
 		}
 		total += p.weight
@@ -614,7 +706,16 @@ func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
 			}
 		}
 		if span := p.hi - p.lo; span > 0 {
-			s.powW = float32(mj / float64(span) * 1e6) // mJ/ns to W
+			pw := mj
+			if modelled := p.tokJ + p.pfJ; p.pfHi < p.hi && modelled > 0 && w.total > 0 && w.by == byWeight {
+				// Its prefill is over: the power carried past the newest
+				// step is its decode's and its static share, not the
+				// prefill's, nor its prompt's cost, which a long prompt
+				// makes many times its decode's in the interval where it
+				// ran.
+				pw -= dyn * p.weight / w.total * min(1, (p.pfJ+p.inJ)/modelled)
+			}
+			s.powW = float32(max(0, pw) / float64(span) * 1e6) // mJ/ns to W
 		}
 	}
 }

@@ -68,7 +68,11 @@ type accScenario struct {
 	// FirstAtPrefillEnd produces the first token when the prefill ends,
 	// not one decode step later, as the previous simulator did.
 	FirstAtPrefillEnd bool
-	Seed              uint64
+	// Trace, when set, replaces the slots with a production-shaped
+	// workload (see production_test.go); Concurrency, the lengths, rates
+	// and prompts above are then unused.
+	Trace *accTrace
+	Seed  uint64
 }
 
 var accTarget = accScenario{
@@ -91,13 +95,22 @@ func (s accScenario) with(f func(*accScenario)) accScenario {
 // three carry the targets of docs/attribution.md. The held-out ones
 // change what the ledger was not developed against: periods, seeds, power
 // levels and batch behaviour.
-var accScenarios = []struct {
+var accScenarios = append(slotScenarios, prodScenarios()...)
+
+// namedScenario is a scenario with its benchmark name.
+type namedScenario struct {
 	name string
 	sc   accScenario
-}{
+}
+
+// slotScenarios are the synthetic slot workloads.
+var slotScenarios = []namedScenario{
 	{"streaming", accTarget},
 	{"chunks16", accTarget.with(func(s *accScenario) { s.Chunk = 16 })},
 	{"endonly30", accTarget.with(func(s *accScenario) { s.EndOnly = 0.3 })},
+	// Every client non-streaming: prompt and output both arrive in the
+	// final usage, as through the proxy, so no request shows any timing.
+	{"endonly-all", accTarget.with(func(s *accScenario) { s.EndOnly, s.InputAtEnd = 1, true })},
 	{"lag30ms", accTarget.with(func(s *accScenario) { s.GPU.ReportLag = 30 * time.Millisecond })},
 	{"jitter-gain", accTarget.with(func(s *accScenario) {
 		s.GPU.UpdateJitter = 5 * time.Millisecond
@@ -176,6 +189,10 @@ type accFigures struct {
 	// final figure and of End's estimate; Period is its counter period.
 	Final, Estimate []float64
 	Period          []time.Duration
+	// FinalLatencyMS is, per request of a production trace, how long
+	// after its End its figure became final, in ms, as seen by the
+	// sampler: what a caller that waits for it (Request.WaitFinal) waits.
+	FinalLatencyMS []float64
 }
 
 func (f accFigures) String() string {
@@ -210,7 +227,11 @@ func runAccuracy(tb testing.TB, sc accScenario) accFigures {
 	tb.Helper()
 	var f accFigures
 	for i, p := range sc.Periods {
-		e, es, g := runAccuracyOnce(tb, sc, p, sc.Seed*1000+uint64(i))
+		run := runAccuracyOnce
+		if sc.Trace != nil {
+			run = runTraceOnce
+		}
+		e, es, g := run(tb, sc, p, sc.Seed*1000+uint64(i))
 		f.Final, f.Estimate = append(f.Final, e...), append(f.Estimate, es...)
 		for range e {
 			f.Period = append(f.Period, p)
@@ -220,6 +241,7 @@ func runAccuracy(tb testing.TB, sc accScenario) accFigures {
 		f.UnattributedMJ += g.UnattributedMJ
 		f.OtherMJ += g.OtherMJ
 		f.Coefficients = g.Coefficients
+		f.FinalLatencyMS = append(f.FinalLatencyMS, g.FinalLatencyMS...)
 	}
 	f.Requests = len(f.Final)
 	f.MeanErrPct, f.P99ErrPct, f.MaxErrPct = summarize(f.Final)
@@ -312,6 +334,13 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 			break
 		}
 	}
+	return f.collect(tb, mon, gpu, done, horizon)
+}
+
+// collect checks that every request in done is final and returns their
+// signed errors in %, of the final figure and of End's estimate, against
+// the simulator's truth, with the monitor's totals.
+func (f accFigures) collect(tb testing.TB, mon *Monitor, gpu *simgpu.GPU, done []*accRequest, horizon int64) (errs, est []float64, _ accFigures) {
 	for _, r := range done {
 		st := r.req.st
 		if !st.Final() {
@@ -437,8 +466,28 @@ func TestAttributionAccuracy(t *testing.T) {
 		// Known weaknesses (docs/attribution.md): held to what they are.
 		"heldout-busy-from-start": {7, 25, 7.5, 32},
 		"input-at-end":            {3, 16, 3.5, 21},
+		"endonly-all":             {16, 58, 26, 115},
+		// Production traces (production_test.go), at the smoke size.
+		"prod-conversation/streaming":   {1.4, 6, 1.4, 6},
+		"prod-conversation/endonly30":   {2.3, 11.5, 3.8, 17},
+		"prod-conversation/endonly-all": {13, 50, 20, 120},
+		"prod-code/streaming":           {2.7, 12.5, 5.5, 25},
+		"prod-code/chunks16":            {8.5, 45, 15, 90},
+		"prod-code-control/streaming":   {1.9, 15, 2.3, 21},
+		"prod-reasoning/endonly30":      {1, 4, 1, 3.5},
 	}
+	scenarios := slices.Clone(accScenarios)
 	for _, s := range accScenarios {
+		if s.name == "prod-code-control/streaming" {
+			// At a 100 ms counter a burst's prompts, charged at arrival,
+			// fill the intervals where they start: End's estimate must not
+			// carry that as the requests' power past their prefill.
+			scenarios = append(scenarios, namedScenario{"prod-code-control/streaming/100ms",
+				s.sc.with(func(sc *accScenario) { sc.Periods = []time.Duration{100 * time.Millisecond} })})
+		}
+	}
+	bounds["prod-code-control/streaming/100ms"] = [4]float64{5.5, 55, 7.5, 65}
+	for _, s := range scenarios {
 		b, ok := bounds[s.name]
 		if !ok {
 			continue
@@ -508,6 +557,11 @@ func BenchmarkAttribution(b *testing.B) {
 			b.ReportMetric(f.ConservationPct, "conservation%")
 			b.ReportMetric(f.EstMeanErrPct, "est%-mean")
 			b.ReportMetric(f.EstP99ErrPct, "est%-p99")
+			if lat := f.FinalLatencyMS; len(lat) > 0 {
+				slices.Sort(lat)
+				b.ReportMetric(lat[len(lat)/2], "final-ms-p50")
+				b.ReportMetric(lat[max(0, int(math.Ceil(0.99*float64(len(lat))))-1)], "final-ms-p99")
+			}
 			b.Logf("%s: %v", s.name, f)
 			for i := range f.Final {
 				out = append(out, fmt.Sprintf("%s\t%d\t%.4f\t%.4f", s.name, f.Period[i].Milliseconds(), f.Final[i], f.Estimate[i]))

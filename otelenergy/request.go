@@ -2,6 +2,7 @@ package otelenergy
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -122,31 +123,78 @@ func (m *Monitor) StartRequest(ctx context.Context) *Request {
 // [NewSpanExporter]). End takes no lock and does not allocate.
 func (r *Request) End() Result {
 	st := r.st
+	if m := st.m; m != nil {
+		if st.tracked {
+			m.ledger.End(&st.Request, m.now())
+		} else {
+			st.Request.End(m.now())
+		}
+	}
+	return r.result(st.Final()) // final before the estimate: a final figure is complete
+}
+
+// WaitFinal waits until r's figure is final, ctx ends, or the sampler is
+// found stalled or shut down, and returns what r cost: the final figure
+// when it became final in time (Approximate then says only whether the
+// figure itself is approximate: see [Result]), and otherwise End's
+// estimate as of now, marked approximate. Call it after [Request.End]; before
+// End it returns End's figure without ending r. It is for a caller that
+// can hold its answer a little, such as a proxy that sends the figure in
+// a trailer: with ctx bounded by a deadline, it returns the final figure
+// when the ledger settles before it and the estimate otherwise. Every
+// client that streams makes the figure final about a counter period after
+// the end; a client that reports only at its end can hold it up to the
+// horizon (see [WithHorizon]). Safe from any goroutine; it allocates
+// nothing while the figure is final at the call.
+func (r *Request) WaitFinal(ctx context.Context) Result {
+	st := r.st
+	m := st.m
+	if m == nil || !st.tracked {
+		return r.result(false)
+	}
+	if _, ended := st.Ended(); !ended {
+		return r.result(false)
+	}
+	if !st.Final() {
+		// The sampler wakes waiters only while something waits.
+		m.pending.enabled.Store(true)
+	}
+	for !st.Final() {
+		if m.shut.Load() || m.now()-m.lastSample.Load() > 4*int64(m.cfg.interval)+int64(time.Second) {
+			break
+		}
+		select {
+		case <-m.pending.waiter():
+		case <-ctx.Done():
+			return r.result(st.Final())
+		}
+	}
+	return r.result(st.Final())
+}
+
+// result is what r cost as known now: its final figure with final, which
+// the caller loaded (true) before, and its estimate at its end otherwise.
+func (r *Request) result(final bool) Result {
+	st := r.st
 	res := Result{OutputTokens: st.Output(), InputTokens: st.Input()}
 	m := st.m
 	if m == nil {
 		return res
 	}
 	res.RunID = st.run.run.ID()
-	if st.tracked {
-		m.ledger.End(&st.Request, m.now())
-	} else {
-		st.Request.End(m.now())
-	}
-	end, _ := st.Ended()
 	if !st.tracked || st.Flags()&ledger.FlagDropped != 0 {
 		return res
 	}
-	final := st.Final() // before the estimate: a final figure is complete
+	end, ended := st.Ended()
+	if !ended {
+		end = m.now()
+	}
 	if !final && m.shut.Load() {
-		// Added while Shutdown flushed the ledger: it will never be split.
 		return res
 	}
 	res.EnergyMJ, res.HasEnergy = m.ledger.Estimate(&st.Request, end), true
 	res.Approximate, res.Shared = st.approximate(m)
 	if !final {
-		// The ledger flags a shared device only as it splits; until
-		// then, the devices' current state says.
 		res.Approximate, res.Shared = true, res.Shared || m.sharedUnsplit()
 	}
 	return res

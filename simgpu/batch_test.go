@@ -141,3 +141,18 @@ func TestCounterWindow(t *testing.T) {
 		t.Fatalf("truth %d, want %d", got, want)
 	}
 }
+
+// TestPrefillQuadratic checks that the nominal prefill length takes the
+// quadratic term: with no spread, 80 ms + 0.25 ms × n + 4 ms × (n/1000)².
+func TestPrefillQuadratic(t *testing.T) {
+	g, _ := newGPU(t, simgpu.Config{PrefillSpread: -1, PrefillPerSquaredKTokens: 4 * time.Millisecond})
+	for _, n := range []int{0, 1000, 8000, 32000} {
+		j := g.Begin(n)
+		k := float64(n) / 1000
+		want := 80*time.Millisecond + time.Duration(n)*250*time.Microsecond + time.Duration(4*k*k*float64(time.Millisecond))
+		if got := j.PrefillEnd().Sub(j.BeganAt()); got != want {
+			t.Errorf("prompt of %d: prefill %v, want %v", n, got, want)
+		}
+		j.End()
+	}
+}

@@ -168,6 +168,11 @@ type Config struct {
 	PrefillBase          time.Duration
 	PrefillPerInputToken time.Duration
 
+	// PrefillPerSquaredKTokens adds a term quadratic in the prompt to the
+	// nominal prefill length: this much per (thousand input tokens)²,
+	// as attention makes long prompts superlinear. Default 0: linear.
+	PrefillPerSquaredKTokens time.Duration
+
 	// PrefillSpread is the relative spread s of a factor drawn per job,
 	// uniform in [1-s, 1+s), that scales its prefill length. It must be
 	// below 1. Zero selects [DefaultPrefillSpread]; a negative value
@@ -369,8 +374,9 @@ func (c Config) resolve() (Config, error) {
 	switch {
 	case c.Devices < 0 || c.Devices > MaxDevices:
 		return c, fmt.Errorf("%w: Devices = %d, want 1..%d", ErrInvalidConfig, c.Devices, MaxDevices)
-	case c.PrefillBase < 0 || c.PrefillPerInputToken < 0:
-		return c, fmt.Errorf("%w: negative prefill length %v + %v/token", ErrInvalidConfig, c.PrefillBase, c.PrefillPerInputToken)
+	case c.PrefillBase < 0 || c.PrefillPerInputToken < 0 || c.PrefillPerSquaredKTokens < 0:
+		return c, fmt.Errorf("%w: negative prefill length %v + %v/token + %v/(k tokens)²", ErrInvalidConfig,
+			c.PrefillBase, c.PrefillPerInputToken, c.PrefillPerSquaredKTokens)
 	case c.UpdatePeriod < MinUpdatePeriod || c.UpdatePeriod > MaxUpdatePeriod:
 		return c, fmt.Errorf("%w: UpdatePeriod = %v, want %v..%v", ErrInvalidConfig, c.UpdatePeriod, MinUpdatePeriod, MaxUpdatePeriod)
 	case c.Phase < 0:

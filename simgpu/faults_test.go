@@ -133,6 +133,7 @@ func TestInvalidConfig(t *testing.T) {
 		{"prefill watts", simgpu.Config{PrefillWatts: -5}},
 		{"prefill base", simgpu.Config{PrefillBase: -time.Millisecond}},
 		{"prefill per token", simgpu.Config{PrefillPerInputToken: -time.Millisecond}},
+		{"prefill quadratic", simgpu.Config{PrefillPerSquaredKTokens: -time.Millisecond}},
 		{"prefill spread", simgpu.Config{PrefillSpread: 1}},
 		{"prefill power spread", simgpu.Config{PrefillPowerSpread: 1}},
 		{"short period", simgpu.Config{UpdatePeriod: time.Microsecond}},

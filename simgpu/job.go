@@ -27,7 +27,8 @@ type Job struct {
 
 // Begin starts a job now with a prompt of inputTokens (negative counts as
 // zero) and returns it. Its prefill starts now and lasts
-// (PrefillBase + PrefillPerInputToken × inputTokens) × its length factor,
+// (PrefillBase + PrefillPerInputToken × inputTokens +
+// PrefillPerSquaredKTokens × (inputTokens/1000)²) × its length factor,
 // unless NoPrefill is set or the length is zero; JoulesPerInputToken ×
 // inputTokens is charged now.
 func (g *GPU) Begin(inputTokens int) *Job {
@@ -42,7 +43,9 @@ func (g *GPU) Begin(inputTokens int) *Job {
 	}
 	var dur int64
 	if !g.cfg.NoPrefill {
-		nominal := float64(g.cfg.PrefillBase) + float64(g.cfg.PrefillPerInputToken)*float64(inputTokens)
+		k := float64(inputTokens) / 1000
+		nominal := float64(g.cfg.PrefillBase) + float64(g.cfg.PrefillPerInputToken)*float64(inputTokens) +
+			float64(g.cfg.PrefillPerSquaredKTokens)*k*k
 		dur = int64(math.Round(min(nominal*lf, math.MaxInt64/4)))
 	}
 	j := &Job{

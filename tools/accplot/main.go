@@ -43,9 +43,10 @@ import (
 )
 
 // defaultScenarios are the scenarios drawn unless -scenarios says
-// otherwise: the three with targets, then the variants that show where
-// the ledger is weak.
-const defaultScenarios = "streaming,chunks16,endonly30,sqrtk-power-factor,per-token-decode,windowed-counter,heldout-engine,heldout-power,heldout-busy-from-start"
+// otherwise: the three with targets, then the production traces and the
+// variants that show where the ledger is weak.
+const defaultScenarios = "streaming,chunks16,endonly30,endonly-all,prod-conversation/endonly30,prod-conversation/endonly-all," +
+	"prod-code/streaming,prod-code/chunks16,prod-long-prompts/streaming,prod-concurrent256/streaming,prod-reasoning/endonly30,heldout-busy-from-start"
 
 func main() {
 	in := flag.String("in", "", "errors written by BenchmarkAttribution (OTELENERGY_ACC_OUT); empty runs the benchmark")
@@ -193,6 +194,7 @@ var palette = []color.Color{
 	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
 	color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff},
 	color.RGBA{0xe3, 0x77, 0xc2, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff}, color.RGBA{0x17, 0xbe, 0xcf, 0xff},
+	color.RGBA{0xbc, 0xbd, 0x22, 0xff}, color.RGBA{0x00, 0x00, 0x00, 0xff}, color.RGBA{0x00, 0x5f, 0x5f, 0xff},
 }
 
 // drawCDFs draws the two panels, final and estimate, side by side.

@@ -1,0 +1,120 @@
+package ledger
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestTTFTQuadratic: prefill times that grow with the square of the
+// prompt are learned as such from the requests that show them, placed
+// within ±20 ms (about a read interval), and a prompt twice as long as
+// any seen is predicted within 5%.
+func TestTTFTQuadratic(t *testing.T) {
+	var f ttft
+	truth := func(n float64) float64 { k := n / 1000; return 0.08 + 0.25*k + 0.004*k*k }
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		n := 500 + rng.Float64()*15_500
+		f.add(n, truth(n)+0.02*(2*rng.Float64()-1))
+	}
+	for _, n := range []float64{1000, 8000, 32000} {
+		got, ok := f.predict(n)
+		if !ok || math.Abs(got-truth(n)) > 0.05*truth(n) {
+			t.Errorf("prompt of %.0f: predicted %.3f s (ok %v), want %.3f", n, got, ok, truth(n))
+		}
+	}
+}
+
+// TestTTFTWhole: with no request showing its first token, the prefill time
+// is read from whole requests under continuous batching (length = prefill
+// + a step per output token); where lengths do not follow that form
+// (requests at rates of their own) nothing is predicted rather than a
+// wrong time.
+func TestTTFTWhole(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var f ttft
+	for range 200 {
+		n := 2000 + rng.Float64()*5400
+		out := 6 + rng.Float64()*24
+		pf := (0.08 + 0.25*n/1000) * (1 + 0.3*(2*rng.Float64()-1))
+		f.addWhole(n, out, pf+0.025*out)
+	}
+	for _, n := range []float64{2000, 7000} {
+		want := 0.08 + 0.25*n/1000
+		got, ok := f.predict(n)
+		if !ok || math.Abs(got-want) > 0.15*want {
+			t.Errorf("prompt of %.0f: predicted %.3f s (ok %v), want %.3f within 15%%", n, got, ok, want)
+		}
+	}
+	if s, ok := f.stepSeconds(); !ok || math.Abs(s-0.025) > 0.005 {
+		t.Errorf("step %.4f s (ok %v), want 0.025", s, ok)
+	}
+	var g ttft
+	for range 200 {
+		n := 50 + rng.Float64()*950
+		rate := 10 + rng.Float64()*50
+		dur := 1 + rng.Float64()*7
+		g.addWhole(n, rate*dur, 0.08+0.25*n/1000+dur)
+	}
+	if got, ok := g.predict(500); ok {
+		t.Errorf("lengths that follow per-request rates: predicted %.3f s, want no prediction", got)
+	}
+}
+
+// TestEndOnlyPrefillByStep: under continuous batching, a request that
+// reports its few output tokens once, at its end, has its prefill placed
+// by its own end less a batch step per token, not by the prefill time
+// typical of its prompt: a prefill 30% longer than typical is placed
+// within two steps of where it ended.
+func TestEndOnlyPrefillByStep(t *testing.T) {
+	const (
+		ms   = int64(1e6)
+		step = 25 * ms
+	)
+	g := newRig(t, Config{Horizon: 2000 * ms})
+	g.step(0, 0, nil)
+	rng := rand.New(rand.NewPCG(5, 6))
+	type job struct {
+		r      *Request
+		pfEnd  int64
+		tokens int
+	}
+	var jobs []*job
+	start := func(t0 int64, prompt int, factor float64, tokens int) *job {
+		pf := int64((80 + 0.25*float64(prompt)) * factor * float64(ms))
+		j := &job{r: NewRequest(t0, nil), pfEnd: t0 + pf, tokens: tokens}
+		j.r.AddInput(uint64(prompt))
+		g.l.Add(j.r)
+		jobs = append(jobs, j)
+		return j
+	}
+	var probe *job
+	for t0 := 10 * ms; t0 <= 60_000*ms; t0 += 10 * ms {
+		if t0 < 50_000*ms && (t0-10*ms)%(1000*ms) == 0 {
+			start(t0, 2000+rng.IntN(5000), 0.7+0.6*rng.Float64(), 5+rng.IntN(25))
+		}
+		if t0 == 52_000*ms {
+			probe = start(t0, 4000, 1.3, 12)
+		}
+		for _, j := range jobs {
+			if _, ended := j.r.Ended(); ended || t0 < j.pfEnd {
+				continue
+			}
+			// One token per step after the prefill, all reported at the end.
+			if n := int((t0 - j.pfEnd) / step); n >= j.tokens {
+				j.r.AddOutput(uint64(j.tokens))
+				j.r.End(t0)
+			}
+		}
+		g.step(t0, 3000, nil)
+	}
+	if probe == nil || !probe.r.Final() {
+		t.Fatal("the probe is not final")
+	}
+	first, ok := probe.r.FirstToken()
+	want := probe.pfEnd + step // its first token, a step after its prefill
+	if d := first - want; !ok || d < -2*step || d > 2*step {
+		t.Errorf("first token placed at %d ms, want %d ms within two steps (ok %v)", first/ms, want/ms, ok)
+	}
+}
