@@ -21,6 +21,7 @@ func (a *Agent) now() int64 { return a.cfg.Now().UnixNano() - a.epoch }
 func (a *Agent) splitAligned(b *board, ivs []split.Interval) {
 	now := a.now() // only to tell whether the samples are on the agent's clock
 	b.att.SetPrior(a.peerIdle(b))
+	b.att.Listed(b.listed)
 	b.att.Push(ivs)
 	b.smp = b.smp[:0]
 	aligned := true

@@ -52,7 +52,19 @@ const (
 	// keepSegs is how long a sample's span is kept after the newest
 	// interval split.
 	keepSegs = int64(2 * time.Second)
+	// minPeriod is NVML's shortest sample period (1/6 s): a shorter gap
+	// between sampling instants is learned as this.
+	minPeriod = int64(time.Second / 6)
+	// sameInstant is how close two processes' stamps are to be one
+	// sampling instant: the driver stamps each process's sample a few µs
+	// apart.
+	sameInstant = int64(5 * time.Millisecond)
+	// keepPids is how long a process's newest sample end is kept.
+	keepPids = int64(10 * time.Second)
 )
+
+// gapsT holds the recent gaps between sampling instants.
+type gapsT = [9]int64
 
 // Sample is one process's utilization over a span of time, on the ring's
 // time scale (nanoseconds since the Monitor's epoch).
@@ -129,12 +141,18 @@ type Board struct {
 	horizon float64 // s
 
 	pending   []split.Interval
+	pendNone  []bool // parallel to pending: its pass listed no process
 	pendingMJ uint64
 	segs      []seg
-	frontier  int64 // the newest sample's end
-	instant   int64 // the board's newest sampling instant
-	period    int64 // the driver's sample period, as estimated
-	lastT1    int64 // the end of the newest interval split
+	frontier  int64            // the time up to which every active process has reported
+	newest    int64            // the newest sample's end
+	instant   int64            // the board's newest sampling instant
+	period    int64            // the driver's sample period, as estimated
+	gaps      gapsT            // recent gaps between sampling instants
+	ngaps     int              // gaps seen
+	pidEnd    map[uint32]int64 // each process's newest sample end
+	listed    int              // processes in the latest listing; negative: unknown
+	lastT1    int64            // the end of the newest interval split
 
 	fit      nnls.Fit
 	theta    [nnls.MaxTerms]float64
@@ -167,50 +185,94 @@ func New(cfg Config) *Board {
 func (b *Board) Push(ivs []split.Interval) {
 	for _, iv := range ivs {
 		b.pending = append(b.pending, iv)
+		b.pendNone = append(b.pendNone, b.listed == 0)
 		b.pendingMJ += iv.EnergyMJ
 	}
 }
+
+// Listed records how many processes the latest listing showed; a
+// negative n means the listing failed. The intervals pushed after it
+// teach the idle power only when it showed none: an interval that no
+// sample covers on a board running a process is one whose samples are
+// late, not an idle one. A new Board takes the board to list none.
+func (b *Board) Listed(n int) { b.listed = n }
 
 // PendingMJ returns the energy of the intervals pushed and not yet split.
 func (b *Board) PendingMJ() uint64 { return b.pendingMJ }
 
 // AddSamples adds utilization samples. It sorts ss by T1.
+//
+// NVML stamps each process's sample at its own instant (go-nvml #51):
+// stamps within sameInstant of each other are one sampling instant, and
+// a sample's span starts at its own process's previous sample when that
+// is within about a period, else one period before it. The period is the
+// median of the recent gaps between instants, never below NVML's
+// shortest, so that neither a pair of stamps microseconds apart nor an
+// idle board's skipped instants set it for good.
 func (b *Board) AddSamples(ss []Sample) {
+	if len(ss) == 0 {
+		return
+	}
 	sortByT1(ss)
-	// Learn the period first, from the gaps between sampling instants
-	// that are not multiples of it (an idle board skips instants), so
-	// that the first sample after an idle spell is not stretched.
-	last := b.instant
+	if b.pidEnd == nil {
+		b.pidEnd = make(map[uint32]int64)
+	}
 	for _, s := range ss {
-		if s.T1 <= last {
+		if s.Unaligned || s.T1 <= b.instant+sameInstant {
 			continue
 		}
-		if g := s.T1 - last; last > 0 && g > 0 {
-			if g < b.period {
-				b.period = g
-			} else if g < 2*b.period {
-				b.period += (min(g, maxSpan) - b.period) / 16
-			}
+		if g := s.T1 - b.instant; b.instant > 0 && g <= maxSpan {
+			b.gaps[b.ngaps%len(b.gaps)] = max(g, minPeriod)
+			b.ngaps++
+			b.period = b.medianGap()
 		}
-		last = s.T1
+		b.instant = s.T1
 	}
-	prev := b.instant
-	for k, s := range ss {
-		if k > 0 && s.T1 != ss[k-1].T1 {
-			prev = ss[k-1].T1
-		}
-		b.instant = max(b.instant, s.T1)
+	for _, s := range ss {
 		t0 := s.T0
 		if t0 <= 0 || t0 >= s.T1 {
-			t0 = max(prev, s.T1-min(b.period, maxSpan))
-			if t0 >= s.T1 {
-				t0 = s.T1 - min(b.period, maxSpan)
+			t0 = s.T1 - b.period
+			// Jitter and a period estimated a little short must not
+			// leave holes; a skipped instant must not be spanned.
+			if prev, ok := b.pidEnd[s.Pid]; ok && prev < s.T1 && s.T1-prev <= b.period*5/4 {
+				t0 = prev
 			}
+		}
+		if !s.Unaligned {
+			b.pidEnd[s.Pid] = max(b.pidEnd[s.Pid], s.T1)
 		}
 		b.segs = append(b.segs, seg{pid: s.Pid, t0: t0, t1: s.T1,
 			u: [4]float64{float64(s.SM), float64(s.Mem), float64(s.Enc), float64(s.Dec)}, unaligned: s.Unaligned})
-		b.frontier = max(b.frontier, s.T1)
+		b.newest = max(b.newest, s.T1)
 	}
+	// The frontier: every process sampled lately has reported up to it.
+	// A process not sampled within a period of the newest sample has
+	// stopped (NVML omits a process with no activity) or exited, and
+	// does not hold it back.
+	f := b.newest
+	for pid, t := range b.pidEnd {
+		switch {
+		case t < b.newest-keepPids:
+			delete(b.pidEnd, pid)
+		case t >= b.newest-b.period-sameInstant:
+			f = min(f, t)
+		}
+	}
+	b.frontier = max(b.frontier, f)
+}
+
+// medianGap returns the median of the recent gaps between sampling
+// instants.
+func (b *Board) medianGap() int64 {
+	n := min(b.ngaps, len(b.gaps))
+	var g [len(gapsT{})]int64
+	copy(g[:], b.gaps[:n])
+	for i := 1; i < n; i++ { // insertion sort: n ≤ 9, no allocation
+		for j := i; j > 0 && g[j] < g[j-1]; j-- {
+			g[j], g[j-1] = g[j-1], g[j]
+		}
+	}
+	return g[n/2]
 }
 
 // IdleWatts returns the idle power as known now: IdleWatts when fixed;
@@ -305,15 +367,21 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 	staticW := b.IdleWatts()
 	var x [NumTerms]float64
 	var y, dt float64
-	for _, iv := range b.pending[:k] {
+	for j, iv := range b.pending[:k] {
 		d := float64(iv.T1-iv.T0) / 1e9
-		if b.splitOne(iv, staticW, r, &x) && d > 0 {
+		// An interval no sample covers is idle for certain once every
+		// active process has reported past it; one split before that
+		// (its hold passed) only when no process was listed as it
+		// ended; one flushed early never is.
+		learn := iv.T1+guard <= b.frontier || b.pendNone[j] && !flush && b.hold >= 0 && iv.T1+b.hold <= now
+		if b.splitOne(iv, staticW, learn, r, &x) && d > 0 {
 			dt += d
 			y += float64(iv.EnergyMJ) / 1000
 		}
 		b.lastT1 = max(b.lastT1, iv.T1)
 	}
 	b.pending = append(b.pending[:0], b.pending[k:]...)
+	b.pendNone = append(b.pendNone[:0], b.pendNone[k:]...)
 	b.pendingMJ -= r.SplitMJ
 	// One model row per split: its intervals together, a second or so,
 	// weighed by its length (its terms scaled by 1/√Δt, so that its
@@ -337,18 +405,22 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 // splitOne splits one interval into r. It reports whether the interval
 // teaches the model, and then adds its terms to x: an interval given to
 // processes whose samples do not overlap it, only come near it, does not.
-func (b *Board) splitOne(iv split.Interval, staticW float64, r *Result, x *[NumTerms]float64) bool {
+func (b *Board) splitOne(iv split.Interval, staticW float64, learnIdle bool, r *Result, x *[NumTerms]float64) bool {
 	one := [1]split.Interval{iv}
 	d := float64(iv.T1-iv.T0) / 1e9
 	b.decayIdle(iv.T1)
 	exact := b.gather(iv.T0, iv.T1, false)
 	if !exact && !b.gather(iv.T0-guard, iv.T1+guard, true) {
-		// No process near: idle, and the rest is unattributed.
-		if d > 0 {
+		// No process near: idle, and the rest is unattributed. It
+		// teaches the idle power only when learnIdle: an interval split
+		// early (a flush) or on a busy board may be one whose samples
+		// are late.
+		learn := learnIdle
+		if d > 0 && learn {
 			b.idleW += d
 			b.idleMJ += float64(iv.EnergyMJ)
 		}
-		if w, src, _ := b.Idle(); src == IdleNone || src == IdlePeers {
+		if w, src, _ := b.Idle(); (src == IdleNone || src == IdlePeers) && b.idleW > 0 {
 			// The board's first idle moments: until they add up to a
 			// measurement, their own mean is the best idle power there
 			// is, better than none or a sibling's.
@@ -360,7 +432,7 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, r *Result, x *[NumT
 		r.IdleMJ += w.IdleMJ
 		r.UnattributedMJ += w.UnattributedMJ
 		r.SplitMJ += iv.EnergyMJ
-		return true
+		return learn
 	}
 	b.weights = b.weights[:0]
 	var total uint64
