@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"time"
+
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
 )
@@ -13,43 +15,80 @@ import (
 // intervals, as if they had arrived on time.
 const maxSkew = 60e9 // ns
 
-// now returns the agent's clock on the Rings' time scale.
-func (a *Agent) now() int64 { return a.cfg.Now().UnixNano() - a.epoch }
+// maxFuture is how far past the clock's reading a sample's stamp may lie:
+// the driver and the agent read the same clock, but not at once.
+const maxFuture = 50e6 // ns
+
+// ringClock is a Rings that reads its own clock on both its ring's
+// scale and the wall clock at once: *otelenergy.Monitor.
+type ringClock interface {
+	Clock() (ring int64, wall time.Time)
+}
+
+// ownClock is the clock of Rings without one: Config.Now, its ring scale
+// taken to start at Config.Epoch.
+func (a *Agent) ownClock() (int64, time.Time) {
+	w := a.cfg.Now()
+	return w.UnixNano() - a.epoch, w
+}
 
 // splitAligned hands board b's new intervals and the listing's samples to
 // its aligner and gives out what it splits.
+//
+// A sample's wall-clock stamp maps to the ring's scale through one
+// reading of the clock per pass: ring time now, less how long ago on the
+// wall clock it was stamped. A wall-clock step before the stamp then
+// shifts nothing, where a fixed offset would shift every later sample;
+// a sample stamped before a step back, which would lie in the future,
+// takes the previous pass's offset, and one stamped before a step ahead
+// is misplaced by the step, once.
 func (a *Agent) splitAligned(b *board, ivs []split.Interval) {
-	now := a.now() // only to tell whether the samples are on the agent's clock
+	ringNow, wall := a.clock()
+	wallNow := wall.UnixNano()
+	off := wallNow - ringNow // the wall clock less the ring's, now
+	if b.wallOff == 0 {
+		b.wallOff = off
+	}
 	b.att.SetPrior(a.peerIdle(b))
 	b.att.Listed(b.listed)
 	b.att.Push(ivs)
 	b.smp = b.smp[:0]
-	aligned := true
 	for _, s := range b.listing.Samples {
-		t1 := int64(s.TimeStamp)*1000 - a.epoch
-		if t1 < now-maxSkew || t1 > now+maxSkew {
-			aligned = false
+		ts := int64(s.TimeStamp) * 1000
+		t1 := ts - off
+		if t1 > ringNow+maxFuture && t1 <= ringNow+maxSkew {
+			// In the future: stamped before the wall clock stepped back,
+			// on the offset of the previous pass.
+			t1 = ts - b.wallOff
 		}
-		b.smp = append(b.smp, attrib.Sample{Pid: s.Pid, T1: t1, SM: s.SmUtil, Mem: s.MemUtil, Enc: s.EncUtil, Dec: s.DecUtil})
+		b.smp = append(b.smp, attrib.Sample{Pid: s.Pid, T1: t1, SM: s.SmUtil, Mem: s.MemUtil, Enc: s.EncUtil, Dec: s.DecUtil,
+			// A stamp more than a minute off, or still in the future, is
+			// on some other clock.
+			Unaligned: t1 < ringNow-maxSkew || t1 > ringNow+maxFuture})
 	}
+	b.wallOff = off
 	if len(b.listing.Samples) == 0 {
 		// A Lister that sums each process's samples and keeps none.
 		for _, p := range b.listing.Processes {
 			if p.Samples > 0 {
-				b.smp = append(b.smp, attrib.Sample{Pid: p.Pid, SM: uint32(min(p.SmUtil, 1<<31))})
-				aligned = false
+				b.smp = append(b.smp, attrib.Sample{Pid: p.Pid, SM: uint32(min(p.SmUtil, 1<<31)), Unaligned: true})
 			}
 		}
 	}
-	if !aligned {
-		if len(ivs) == 0 {
-			b.smp = b.smp[:0]
+	// Samples not on the clock describe the pass's new intervals, as if
+	// they had arrived on time; with none, they describe nothing.
+	k := 0
+	for _, s := range b.smp {
+		if s.Unaligned {
+			if len(ivs) == 0 {
+				continue
+			}
+			s.T0, s.T1 = ivs[0].T0, ivs[len(ivs)-1].T1
 		}
-		for k := range b.smp {
-			b.smp[k].T0, b.smp[k].T1 = ivs[0].T0, ivs[len(ivs)-1].T1
-			b.smp[k].Unaligned = true
-		}
+		b.smp[k] = s
+		k++
 	}
+	b.smp = b.smp[:k]
 	b.att.AddSamples(b.smp)
 	// The hold is timed by the ring: its newest step is within about a
 	// counter period of now on its own scale, whichever clock the
