@@ -147,7 +147,8 @@ type board struct {
 	res       attrib.Result
 	smp       []attrib.Sample
 	listing   nvmlsource.BoardProcesses
-	wallOff   int64 // the wall clock less the ring's at the previous split
+	wallOff   int64                // the wall clock less the ring's at the previous split
+	known     map[uint32]knownProc // each pid's latest process with a series, for samples that come after it ended
 
 	procs    map[uint32]*series // the current process of each pid, overflow ones included
 	exiting  []*series          // no longer listed, observed once more

@@ -49,6 +49,7 @@ func (a *Agent) splitAligned(b *board, ivs []split.Interval) {
 	if b.wallOff == 0 {
 		b.wallOff = off
 	}
+	a.remember(b)
 	b.att.SetPrior(a.peerIdle(b))
 	b.att.Listed(b.listed)
 	b.att.Push(ivs)
@@ -61,17 +62,22 @@ func (a *Agent) splitAligned(b *board, ivs []split.Interval) {
 			// on the offset of the previous pass.
 			t1 = ts - b.wallOff
 		}
-		b.smp = append(b.smp, attrib.Sample{Pid: s.Pid, T1: t1, SM: s.SmUtil, Mem: s.MemUtil, Enc: s.EncUtil, Dec: s.DecUtil,
+		unaligned := t1 < ringNow-maxSkew || t1 > ringNow+maxFuture
+		key := keyOf(b.procs[s.Pid])
+		if !unaligned {
+			key = a.keyAt(b, s.Pid, ts)
+		}
+		b.smp = append(b.smp, attrib.Sample{Pid: s.Pid, Key: key, T1: t1, SM: s.SmUtil, Mem: s.MemUtil, Enc: s.EncUtil, Dec: s.DecUtil,
 			// A stamp more than a minute off, or still in the future, is
 			// on some other clock.
-			Unaligned: t1 < ringNow-maxSkew || t1 > ringNow+maxFuture})
+			Unaligned: unaligned})
 	}
 	b.wallOff = off
 	if len(b.listing.Samples) == 0 {
 		// A Lister that sums each process's samples and keeps none.
 		for _, p := range b.listing.Processes {
 			if p.Samples > 0 {
-				b.smp = append(b.smp, attrib.Sample{Pid: p.Pid, SM: uint32(min(p.SmUtil, 1<<31)), Unaligned: true})
+				b.smp = append(b.smp, attrib.Sample{Pid: p.Pid, Key: keyOf(b.procs[p.Pid]), SM: uint32(min(p.SmUtil, 1<<31)), Unaligned: true})
 			}
 		}
 	}
@@ -97,13 +103,104 @@ func (a *Agent) splitAligned(b *board, ivs []split.Interval) {
 	a.give(b, &b.res)
 }
 
-// give adds a split's shares to board b's series; a pid with no series is
-// unattributed.
+// Keys of held samples (attrib.Sample.Key): which process, of those that
+// held a pid, a sample's energy goes to.
+const (
+	keyUnknown  uint64 = 0       // none identified: unattributed
+	keyGone     uint64 = 1 << 62 // one whose series has ended: exited
+	keyOverflow uint64 = 1 << 63 // one beyond the cap: overflow
+)
+
+// keyOf returns the key of series s: its start time plus one, as no
+// start time reaches 2^62 ticks.
+func keyOf(s *series) uint64 {
+	switch {
+	case s == nil:
+		return keyUnknown
+	case s.overflow:
+		return keyOverflow
+	}
+	return s.start + 1
+}
+
+// keyAt returns the key of the process that held pid on b when its
+// sample was stamped, at wall time ts (Unix ns): the pid's current
+// process unless that started after ts (a pid reused since), then the
+// newest exiting one on the pid that started by ts, else keyGone; with
+// no current process, an exiting one, else keyGone when the pid's latest
+// known process had started by ts, else keyUnknown.
+func (a *Agent) keyAt(b *board, pid uint32, ts int64) uint64 {
+	s := b.procs[pid]
+	if s == nil || a.startedBy(s.start, ts) {
+		if s == nil {
+			for _, e := range b.exiting {
+				if e.pid == pid && a.startedBy(e.start, ts) {
+					return keyOf(e)
+				}
+			}
+			if k, ok := b.known[pid]; ok && a.startedBy(k.start, ts) {
+				return keyGone // its series has ended already
+			}
+		}
+		return keyOf(s)
+	}
+	var best *series
+	for _, e := range b.exiting {
+		if e.pid == pid && a.startedBy(e.start, ts) && (best == nil || e.start > best.start) {
+			best = e
+		}
+	}
+	if best == nil {
+		return keyGone
+	}
+	return keyOf(best)
+}
+
+// knownProc is a pid's latest process with a series of its own.
+type knownProc struct {
+	start uint64
+	gen   uint64 // the pass that last saw its series
+}
+
+// forgetKnown is how many passes a pid's process is remembered after its
+// series was last seen: longer than any sample is late.
+const forgetKnown = 30
+
+// remember notes each pid's process with a series, and forgets those
+// gone for forgetKnown passes.
+func (a *Agent) remember(b *board) {
+	if b.known == nil {
+		b.known = make(map[uint32]knownProc)
+	}
+	for pid, s := range b.procs {
+		if !s.overflow {
+			b.known[pid] = knownProc{start: s.start, gen: a.gen}
+		}
+	}
+	for pid, k := range b.known {
+		if k.gen+forgetKnown < a.gen {
+			delete(b.known, pid)
+		}
+	}
+}
+
+// startedBy reports whether a process that started start ticks after
+// boot had started before wall time ts (Unix ns): a sample stamped at
+// the tick a process started describes the time before, its
+// predecessor's.
+func (a *Agent) startedBy(start uint64, ts int64) bool {
+	return a.boot.UnixNano()+int64(start)*int64(time.Second/ticksPerSecond) < ts
+}
+
+// give adds a split's shares to board b's series: each to the process
+// its samples' key names, to the exited series when that process's
+// series has ended since (its energy was held past its last export),
+// and to unattributed when no process was identified.
 func (a *Agent) give(b *board, r *attrib.Result) {
 	b.idleMJ += r.IdleMJ
 	b.unattributedMJ += r.UnattributedMJ
 	for k, pid := range r.Pids {
-		if s := b.seriesOf(pid); s != nil {
+		if s := b.seriesFor(pid, r.Keys[k]); s != nil {
 			s.mj += r.MJ[k]
 		} else {
 			b.unattributedMJ += r.MJ[k]
@@ -111,19 +208,26 @@ func (a *Agent) give(b *board, r *attrib.Result) {
 	}
 }
 
-// seriesOf returns the series pid's energy goes to on b: its own, live
-// or exiting, or the overflow series for a process beyond the cap; nil
-// when pid has none.
-func (b *board) seriesOf(pid uint32) *series {
-	if s, ok := b.procs[pid]; ok {
-		return s.target(b)
+// seriesFor returns the series that the energy of sample key key on pid
+// goes to, nil for unattributed; see give.
+func (b *board) seriesFor(pid uint32, key uint64) *series {
+	switch key {
+	case keyUnknown:
+		return nil
+	case keyOverflow:
+		return &b.overflow
+	case keyGone:
+		return &b.exited
+	}
+	if s, ok := b.procs[pid]; ok && !s.overflow && s.start+1 == key {
+		return s
 	}
 	for _, s := range b.exiting {
-		if s.pid == pid {
+		if s.pid == pid && s.start+1 == key {
 			return s
 		}
 	}
-	return nil
+	return &b.exited
 }
 
 // splitE returns the board's energy up to its newest split interval: the

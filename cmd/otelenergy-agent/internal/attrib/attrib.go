@@ -70,6 +70,10 @@ type gapsT = [9]int64
 // time scale (nanoseconds since the Monitor's epoch).
 type Sample struct {
 	Pid uint32
+	// Key tells apart the processes that held Pid over time (the agent
+	// passes the process's start time): shares go to (Pid, Key), so that
+	// energy held for a process is not given to a later one on its pid.
+	Key uint64
 	// T1 ends the span. T0 starts it; when T0 is zero or not before T1,
 	// the span starts at the board's previous sampling instant, or one
 	// sample period before T1, whichever is later: NVML's sample
@@ -98,8 +102,10 @@ type Config struct {
 
 // Result is what one [Board.Split] gave out.
 type Result struct {
-	// Pids and MJ are parallel: MJ[k] is process Pids[k]'s share.
+	// Pids, Keys and MJ are parallel: MJ[k] is the share of process
+	// Pids[k] with Key Keys[k].
 	Pids []uint32
+	Keys []uint64
 	MJ   []uint64
 	// IdleMJ and UnattributedMJ are the idle and unattributed parts.
 	IdleMJ, UnattributedMJ uint64
@@ -109,24 +115,26 @@ type Result struct {
 }
 
 func (r *Result) reset() {
-	r.Pids, r.MJ = r.Pids[:0], r.MJ[:0]
+	r.Pids, r.Keys, r.MJ = r.Pids[:0], r.Keys[:0], r.MJ[:0]
 	r.IdleMJ, r.UnattributedMJ, r.SplitMJ = 0, 0, 0
 }
 
-func (r *Result) give(pid uint32, mj uint64) {
+func (r *Result) give(pid uint32, key, mj uint64) {
 	for k, p := range r.Pids {
-		if p == pid {
+		if p == pid && r.Keys[k] == key {
 			r.MJ[k] += mj
 			return
 		}
 	}
 	r.Pids = append(r.Pids, pid)
+	r.Keys = append(r.Keys, key)
 	r.MJ = append(r.MJ, mj)
 }
 
 // seg is one sample's span.
 type seg struct {
 	pid       uint32
+	key       uint64
 	t0, t1    int64
 	u         [4]float64 // percent
 	unaligned bool
@@ -164,6 +172,7 @@ type Board struct {
 
 	// scratch
 	ids     []uint32
+	keys    []uint64 // parallel to ids
 	feat    [][4]float64
 	weights []uint64
 	out     []uint64
@@ -241,7 +250,7 @@ func (b *Board) AddSamples(ss []Sample) {
 		if !s.Unaligned {
 			b.pidEnd[s.Pid] = max(b.pidEnd[s.Pid], s.T1)
 		}
-		b.segs = append(b.segs, seg{pid: s.Pid, t0: t0, t1: s.T1,
+		b.segs = append(b.segs, seg{pid: s.Pid, key: s.Key, t0: t0, t1: s.T1,
 			u: [4]float64{float64(s.SM), float64(s.Mem), float64(s.Enc), float64(s.Dec)}, unaligned: s.Unaligned})
 		b.newest = max(b.newest, s.T1)
 	}
@@ -364,7 +373,13 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 	if k == 0 {
 		return
 	}
-	staticW := b.IdleWatts()
+	staticW, src, _ := b.Idle()
+	if src == IdleNone && b.idleW > 0 {
+		// Idle seconds short of a measurement (or decayed just under
+		// one) beat none: without them, the processes would carry the
+		// static power.
+		staticW = b.idleMJ / 1000 / b.idleW
+	}
 	var x [NumTerms]float64
 	var y, dt float64
 	for j, iv := range b.pending[:k] {
@@ -472,7 +487,7 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, learnIdle bool, r *
 	r.SplitMJ += iv.EnergyMJ
 	for k, pid := range b.ids {
 		if b.out[k] > 0 {
-			r.give(pid, b.out[k])
+			r.give(pid, b.keys[k], b.out[k])
 		}
 	}
 	return exact
@@ -482,7 +497,7 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, learnIdle bool, r *
 // over [t0, t1), in percent·seconds, and reports whether any sample's
 // span overlaps it; alignedOnly skips the unaligned samples.
 func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
-	b.ids, b.feat = b.ids[:0], b.feat[:0]
+	b.ids, b.keys, b.feat = b.ids[:0], b.keys[:0], b.feat[:0]
 	any := false
 	for _, s := range b.segs {
 		if alignedOnly && s.unaligned {
@@ -494,9 +509,16 @@ func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
 		}
 		any = true
 		sec := float64(o) / 1e9
-		k := slices.Index(b.ids, s.pid)
+		k := -1
+		for j, id := range b.ids {
+			if id == s.pid && b.keys[j] == s.key {
+				k = j
+				break
+			}
+		}
 		if k < 0 {
 			b.ids = append(b.ids, s.pid)
+			b.keys = append(b.keys, s.key)
 			b.feat = append(b.feat, [4]float64{})
 			k = len(b.ids) - 1
 		}
