@@ -47,11 +47,14 @@ const (
 	// minRows is the effective number of model rows, about a second
 	// each, before the model's weights are used, and minIntercept before
 	// its static term is taken for the idle power.
-	minRows      = 8
+	minRows      = 15
 	minIntercept = 30
 	// keepSegs is how long a sample's span is kept after the newest
 	// interval split.
 	keepSegs = int64(2 * time.Second)
+	// maxModelJ caps a process's modelled energy in one interval (J): a
+	// bound on the weights, far above any board's.
+	maxModelJ = 1e6
 	// minPeriod is NVML's shortest sample period (1/6 s): a shorter gap
 	// between sampling instants is learned as this.
 	minPeriod = int64(time.Second / 6)
@@ -181,6 +184,9 @@ type Board struct {
 // New returns a Board.
 func New(cfg Config) *Board {
 	b := &Board{cfg: cfg, hold: int64(cfg.Hold), horizon: cfg.Horizon.Seconds(), period: maxSpan}
+	// Where the data cannot tell SM from another term (memory traffic
+	// that tracks SM), SM takes the power: the split before the model.
+	b.fit.Prefer(1 << TermSM)
 	if b.hold == 0 {
 		b.hold = int64(DefaultHold)
 	}
@@ -465,7 +471,11 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, learnIdle bool, r *
 			for t := range 4 {
 				m += b.theta[TermSM+t] * f[t] / 100
 			}
-			w = uint64(max(m*1e6, 0))
+			// Capped so that no coefficient, however absurd, overflows
+			// the sum: a process's modelled energy in an interval is
+			// under maxModelJ, and the weights of a million processes
+			// fit in 64 bits.
+			w = uint64(min(max(m, 0), maxModelJ) * 1e6)
 		}
 		b.weights = append(b.weights, w)
 		total += w
