@@ -66,6 +66,12 @@ const (
 	keepPids = int64(10 * time.Second)
 )
 
+// Bits of Board.pendNone: the listings around a pending interval.
+const (
+	noneAtEnd   = 1 << iota // the pass that pushed it listed no process
+	noneAtStart             // the pass before did not either
+)
+
 // gapsT holds the recent gaps between sampling instants.
 type gapsT = [9]int64
 
@@ -151,25 +157,27 @@ type Board struct {
 	hold    int64
 	horizon float64 // s
 
-	pending   []split.Interval
-	pendNone  []bool // parallel to pending: its pass listed no process
-	pendingMJ uint64
-	segs      []seg
-	frontier  int64            // the time up to which every active process has reported
-	newest    int64            // the newest sample's end
-	instant   int64            // the board's newest sampling instant
-	period    int64            // the driver's sample period, as estimated
-	gaps      gapsT            // recent gaps between sampling instants
-	ngaps     int              // gaps seen
-	pidEnd    map[uint32]int64 // each process's newest sample end
-	listed    int              // processes in the latest listing; negative: unknown
-	lastT1    int64            // the end of the newest interval split
+	pending    []split.Interval
+	pendNone   []uint8 // parallel to pending: noneAtEnd, noneAtStart
+	pendingMJ  uint64
+	segs       []seg
+	frontier   int64            // the time up to which every active process has reported
+	newest     int64            // the newest sample's end
+	instant    int64            // the board's newest sampling instant
+	period     int64            // the driver's sample period, as estimated
+	gaps       gapsT            // recent gaps between sampling instants
+	ngaps      int              // gaps seen
+	pidEnd     map[uint32]int64 // each process's newest sample end
+	listed     int              // processes in the latest listing; negative: unknown
+	prevListed int              // and in the one before
+	lastT1     int64            // the end of the newest interval split
 
 	fit      nnls.Fit
 	theta    [nnls.MaxTerms]float64
 	usable   bool
 	idleW    float64 // Σ decayed idle seconds
 	idleMJ   float64 // Σ decayed idle energy
+	idleSeen float64 // Σ idle seconds, not decayed: the measurement is made once
 	lastIdle int64
 	prior    float64
 
@@ -200,7 +208,14 @@ func New(cfg Config) *Board {
 func (b *Board) Push(ivs []split.Interval) {
 	for _, iv := range ivs {
 		b.pending = append(b.pending, iv)
-		b.pendNone = append(b.pendNone, b.listed == 0)
+		var none uint8
+		if b.listed == 0 {
+			none |= noneAtEnd
+		}
+		if b.prevListed == 0 {
+			none |= noneAtStart
+		}
+		b.pendNone = append(b.pendNone, none)
 		b.pendingMJ += iv.EnergyMJ
 	}
 }
@@ -210,7 +225,7 @@ func (b *Board) Push(ivs []split.Interval) {
 // teach the idle power only when it showed none: an interval that no
 // sample covers on a board running a process is one whose samples are
 // late, not an idle one. A new Board takes the board to list none.
-func (b *Board) Listed(n int) { b.listed = n }
+func (b *Board) Listed(n int) { b.prevListed, b.listed = b.listed, n }
 
 // PendingMJ returns the energy of the intervals pushed and not yet split.
 func (b *Board) PendingMJ() uint64 { return b.pendingMJ }
@@ -324,7 +339,7 @@ func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 	switch {
 	case b.cfg.IdleWatts > 0:
 		return b.cfg.IdleWatts, IdleFixed, 0
-	case b.idleW >= minIdle:
+	case b.idleSeen >= minIdle && b.idleW > 0:
 		return b.idleMJ / 1000 / b.idleW, IdleIntervals, b.idleW
 	case b.usable && b.fit.Count() >= minIntercept:
 		return b.theta[TermStatic], IdleModel, b.fit.Count()
@@ -337,7 +352,7 @@ func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 // OwnIdle returns the idle power measured on this board's own idle
 // intervals, and false until they add up to two seconds.
 func (b *Board) OwnIdle() (float64, bool) {
-	if b.idleW < minIdle {
+	if b.idleSeen < minIdle || b.idleW <= 0 {
 		return 0, false
 	}
 	return b.idleMJ / 1000 / b.idleW, true
@@ -356,7 +371,7 @@ func (b *Board) ModelRows() float64 { return b.fit.Count() }
 // and whether they split the energy yet.
 func (b *Board) Model() (theta [NumTerms]float64, learned bool) {
 	copy(theta[:], b.theta[:NumTerms])
-	if b.cfg.IdleWatts > 0 || b.idleW >= minIdle {
+	if b.cfg.IdleWatts > 0 || b.idleSeen >= minIdle && b.idleW > 0 {
 		theta[TermStatic] = b.IdleWatts()
 	}
 	return theta, b.usable
@@ -390,11 +405,16 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 	var y, dt float64
 	for j, iv := range b.pending[:k] {
 		d := float64(iv.T1-iv.T0) / 1e9
-		// An interval no sample covers is idle for certain once every
-		// active process has reported past it; one split before that
-		// (its hold passed) only when no process was listed as it
-		// ended; one flushed early never is.
-		learn := iv.T1+guard <= b.frontier || b.pendNone[j] && !flush && b.hold >= 0 && iv.T1+b.hold <= now
+		// An interval no sample covers teaches the idle power only when
+		// the listings around it show it could be idle (else its
+		// samples may be late, or missing: a wall clock stepped back
+		// hides them): when every active process has reported past it
+		// and no process was listed at its start or its end (one listed
+		// only at its end started since; its samples came and do not
+		// cover the interval), or when its hold passed and none was
+		// listed at its end. One flushed early never does.
+		learn := b.pendNone[j] != 0 && iv.T1+guard <= b.frontier ||
+			b.pendNone[j]&noneAtEnd != 0 && !flush && b.hold >= 0 && iv.T1+b.hold <= now
 		if b.splitOne(iv, staticW, learn, r, &x) && d > 0 {
 			dt += d
 			y += float64(iv.EnergyMJ) / 1000
@@ -439,6 +459,7 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, learnIdle bool, r *
 		learn := learnIdle
 		if d > 0 && learn {
 			b.idleW += d
+			b.idleSeen += d
 			b.idleMJ += float64(iv.EnergyMJ)
 		}
 		if w, src, _ := b.Idle(); (src == IdleNone || src == IdlePeers) && b.idleW > 0 {
@@ -557,7 +578,7 @@ func (b *Board) refit() {
 	}
 	var base [nnls.MaxTerms]float64
 	given := uint(0)
-	if b.cfg.IdleWatts > 0 || b.idleW >= minIdle {
+	if b.cfg.IdleWatts > 0 || b.idleSeen >= minIdle && b.idleW > 0 {
 		base[TermStatic] = b.IdleWatts()
 		given = 1 << TermStatic
 	}

@@ -18,8 +18,8 @@ func TestNeverIdleFlushAndHold(t *testing.T) {
 	for _, hold := range []int64{2000 * ms, 400 * ms} {
 		b := attrib.New(attrib.Config{Hold: time.Duration(hold)})
 		var r attrib.Result
-		b.Listed(1)
 		for pass := range 60 {
+			b.Listed(1) // as the agent does before each pass's Push
 			t0 := int64(pass) * 1000 * ms
 			var ivs []split.Interval
 			for k := range 10 {
