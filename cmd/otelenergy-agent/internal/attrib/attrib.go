@@ -47,7 +47,7 @@ const (
 	// minRows is the effective number of model rows, about a second
 	// each, before the model's weights are used, and minIntercept before
 	// its static term is taken for the idle power.
-	minRows      = 15
+	minRows      = 8
 	minIntercept = 30
 	// keepSegs is how long a sample's span is kept after the newest
 	// interval split.
