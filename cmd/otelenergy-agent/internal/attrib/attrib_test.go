@@ -168,10 +168,11 @@ func FuzzBoard(f *testing.F) {
 				pushed += ivs[len(ivs)-1].EnergyMJ
 				now += d
 			}
+			b.Listed(rng.IntN(3) - 1)
 			b.Push(ivs)
 			var ss []attrib.Sample
 			for range rng.IntN(8) {
-				ss = append(ss, attrib.Sample{Pid: uint32(rng.IntN(int(npid%6) + 1)), T1: now - int64(rng.IntN(3000))*ms,
+				ss = append(ss, attrib.Sample{Pid: uint32(rng.IntN(int(npid%6) + 1)), Key: uint64(rng.IntN(2)), T1: now - int64(rng.IntN(3000))*ms,
 					T0: int64(rng.IntN(2)) * (now - int64(rng.IntN(4000))*ms), SM: uint32(rng.IntN(101)), Mem: uint32(rng.IntN(101))})
 			}
 			b.AddSamples(ss)
