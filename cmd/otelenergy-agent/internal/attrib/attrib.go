@@ -143,6 +143,7 @@ func (r *Result) give(pid uint32, key, mj uint64) {
 // seg is one sample's span.
 type seg struct {
 	pid       uint32
+	slot      int32 // its (pid, key)'s index in Board.slots
 	key       uint64
 	t0, t1    int64
 	u         [4]float64 // percent
@@ -180,6 +181,15 @@ type Board struct {
 	idleSeen float64 // Σ idle seconds, not decayed: the measurement is made once
 	lastIdle int64
 	prior    float64
+
+	// segs is sorted by t1; maxSeg is the longest span in it, so that
+	// the spans that can overlap [t0, t1) lie between the first ending
+	// after t0 and the first ending at or after t1 + maxSeg.
+	maxSeg int64
+	slots  map[slotKey]int32 // each (pid, key) in segs, numbered
+	pos    []int32           // per slot: its index in ids, valid when posGen matches
+	posGen []uint32
+	gen    uint32
 
 	// scratch
 	ids     []uint32
@@ -271,8 +281,14 @@ func (b *Board) AddSamples(ss []Sample) {
 		if !s.Unaligned {
 			b.pidEnd[s.Pid] = max(b.pidEnd[s.Pid], s.T1)
 		}
-		b.segs = append(b.segs, seg{pid: s.Pid, key: s.Key, t0: t0, t1: s.T1,
+		b.segs = append(b.segs, seg{pid: s.Pid, slot: b.slotOf(s.Pid, s.Key), key: s.Key, t0: t0, t1: s.T1,
 			u: [4]float64{float64(s.SM), float64(s.Mem), float64(s.Enc), float64(s.Dec)}, unaligned: s.Unaligned})
+		b.maxSeg = max(b.maxSeg, s.T1-t0)
+		// Keep segs sorted by t1: the new one is nearly always the
+		// latest.
+		for k := len(b.segs) - 1; k > 0 && b.segs[k].t1 < b.segs[k-1].t1; k-- {
+			b.segs[k], b.segs[k-1] = b.segs[k-1], b.segs[k]
+		}
 		b.newest = max(b.newest, s.T1)
 	}
 	// The frontier: every process sampled lately has reported up to it.
@@ -440,7 +456,24 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 	}
 	// Spans that no pending interval can still reach.
 	cut := b.lastT1 - keepSegs
-	b.segs = slices.DeleteFunc(b.segs, func(s seg) bool { return s.t1 < cut })
+	if len(b.segs) > 0 && b.segs[0].t1 < cut {
+		k, _ := slices.BinarySearchFunc(b.segs, cut, func(s seg, t int64) int { return cmpInt(s.t1, t) })
+		b.segs = append(b.segs[:0], b.segs[k:]...)
+		// The longest span kept; and, once the slots of processes gone
+		// outnumber the spans, the slots renumbered from the spans kept.
+		renumber := len(b.slots) > 2*len(b.segs)+64
+		if renumber {
+			clear(b.slots)
+		}
+		b.maxSeg = 0
+		for k := range b.segs {
+			sg := &b.segs[k]
+			if renumber {
+				sg.slot = b.slotOf(sg.pid, sg.key)
+			}
+			b.maxSeg = max(b.maxSeg, sg.t1-sg.t0)
+		}
+	}
 }
 
 // splitOne splits one interval into r. It reports whether the interval
@@ -529,8 +562,18 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, learnIdle bool, r *
 // span overlaps it; alignedOnly skips the unaligned samples.
 func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
 	b.ids, b.keys, b.feat = b.ids[:0], b.keys[:0], b.feat[:0]
+	b.gen++
+	if b.gen == 0 { // wrapped: no stale entry may match
+		clear(b.posGen)
+		b.gen = 1
+	}
 	any := false
-	for _, s := range b.segs {
+	lo, _ := slices.BinarySearchFunc(b.segs, t0+1, func(s seg, t int64) int { return cmpInt(s.t1, t) })
+	for i := lo; i < len(b.segs); i++ {
+		s := &b.segs[i]
+		if s.t1-b.maxSeg >= t1 {
+			break // this span and every later one start at or after t1
+		}
 		if alignedOnly && s.unaligned {
 			continue
 		}
@@ -541,13 +584,11 @@ func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
 		any = true
 		sec := float64(o) / 1e9
 		k := -1
-		for j, id := range b.ids {
-			if id == s.pid && b.keys[j] == s.key {
-				k = j
-				break
-			}
+		if b.posGen[s.slot] == b.gen {
+			k = int(b.pos[s.slot])
 		}
 		if k < 0 {
+			b.posGen[s.slot], b.pos[s.slot] = b.gen, int32(len(b.ids))
 			b.ids = append(b.ids, s.pid)
 			b.keys = append(b.keys, s.key)
 			b.feat = append(b.feat, [4]float64{})
@@ -593,6 +634,40 @@ func (b *Board) refit() {
 			b.usable = true
 		}
 	}
+}
+
+// slotKey is a process on the board: its pid and key.
+type slotKey struct {
+	pid uint32
+	key uint64
+}
+
+// slotOf returns the slot of (pid, key), numbering it when new.
+func (b *Board) slotOf(pid uint32, key uint64) int32 {
+	if b.slots == nil {
+		b.slots = make(map[slotKey]int32)
+	}
+	sk := slotKey{pid, key}
+	n, ok := b.slots[sk]
+	if !ok {
+		n = int32(len(b.slots))
+		b.slots[sk] = n
+		if int(n) >= len(b.pos) {
+			b.pos = append(b.pos, 0)
+			b.posGen = append(b.posGen, 0)
+		}
+	}
+	return n
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func sortByT1(ss []Sample) {
