@@ -11,7 +11,10 @@
 // small ridge, and keeps the feasible (all free coefficients
 // non-negative) solution with the best Bayesian information criterion: a
 // term earns its place only by explaining enough of y for the data there
-// is. With k terms that is at most 2^k − 1 solves of at most k×k, so k is
+// is. A term enters only with data behind it (a mean square of at least
+// 1e-4 per row after forgetting); a subset whose terms are collinear
+// (condition number over 1e6) is skipped; and of subsets that tie, the
+// one with more of the terms set by [Fit.Prefer] wins. With k terms that is at most 2^k − 1 solves of at most k×k, so k is
 // capped at [MaxTerms].
 //
 // # Guarantees
@@ -25,14 +28,35 @@ import "math"
 // MaxTerms is the most terms a [Fit] holds.
 const MaxTerms = 8
 
+const (
+	// minColumn is the least mean square a term must have over the
+	// rows (Σλx² ≥ minColumn·n) to enter the model: a term seen in a row
+	// long forgotten has no data behind it, and a coefficient fitted to
+	// that row's residual alone would be noise (or absurd).
+	minColumn = 1e-4
+	// maxCond is the condition number (of the free terms' normal
+	// equations, scaled to a unit diagonal) above which a subset's terms
+	// are taken for collinear: their coefficients are noise.
+	maxCond = 1e6
+	// tie is how close two scores are to be equal, relative to n.
+	tie = 1e-9
+)
+
 // Fit is the state of one fit. The zero value is an empty fit of
 // MaxTerms terms; unused terms stay zero and are never chosen.
 type Fit struct {
-	a  [MaxTerms][MaxTerms]float64
-	b  [MaxTerms]float64
-	yy float64
-	n  float64
+	a      [MaxTerms][MaxTerms]float64
+	b      [MaxTerms]float64
+	yy     float64
+	n      float64
+	prefer uint
 }
+
+// Prefer sets the terms (bit i for term i) that [Fit.Solve] prefers when
+// the data cannot choose: of two subsets whose scores tie, the one with
+// more preferred terms wins, and a subset whose terms are (nearly)
+// collinear is not used at all.
+func (f *Fit) Prefer(mask uint) { f.prefer = mask }
 
 // Add folds in one row, x → y, after weighing the past by lambda (1 keeps
 // it all, 0 forgets it). Terms of x beyond MaxTerms are ignored.
@@ -68,12 +92,12 @@ func (f *Fit) Solve(base [MaxTerms]float64, given uint) (theta [MaxTerms]float64
 	for i := range MaxTerms {
 		if given&(1<<i) == 0 {
 			base[i] = 0
-			if f.a[i][i] > 0 {
+			if f.a[i][i] > 0 && f.a[i][i] >= minColumn*f.n {
 				mask |= 1 << i
 			}
 		}
 	}
-	best, bestScore := base, math.Inf(1)
+	best, bestScore, bestPref := base, math.Inf(1), 0
 	if given != 0 {
 		bestScore = f.score(base, 0)
 	}
@@ -87,7 +111,7 @@ func (f *Fit) Solve(base [MaxTerms]float64, given uint) (theta [MaxTerms]float64
 			}
 		}
 		th, solved := f.solveSubset(idx[:k], base)
-		if !solved {
+		if !solved || k > 1 && f.cond(idx[:k]) > maxCond {
 			continue
 		}
 		full := base
@@ -102,14 +126,66 @@ func (f *Fit) Solve(base [MaxTerms]float64, given uint) (theta [MaxTerms]float64
 		if !feasible {
 			continue
 		}
-		if s := f.score(full, k); s < bestScore {
-			best, bestScore = full, s
+		s := f.score(full, k)
+		pref := bits(set & f.prefer)
+		switch {
+		case s < bestScore-tie*f.n:
+		case s <= bestScore+tie*f.n && pref > bestPref:
+			// A tie: the data cannot choose, the preference does.
+		default:
+			continue
 		}
+		best, bestScore, bestPref = full, s, pref
+
 	}
 	if math.IsInf(bestScore, 1) {
 		return theta, false
 	}
 	return best, true
+}
+
+// bits counts the set bits of m.
+func bits(m uint) int {
+	n := 0
+	for ; m != 0; m &= m - 1 {
+		n++
+	}
+	return n
+}
+
+// cond estimates the condition number of the normal equations of the
+// terms idx, scaled to a unit diagonal: the ratio of the largest to the
+// smallest pivot of their Cholesky factorization, squared. It is +Inf
+// when they are singular.
+func (f *Fit) cond(idx []int) float64 {
+	var g [MaxTerms][MaxTerms]float64
+	k := len(idx)
+	for r, i := range idx {
+		for c, j := range idx {
+			g[r][c] = f.a[i][j] / math.Sqrt(f.a[i][i]*f.a[j][j])
+		}
+	}
+	lo, hi := math.Inf(1), 0.0
+	for c := range k {
+		d := g[c][c]
+		for p := range c {
+			d -= g[c][p] * g[c][p]
+		}
+		if !(d > 0) {
+			return math.Inf(1)
+		}
+		d = math.Sqrt(d)
+		g[c][c] = d
+		for r := c + 1; r < k; r++ {
+			v := g[r][c]
+			for p := range c {
+				v -= g[r][p] * g[c][p]
+			}
+			g[r][c] = v / d
+		}
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	return (hi / lo) * (hi / lo)
 }
 
 // score is the Bayesian information criterion of theta with k free terms.

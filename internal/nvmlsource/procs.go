@@ -30,7 +30,8 @@ type ProcessReader struct {
 	// reads without.
 	weigh bool
 	// gpm is, per board, whether GPM was found supported (0 unknown, 1
-	// yes, 2 no); mg is GpmMetricsGet's argument, kept to be reused.
+	// yes, 2 no, 3 and above a failed query's countdown to its retry);
+	// mg is GpmMetricsGet's argument, kept to be reused.
 	gpm []uint8
 	mg  nvml.GpmMetricsGetType
 }

@@ -157,18 +157,38 @@ func (r *ProcessReader) describe(i int, d *migDevice) {
 	}
 }
 
+// r.gpm[i] values at and above gpmRetry count down the reads until a
+// failed GpmQueryDeviceSupport is asked again (0 unknown, 1 supported, 2
+// not supported).
+const (
+	gpmRetry      = 3
+	gpmRetryReads = 30
+)
+
 // activity returns MIG device m's SM utilization in percent since the
 // previous read, from GPM, or -1: GPM not supported on board i, the
 // first read of m, or a failed GPM call.
 func (r *ProcessReader) activity(i int, m *migDevice) float64 {
 	s := r.s
 	h := s.handles[i]
+	switch {
+	case r.gpm[i] > gpmRetry:
+		r.gpm[i]-- // a failed query: count down the reads to its retry
+	case r.gpm[i] == gpmRetry:
+		r.gpm[i] = 0
+	}
 	if r.gpm[i] == 0 {
 		var sup nvml.GpmSupport
 		var ret nvml.Return
-		r.gpm[i] = 2
-		if r.call(i, "GpmQueryDeviceSupport", func() nvml.Return { sup, ret = h.GpmQueryDeviceSupport(); return ret }) == nil && sup.IsSupportedDevice != 0 {
+		switch err := r.call(i, "GpmQueryDeviceSupport", func() nvml.Return { sup, ret = h.GpmQueryDeviceSupport(); return ret }); {
+		case err == nil && sup.IsSupportedDevice != 0:
 			r.gpm[i] = 1
+		case err == nil || ret == nvml.ERROR_NOT_SUPPORTED:
+			r.gpm[i] = 2 // the board says no: for good
+		default:
+			// The query failed (a busy or resetting driver): not an
+			// answer. Ask again in gpmRetryReads reads.
+			r.gpm[i] = gpmRetry + gpmRetryReads
 		}
 	}
 	if r.gpm[i] != 1 || m.gi < 0 {

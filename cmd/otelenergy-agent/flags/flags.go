@@ -31,6 +31,9 @@ const (
 	// the library's DefaultInterval.
 	DefaultProcessInterval = time.Second
 	DefaultSampleInterval  = 17 * time.Millisecond
+	// DefaultSampleHold is -sample-hold's default, the agent's
+	// (attrib.DefaultHold).
+	DefaultSampleHold = 2 * time.Second
 	// HealthPath and ReadyPath are served on the admin address.
 	HealthPath = "/healthz"
 	ReadyPath  = "/readyz"
@@ -49,11 +52,14 @@ type Config struct {
 	SampleInterval  time.Duration // -sample-interval
 	MaxSeries       int           // -max-series
 	IdleWatts       float64       // -idle-watts
-	LogFormat       string        // -log-format: text or json
-	LogLevel        string        // -log-level
-	AdminListen     string        // -admin-listen; "" disables it
-	Duration        time.Duration // -duration; 0 runs until a signal
-	Version         bool          // -version: print the build and exit
+	// SampleHold is -sample-hold, as agent.Config.SampleHold takes it:
+	// a hold of 0s on the command line is -1 here (wait for nothing).
+	SampleHold  time.Duration
+	LogFormat   string        // -log-format: text or json
+	LogLevel    string        // -log-level
+	AdminListen string        // -admin-listen; "" disables it
+	Duration    time.Duration // -duration; 0 runs until a signal
+	Version     bool          // -version: print the build and exit
 }
 
 // ErrHelp is returned by [Parse] for -h or -help; the usage was written.
@@ -101,6 +107,18 @@ var specs = []spec{
 				return errors.New("want 0 or more watts")
 			}
 			c.IdleWatts = x
+			return nil
+		}},
+	{name: "sample-hold", def: DefaultSampleHold.String(), usage: "how long a counter interval waits for the utilization samples that cover it (NVML lists them some 100s of ms late) before it is split without them, 0s to 1m; 0s waits for none. hw.energy trails the counter by up to this",
+		check: func(c *Config, v string) error {
+			x, err := time.ParseDuration(v)
+			if err != nil || x < 0 || x > time.Minute {
+				return errors.New("want a duration from 0s to 1m, such as 2s")
+			}
+			c.SampleHold = x
+			if x == 0 {
+				c.SampleHold = -1
+			}
 			return nil
 		}},
 	{name: cli.FormatFlag, def: cli.DefaultFormat, usage: cli.FormatUsage,

@@ -24,8 +24,15 @@ func TestParse(t *testing.T) {
 	}{
 		{name: "defaults", check: func(c flags.Config) bool {
 			return !c.Simulate && c.ProcRoot == "/proc" && c.ProcessInterval == time.Second && c.MaxSeries == 4096 &&
-				c.AdminListen == ":8090" && c.LogFormat == "text" && c.LogLevel == "info" && c.SampleInterval == 17*time.Millisecond
+				c.AdminListen == ":8090" && c.LogFormat == "text" && c.LogLevel == "info" && c.SampleInterval == 17*time.Millisecond &&
+				c.SampleHold == 2*time.Second
 		}},
+		{name: "sample hold", env: map[string]string{"OTELENERGY_SAMPLE_HOLD": "500ms"},
+			check: func(c flags.Config) bool { return c.SampleHold == 500*time.Millisecond }},
+		{name: "no sample hold", args: []string{"-sample-hold", "0s"},
+			check: func(c flags.Config) bool { return c.SampleHold < 0 }},
+		{name: "negative sample hold", args: []string{"-sample-hold", "-1s"}, wantErr: "-sample-hold"},
+		{name: "too long a sample hold", args: []string{"-sample-hold", "2m"}, wantErr: "-sample-hold"},
 		{name: "environment", env: map[string]string{"OTELENERGY_SIMULATE": "true", "OTELENERGY_MAX_SERIES": "12", "OTELENERGY_PROC_ROOT": "/host/proc"},
 			check: func(c flags.Config) bool { return c.Simulate && c.MaxSeries == 12 && c.ProcRoot == "/host/proc" }},
 		{name: "a flag wins over its variable", args: []string{"-max-series", "7"}, env: map[string]string{"OTELENERGY_MAX_SERIES": "12"},

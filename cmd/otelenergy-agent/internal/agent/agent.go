@@ -88,15 +88,16 @@ type Config struct {
 	// attrib.DefaultHold (2 s), and a negative hold waits for nothing. hw.energy trails the counter by
 	// up to this plus one process interval.
 	SampleHold time.Duration
-	// Now is the clock that NVML's sample timestamps (CPU time in µs)
-	// are read against; nil selects time.Now. It should be the Monitor's
-	// clock: a Monitor built WithClock takes the same clock here. Samples
-	// more than a minute off it are on a clock of their own, and are
-	// taken to describe the pass they arrive in, unaligned.
+	// Now and Epoch serve only Rings without a Clock method (the
+	// Monitor has one, and the agent then reads the Monitor's clock on
+	// both scales at once, see [otelenergy.Monitor.Clock]). Now is the
+	// clock that NVML's sample timestamps (CPU time in µs) are read
+	// against; nil selects time.Now. Samples more than a minute off it
+	// are on a clock of their own, and are taken to describe the pass
+	// they arrive in, unaligned.
 	Now func() time.Time
-	// Epoch is when the Rings' time scale is zero: the Monitor's
-	// construction, on Now's clock. The zero value selects Now() at New,
-	// right for a Monitor built just before.
+	// Epoch is when the Rings' time scale is zero, on Now's clock. The
+	// zero value selects Now() at New.
 	Epoch time.Time
 }
 
@@ -110,6 +111,7 @@ type Agent struct {
 	cfg    Config
 	boards []*board
 	epoch  int64 // Epoch in Unix ns
+	clock  func() (ring int64, wall time.Time)
 
 	mu     sync.Mutex
 	gen    uint64
@@ -150,6 +152,8 @@ type board struct {
 	res       attrib.Result
 	smp       []attrib.Sample
 	listing   nvmlsource.BoardProcesses
+	wallOff   int64                // the wall clock less the ring's at the previous split
+	known     map[uint32]knownProc // each pid's latest process with a series, for samples that come after it ended
 
 	procs    map[uint32]*series // the current process of each pid, overflow ones included
 	exiting  []*series          // no longer listed, observed once more
@@ -186,6 +190,10 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Epoch = cfg.Now()
 	}
 	a := &Agent{cfg: cfg, epoch: cfg.Epoch.UnixNano(), boot: cfg.BootTime}
+	a.clock = a.ownClock
+	if c, ok := cfg.Rings.(ringClock); ok {
+		a.clock = c.Clock
+	}
 	if bt, ok := cfg.Resolver.(BootTimer); ok && a.boot.IsZero() {
 		if t, err := bt.BootTime(); err == nil {
 			a.boot = t

@@ -73,16 +73,22 @@ func (benchProcs) Info(pid uint32) (procfs.Info, error) {
 // with eight processes each: "read" lists every board's processes and
 // utilization through nvmlsource (the NVML calls alone, the baseline);
 // "pass" is the agent's whole pass: the same listing plus each board's ten
-// new counter intervals read from the ring and split.
+// new counter intervals read from the ring and split. "mps50/read" and
+// "mps50/pass" are the same with 50 MPS clients on every board.
 func BenchmarkPass(b *testing.B) {
+	benchPass(b, 8)
+	b.Run("mps50", func(b *testing.B) { benchPass(b, 50) })
+}
+
+func benchPass(b *testing.B, procs int) {
 	srv := dgxh100.New()
 	devs := make([]*benchDevice, len(srv.Devices))
 	for i, d := range srv.Devices {
 		bd := &benchDevice{Device: d.(*server.Device)}
-		for k := range 8 {
-			pid := uint32(1000 + 8*i + k)
+		for k := range procs {
+			pid := uint32(1000 + procs*i + k)
 			bd.procs = append(bd.procs, nvml.ProcessInfo{Pid: pid})
-			bd.samples = append(bd.samples, nvml.ProcessUtilizationSample{Pid: pid, SmUtil: uint32(5 + 10*k)})
+			bd.samples = append(bd.samples, nvml.ProcessUtilizationSample{Pid: pid, SmUtil: uint32(1 + (5+10*k)%90)})
 		}
 		devs[i] = bd
 	}
@@ -145,8 +151,8 @@ func BenchmarkPass(b *testing.B) {
 			b.StartTimer()
 			ag.Pass()
 		}
-		if t := ag.Totals(0); len(t.Processes) != 8 {
-			b.Fatalf("board 0 has %d process series, want 8", len(t.Processes))
+		if t := ag.Totals(0); len(t.Processes) != procs {
+			b.Fatalf("board 0 has %d process series, want %d", len(t.Processes), procs)
 		}
 	})
 }

@@ -132,7 +132,13 @@ func TestHoldByTheRing(t *testing.T) {
 		ag.Pass()
 	}
 	// 100 steps of 7 J pushed over 10 s; at most the last 2 s are held.
-	if got := ag.Totals(0).EnergyMJ; got < 80*7_000 {
-		t.Fatalf("hw.energy %d mJ of %d pushed: intervals held past their hold", got, rings.e)
+	tot := ag.Totals(0)
+	if tot.EnergyMJ < 80*7_000 {
+		t.Fatalf("hw.energy %d mJ of %d pushed: intervals held past their hold", tot.EnergyMJ, rings.e)
+	}
+	// Where the held energy went: an idle board's is idle, all of it
+	// but the rounding of a forgetting mean (under 1 mJ an interval).
+	if tot.IdleMJ+tot.UnattributedMJ != tot.EnergyMJ || tot.UnattributedMJ > 80 || len(tot.Processes) != 0 {
+		t.Errorf("idle %d unattributed %d processes %v of %d mJ split: want it all idle", tot.IdleMJ, tot.UnattributedMJ, tot.Processes, tot.EnergyMJ)
 	}
 }

@@ -162,7 +162,7 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 	if err := st.Start("agent", func() (func(context.Context) error, error) {
 		var err error
 		ag, err = agent.New(agent.Config{Rings: mon, Lister: nd.Lister, Resolver: nd.Resolver,
-			MaxSeries: cfg.MaxSeries, IdleWatts: cfg.IdleWatts, MeterProvider: mp})
+			MaxSeries: cfg.MaxSeries, IdleWatts: cfg.IdleWatts, SampleHold: cfg.SampleHold, MeterProvider: mp})
 		if err != nil {
 			return nil, err
 		}

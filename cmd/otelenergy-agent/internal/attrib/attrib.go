@@ -52,12 +52,37 @@ const (
 	// keepSegs is how long a sample's span is kept after the newest
 	// interval split.
 	keepSegs = int64(2 * time.Second)
+	// maxModelJ caps a process's modelled energy in one interval (J): a
+	// bound on the weights, far above any board's.
+	maxModelJ = 1e6
+	// minPeriod is NVML's shortest sample period (1/6 s): a shorter gap
+	// between sampling instants is learned as this.
+	minPeriod = int64(time.Second / 6)
+	// sameInstant is how close two processes' stamps are to be one
+	// sampling instant: the driver stamps each process's sample a few µs
+	// apart.
+	sameInstant = int64(5 * time.Millisecond)
+	// keepPids is how long a process's newest sample end is kept.
+	keepPids = int64(10 * time.Second)
 )
+
+// Bits of Board.pendNone: the listings around a pending interval.
+const (
+	noneAtEnd   = 1 << iota // the pass that pushed it listed no process
+	noneAtStart             // the pass before did not either
+)
+
+// gapsT holds the recent gaps between sampling instants.
+type gapsT = [9]int64
 
 // Sample is one process's utilization over a span of time, on the ring's
 // time scale (nanoseconds since the Monitor's epoch).
 type Sample struct {
 	Pid uint32
+	// Key tells apart the processes that held Pid over time (the agent
+	// passes the process's start time): shares go to (Pid, Key), so that
+	// energy held for a process is not given to a later one on its pid.
+	Key uint64
 	// T1 ends the span. T0 starts it; when T0 is zero or not before T1,
 	// the span starts at the board's previous sampling instant, or one
 	// sample period before T1, whichever is later: NVML's sample
@@ -86,8 +111,10 @@ type Config struct {
 
 // Result is what one [Board.Split] gave out.
 type Result struct {
-	// Pids and MJ are parallel: MJ[k] is process Pids[k]'s share.
+	// Pids, Keys and MJ are parallel: MJ[k] is the share of process
+	// Pids[k] with Key Keys[k].
 	Pids []uint32
+	Keys []uint64
 	MJ   []uint64
 	// IdleMJ and UnattributedMJ are the idle and unattributed parts.
 	IdleMJ, UnattributedMJ uint64
@@ -97,24 +124,27 @@ type Result struct {
 }
 
 func (r *Result) reset() {
-	r.Pids, r.MJ = r.Pids[:0], r.MJ[:0]
+	r.Pids, r.Keys, r.MJ = r.Pids[:0], r.Keys[:0], r.MJ[:0]
 	r.IdleMJ, r.UnattributedMJ, r.SplitMJ = 0, 0, 0
 }
 
-func (r *Result) give(pid uint32, mj uint64) {
+func (r *Result) give(pid uint32, key, mj uint64) {
 	for k, p := range r.Pids {
-		if p == pid {
+		if p == pid && r.Keys[k] == key {
 			r.MJ[k] += mj
 			return
 		}
 	}
 	r.Pids = append(r.Pids, pid)
+	r.Keys = append(r.Keys, key)
 	r.MJ = append(r.MJ, mj)
 }
 
 // seg is one sample's span.
 type seg struct {
 	pid       uint32
+	slot      int32 // its (pid, key)'s index in Board.slots
+	key       uint64
 	t0, t1    int64
 	u         [4]float64 // percent
 	unaligned bool
@@ -128,24 +158,42 @@ type Board struct {
 	hold    int64
 	horizon float64 // s
 
-	pending   []split.Interval
-	pendingMJ uint64
-	segs      []seg
-	frontier  int64 // the newest sample's end
-	instant   int64 // the board's newest sampling instant
-	period    int64 // the driver's sample period, as estimated
-	lastT1    int64 // the end of the newest interval split
+	pending    []split.Interval
+	pendNone   []uint8 // parallel to pending: noneAtEnd, noneAtStart
+	pendingMJ  uint64
+	segs       []seg
+	frontier   int64            // the time up to which every active process has reported
+	newest     int64            // the newest sample's end
+	instant    int64            // the board's newest sampling instant
+	period     int64            // the driver's sample period, as estimated
+	gaps       gapsT            // recent gaps between sampling instants
+	ngaps      int              // gaps seen
+	pidEnd     map[uint32]int64 // each process's newest sample end
+	listed     int              // processes in the latest listing; negative: unknown
+	prevListed int              // and in the one before
+	lastT1     int64            // the end of the newest interval split
 
 	fit      nnls.Fit
 	theta    [nnls.MaxTerms]float64
 	usable   bool
 	idleW    float64 // Σ decayed idle seconds
 	idleMJ   float64 // Σ decayed idle energy
+	idleSeen float64 // Σ idle seconds, not decayed: the measurement is made once
 	lastIdle int64
 	prior    float64
 
+	// segs is sorted by t1; maxSeg is the longest span in it, so that
+	// the spans that can overlap [t0, t1) lie between the first ending
+	// after t0 and the first ending at or after t1 + maxSeg.
+	maxSeg int64
+	slots  map[slotKey]int32 // each (pid, key) in segs, numbered
+	pos    []int32           // per slot: its index in ids, valid when posGen matches
+	posGen []uint32
+	gen    uint32
+
 	// scratch
 	ids     []uint32
+	keys    []uint64 // parallel to ids
 	feat    [][4]float64
 	weights []uint64
 	out     []uint64
@@ -154,6 +202,9 @@ type Board struct {
 // New returns a Board.
 func New(cfg Config) *Board {
 	b := &Board{cfg: cfg, hold: int64(cfg.Hold), horizon: cfg.Horizon.Seconds(), period: maxSpan}
+	// Where the data cannot tell SM from another term (memory traffic
+	// that tracks SM), SM takes the power: the split before the model.
+	b.fit.Prefer(1 << TermSM)
 	if b.hold == 0 {
 		b.hold = int64(DefaultHold)
 	}
@@ -167,50 +218,107 @@ func New(cfg Config) *Board {
 func (b *Board) Push(ivs []split.Interval) {
 	for _, iv := range ivs {
 		b.pending = append(b.pending, iv)
+		var none uint8
+		if b.listed == 0 {
+			none |= noneAtEnd
+		}
+		if b.prevListed == 0 {
+			none |= noneAtStart
+		}
+		b.pendNone = append(b.pendNone, none)
 		b.pendingMJ += iv.EnergyMJ
 	}
 }
+
+// Listed records how many processes the latest listing showed; a
+// negative n means the listing failed. The intervals pushed after it
+// teach the idle power only when it showed none: an interval that no
+// sample covers on a board running a process is one whose samples are
+// late, not an idle one. A new Board takes the board to list none.
+func (b *Board) Listed(n int) { b.prevListed, b.listed = b.listed, n }
 
 // PendingMJ returns the energy of the intervals pushed and not yet split.
 func (b *Board) PendingMJ() uint64 { return b.pendingMJ }
 
 // AddSamples adds utilization samples. It sorts ss by T1.
+//
+// NVML stamps each process's sample at its own instant (go-nvml #51):
+// stamps within sameInstant of each other are one sampling instant, and
+// a sample's span starts at its own process's previous sample when that
+// is within about a period, else one period before it. The period is the
+// median of the recent gaps between instants, never below NVML's
+// shortest, so that neither a pair of stamps microseconds apart nor an
+// idle board's skipped instants set it for good.
 func (b *Board) AddSamples(ss []Sample) {
+	if len(ss) == 0 {
+		return
+	}
 	sortByT1(ss)
-	// Learn the period first, from the gaps between sampling instants
-	// that are not multiples of it (an idle board skips instants), so
-	// that the first sample after an idle spell is not stretched.
-	last := b.instant
+	if b.pidEnd == nil {
+		b.pidEnd = make(map[uint32]int64)
+	}
 	for _, s := range ss {
-		if s.T1 <= last {
+		if s.Unaligned || s.T1 <= b.instant+sameInstant {
 			continue
 		}
-		if g := s.T1 - last; last > 0 && g > 0 {
-			if g < b.period {
-				b.period = g
-			} else if g < 2*b.period {
-				b.period += (min(g, maxSpan) - b.period) / 16
-			}
+		if g := s.T1 - b.instant; b.instant > 0 && g <= maxSpan {
+			b.gaps[b.ngaps%len(b.gaps)] = max(g, minPeriod)
+			b.ngaps++
+			b.period = b.medianGap()
 		}
-		last = s.T1
+		b.instant = s.T1
 	}
-	prev := b.instant
-	for k, s := range ss {
-		if k > 0 && s.T1 != ss[k-1].T1 {
-			prev = ss[k-1].T1
-		}
-		b.instant = max(b.instant, s.T1)
+	for _, s := range ss {
 		t0 := s.T0
 		if t0 <= 0 || t0 >= s.T1 {
-			t0 = max(prev, s.T1-min(b.period, maxSpan))
-			if t0 >= s.T1 {
-				t0 = s.T1 - min(b.period, maxSpan)
+			t0 = s.T1 - b.period
+			// Jitter and a period estimated a little short must not
+			// leave holes; a skipped instant must not be spanned.
+			if prev, ok := b.pidEnd[s.Pid]; ok && prev < s.T1 && s.T1-prev <= b.period*5/4 {
+				t0 = prev
 			}
 		}
-		b.segs = append(b.segs, seg{pid: s.Pid, t0: t0, t1: s.T1,
+		if !s.Unaligned {
+			b.pidEnd[s.Pid] = max(b.pidEnd[s.Pid], s.T1)
+		}
+		b.segs = append(b.segs, seg{pid: s.Pid, slot: b.slotOf(s.Pid, s.Key), key: s.Key, t0: t0, t1: s.T1,
 			u: [4]float64{float64(s.SM), float64(s.Mem), float64(s.Enc), float64(s.Dec)}, unaligned: s.Unaligned})
-		b.frontier = max(b.frontier, s.T1)
+		b.maxSeg = max(b.maxSeg, s.T1-t0)
+		// Keep segs sorted by t1: the new one is nearly always the
+		// latest.
+		for k := len(b.segs) - 1; k > 0 && b.segs[k].t1 < b.segs[k-1].t1; k-- {
+			b.segs[k], b.segs[k-1] = b.segs[k-1], b.segs[k]
+		}
+		b.newest = max(b.newest, s.T1)
 	}
+	// The frontier: every process sampled lately has reported up to it.
+	// A process not sampled within a period of the newest sample has
+	// stopped (NVML omits a process with no activity) or exited, and
+	// does not hold it back.
+	f := b.newest
+	for pid, t := range b.pidEnd {
+		switch {
+		case t < b.newest-keepPids:
+			delete(b.pidEnd, pid)
+		case t >= b.newest-b.period-sameInstant:
+			f = min(f, t)
+		}
+	}
+	b.frontier = max(b.frontier, f)
+}
+
+// medianGap returns the median of the recent gaps between sampling
+// instants.
+func (b *Board) medianGap() int64 {
+	n := min(b.ngaps, len(b.gaps))
+	var g [len(gapsT{})]int64
+	copy(g[:], b.gaps[:n])
+	for i := 1; i < n; i++ { // insertion sort: n ≤ 9, no allocation
+		for j := i; j > 0 && g[j] < g[j-1]; j-- {
+			g[j], g[j-1] = g[j-1], g[j]
+		}
+	}
+	return g[n/2]
 }
 
 // IdleWatts returns the idle power as known now: IdleWatts when fixed;
@@ -247,7 +355,7 @@ func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 	switch {
 	case b.cfg.IdleWatts > 0:
 		return b.cfg.IdleWatts, IdleFixed, 0
-	case b.idleW >= minIdle:
+	case b.idleSeen >= minIdle && b.idleW > 0:
 		return b.idleMJ / 1000 / b.idleW, IdleIntervals, b.idleW
 	case b.usable && b.fit.Count() >= minIntercept:
 		return b.theta[TermStatic], IdleModel, b.fit.Count()
@@ -260,7 +368,7 @@ func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 // OwnIdle returns the idle power measured on this board's own idle
 // intervals, and false until they add up to two seconds.
 func (b *Board) OwnIdle() (float64, bool) {
-	if b.idleW < minIdle {
+	if b.idleSeen < minIdle || b.idleW <= 0 {
 		return 0, false
 	}
 	return b.idleMJ / 1000 / b.idleW, true
@@ -279,7 +387,7 @@ func (b *Board) ModelRows() float64 { return b.fit.Count() }
 // and whether they split the energy yet.
 func (b *Board) Model() (theta [NumTerms]float64, learned bool) {
 	copy(theta[:], b.theta[:NumTerms])
-	if b.cfg.IdleWatts > 0 || b.idleW >= minIdle {
+	if b.cfg.IdleWatts > 0 || b.idleSeen >= minIdle && b.idleW > 0 {
 		theta[TermStatic] = b.IdleWatts()
 	}
 	return theta, b.usable
@@ -302,18 +410,35 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 	if k == 0 {
 		return
 	}
-	staticW := b.IdleWatts()
+	staticW, src, _ := b.Idle()
+	if src == IdleNone && b.idleW > 0 {
+		// Idle seconds short of a measurement (or decayed just under
+		// one) beat none: without them, the processes would carry the
+		// static power.
+		staticW = b.idleMJ / 1000 / b.idleW
+	}
 	var x [NumTerms]float64
 	var y, dt float64
-	for _, iv := range b.pending[:k] {
+	for j, iv := range b.pending[:k] {
 		d := float64(iv.T1-iv.T0) / 1e9
-		if b.splitOne(iv, staticW, r, &x) && d > 0 {
+		// An interval no sample covers teaches the idle power only when
+		// the listings around it show it could be idle (else its
+		// samples may be late, or missing: a wall clock stepped back
+		// hides them): when every active process has reported past it
+		// and no process was listed at its start or its end (one listed
+		// only at its end started since; its samples came and do not
+		// cover the interval), or when its hold passed and none was
+		// listed at its end. One flushed early never does.
+		learn := b.pendNone[j] != 0 && iv.T1+guard <= b.frontier ||
+			b.pendNone[j]&noneAtEnd != 0 && !flush && b.hold >= 0 && iv.T1+b.hold <= now
+		if b.splitOne(iv, staticW, learn, r, &x) && d > 0 {
 			dt += d
 			y += float64(iv.EnergyMJ) / 1000
 		}
 		b.lastT1 = max(b.lastT1, iv.T1)
 	}
 	b.pending = append(b.pending[:0], b.pending[k:]...)
+	b.pendNone = append(b.pendNone[:0], b.pendNone[k:]...)
 	b.pendingMJ -= r.SplitMJ
 	// One model row per split: its intervals together, a second or so,
 	// weighed by its length (its terms scaled by 1/√Δt, so that its
@@ -331,24 +456,46 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 	}
 	// Spans that no pending interval can still reach.
 	cut := b.lastT1 - keepSegs
-	b.segs = slices.DeleteFunc(b.segs, func(s seg) bool { return s.t1 < cut })
+	if len(b.segs) > 0 && b.segs[0].t1 < cut {
+		k, _ := slices.BinarySearchFunc(b.segs, cut, func(s seg, t int64) int { return cmpInt(s.t1, t) })
+		b.segs = append(b.segs[:0], b.segs[k:]...)
+		// The longest span kept; and, once the slots of processes gone
+		// outnumber the spans, the slots renumbered from the spans kept.
+		renumber := len(b.slots) > 2*len(b.segs)+64
+		if renumber {
+			clear(b.slots)
+		}
+		b.maxSeg = 0
+		for k := range b.segs {
+			sg := &b.segs[k]
+			if renumber {
+				sg.slot = b.slotOf(sg.pid, sg.key)
+			}
+			b.maxSeg = max(b.maxSeg, sg.t1-sg.t0)
+		}
+	}
 }
 
 // splitOne splits one interval into r. It reports whether the interval
 // teaches the model, and then adds its terms to x: an interval given to
 // processes whose samples do not overlap it, only come near it, does not.
-func (b *Board) splitOne(iv split.Interval, staticW float64, r *Result, x *[NumTerms]float64) bool {
+func (b *Board) splitOne(iv split.Interval, staticW float64, learnIdle bool, r *Result, x *[NumTerms]float64) bool {
 	one := [1]split.Interval{iv}
 	d := float64(iv.T1-iv.T0) / 1e9
 	b.decayIdle(iv.T1)
 	exact := b.gather(iv.T0, iv.T1, false)
 	if !exact && !b.gather(iv.T0-guard, iv.T1+guard, true) {
-		// No process near: idle, and the rest is unattributed.
-		if d > 0 {
+		// No process near: idle, and the rest is unattributed. It
+		// teaches the idle power only when learnIdle: an interval split
+		// early (a flush) or on a busy board may be one whose samples
+		// are late.
+		learn := learnIdle
+		if d > 0 && learn {
 			b.idleW += d
+			b.idleSeen += d
 			b.idleMJ += float64(iv.EnergyMJ)
 		}
-		if w, src, _ := b.Idle(); src == IdleNone || src == IdlePeers {
+		if w, src, _ := b.Idle(); (src == IdleNone || src == IdlePeers) && b.idleW > 0 {
 			// The board's first idle moments: until they add up to a
 			// measurement, their own mean is the best idle power there
 			// is, better than none or a sibling's.
@@ -360,7 +507,7 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, r *Result, x *[NumT
 		r.IdleMJ += w.IdleMJ
 		r.UnattributedMJ += w.UnattributedMJ
 		r.SplitMJ += iv.EnergyMJ
-		return true
+		return learn
 	}
 	b.weights = b.weights[:0]
 	var total uint64
@@ -378,7 +525,11 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, r *Result, x *[NumT
 			for t := range 4 {
 				m += b.theta[TermSM+t] * f[t] / 100
 			}
-			w = uint64(max(m*1e6, 0))
+			// Capped so that no coefficient, however absurd, overflows
+			// the sum: a process's modelled energy in an interval is
+			// under maxModelJ, and the weights of a million processes
+			// fit in 64 bits.
+			w = uint64(min(max(m, 0), maxModelJ) * 1e6)
 		}
 		b.weights = append(b.weights, w)
 		total += w
@@ -400,7 +551,7 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, r *Result, x *[NumT
 	r.SplitMJ += iv.EnergyMJ
 	for k, pid := range b.ids {
 		if b.out[k] > 0 {
-			r.give(pid, b.out[k])
+			r.give(pid, b.keys[k], b.out[k])
 		}
 	}
 	return exact
@@ -410,9 +561,19 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, r *Result, x *[NumT
 // over [t0, t1), in percent·seconds, and reports whether any sample's
 // span overlaps it; alignedOnly skips the unaligned samples.
 func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
-	b.ids, b.feat = b.ids[:0], b.feat[:0]
+	b.ids, b.keys, b.feat = b.ids[:0], b.keys[:0], b.feat[:0]
+	b.gen++
+	if b.gen == 0 { // wrapped: no stale entry may match
+		clear(b.posGen)
+		b.gen = 1
+	}
 	any := false
-	for _, s := range b.segs {
+	lo, _ := slices.BinarySearchFunc(b.segs, t0+1, func(s seg, t int64) int { return cmpInt(s.t1, t) })
+	for i := lo; i < len(b.segs); i++ {
+		s := &b.segs[i]
+		if s.t1-b.maxSeg >= t1 {
+			break // this span and every later one start at or after t1
+		}
 		if alignedOnly && s.unaligned {
 			continue
 		}
@@ -422,9 +583,14 @@ func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
 		}
 		any = true
 		sec := float64(o) / 1e9
-		k := slices.Index(b.ids, s.pid)
+		k := -1
+		if b.posGen[s.slot] == b.gen {
+			k = int(b.pos[s.slot])
+		}
 		if k < 0 {
+			b.posGen[s.slot], b.pos[s.slot] = b.gen, int32(len(b.ids))
 			b.ids = append(b.ids, s.pid)
+			b.keys = append(b.keys, s.key)
 			b.feat = append(b.feat, [4]float64{})
 			k = len(b.ids) - 1
 		}
@@ -453,7 +619,7 @@ func (b *Board) refit() {
 	}
 	var base [nnls.MaxTerms]float64
 	given := uint(0)
-	if b.cfg.IdleWatts > 0 || b.idleW >= minIdle {
+	if b.cfg.IdleWatts > 0 || b.idleSeen >= minIdle && b.idleW > 0 {
 		base[TermStatic] = b.IdleWatts()
 		given = 1 << TermStatic
 	}
@@ -468,6 +634,40 @@ func (b *Board) refit() {
 			b.usable = true
 		}
 	}
+}
+
+// slotKey is a process on the board: its pid and key.
+type slotKey struct {
+	pid uint32
+	key uint64
+}
+
+// slotOf returns the slot of (pid, key), numbering it when new.
+func (b *Board) slotOf(pid uint32, key uint64) int32 {
+	if b.slots == nil {
+		b.slots = make(map[slotKey]int32)
+	}
+	sk := slotKey{pid, key}
+	n, ok := b.slots[sk]
+	if !ok {
+		n = int32(len(b.slots))
+		b.slots[sk] = n
+		if int(n) >= len(b.pos) {
+			b.pos = append(b.pos, 0)
+			b.posGen = append(b.posGen, 0)
+		}
+	}
+	return n
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func sortByT1(ss []Sample) {

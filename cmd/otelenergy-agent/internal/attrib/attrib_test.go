@@ -30,22 +30,22 @@ func TestAlignedByTimestamp(t *testing.T) {
 	var r attrib.Result
 	var got [2]uint64
 	var idle uint64
-	const period = 100 * ms
+	const period = 250 * ms // NVML's periods are 1/6 s to 1 s
 	for pass := range 20 {
 		t0 := int64(pass) * 1000 * ms
 		var ivs []split.Interval
 		for k := range 10 {
 			// 50 W idle (5 J a step) plus the running process's 200 W.
-			ivs = append(ivs, split.Interval{T0: t0 + int64(k)*period, T1: t0 + int64(k+1)*period, EnergyMJ: 25_000})
+			ivs = append(ivs, split.Interval{T0: t0 + int64(k)*100*ms, T1: t0 + int64(k+1)*100*ms, EnergyMJ: 25_000})
 		}
 		b.Push(ivs)
 		// The samples of the previous second: pid 1 in its first half,
-		// pid 2 in its second, each sample describing 100 ms.
+		// pid 2 in its second, each sample describing 250 ms.
 		var ss []attrib.Sample
 		if pass > 0 {
 			p0 := t0 - 1000*ms
-			for k := range 10 {
-				pid := uint32(1 + k/5)
+			for k := range 4 {
+				pid := uint32(1 + k/2)
 				ss = append(ss, attrib.Sample{Pid: pid, T1: p0 + int64(k+1)*period, SM: 80})
 			}
 		}
@@ -168,10 +168,11 @@ func FuzzBoard(f *testing.F) {
 				pushed += ivs[len(ivs)-1].EnergyMJ
 				now += d
 			}
+			b.Listed(rng.IntN(3) - 1)
 			b.Push(ivs)
 			var ss []attrib.Sample
 			for range rng.IntN(8) {
-				ss = append(ss, attrib.Sample{Pid: uint32(rng.IntN(int(npid%6) + 1)), T1: now - int64(rng.IntN(3000))*ms,
+				ss = append(ss, attrib.Sample{Pid: uint32(rng.IntN(int(npid%6) + 1)), Key: uint64(rng.IntN(2)), T1: now - int64(rng.IntN(3000))*ms,
 					T0: int64(rng.IntN(2)) * (now - int64(rng.IntN(4000))*ms), SM: uint32(rng.IntN(101)), Mem: uint32(rng.IntN(101))})
 			}
 			b.AddSamples(ss)

@@ -28,7 +28,7 @@
 //
 // where SM, MEM, ENC and DEC are the processes' summed SM, memory,
 // encoder and decoder utilization integrated over the intervals, in
-// seconds at 100 %. Once the fit has about 15 seconds of rows and some
+// seconds at 100 %. Once the fit has about 8 seconds of rows and some
 // utilization coefficient is positive, each interval's energy above idle
 // is split by each process's modelled power over it, Σ C·u; until then,
 // by SM utilization, as Kepler does.

@@ -23,6 +23,10 @@ import (
 type splitScenario struct {
 	name string
 	ph   sim.Physics
+	// draw scales each process's draw by its kind, as sim.Proc.Draw:
+	// memory-bound work (memory utilization near its SM's) draws 0.6× the
+	// Physics per percent, compute-bound work 1.2×.
+	draw bool
 }
 
 var splitScenarios = []splitScenario{
@@ -35,6 +39,34 @@ var splitScenarios = []splitScenario{
 	{name: "membound-late", ph: sim.Physics{IdleWatts: 70, SMWatts: 1.5, MemWatts: 3, NoiseWatts: 3, SamplePeriod: time.Second, SampleLag: 400 * time.Millisecond}},
 	// The same with samples every 1/6 s and a higher idle.
 	{name: "membound-fast", ph: sim.Physics{IdleWatts: 110, SMWatts: 1.5, MemWatts: 3, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond}},
+
+	// Held-out physics: the model's linear structure does not share
+	// them.
+	//
+	// Each process draws per percent of SM by its kind (decode 0.6×,
+	// training 1.2×), which no utilization shows; memory-bound work
+	// draws less, which non-negative coefficients cannot represent.
+	{name: "held-draw", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond}, draw: true},
+	// Power saturates: idle + 400 W·(1 − exp(−ΣSM/60)).
+	{name: "held-saturating", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, SatWatts: 400, SatSM: 60, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond}},
+	// Each process sampled at an instant of its own, its stamp 0-50 µs
+	// late.
+	{name: "held-instants", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond, PerPidInstants: true, StampJitter: 50 * time.Microsecond}},
+	// The wall clock steps 3 s back at 60 s.
+	{name: "held-wallstep", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond, WallStep: -3 * time.Second, WallStepAt: 60 * time.Second}},
+}
+
+// steppedRings is the Monitor with its wall clock stepped as the
+// simulator's: a real Monitor's ring time is monotonic while its wall
+// clock steps; a fake clock cannot be both.
+type steppedRings struct {
+	*otelenergy.Monitor
+	nd *sim.Node
+}
+
+func (r steppedRings) Clock() (int64, time.Time) {
+	ring, wall := r.Monitor.Clock()
+	return ring, r.nd.WallClock(wall)
 }
 
 // splitFigures are one scenario's figures.
@@ -59,6 +91,14 @@ func runSplit(tb testing.TB, sc splitScenario, seed uint64) splitFigures {
 	procs = append(procs, sim.BusyFrom10s(0, splitSpan, seed)...)
 	procs = append(procs, sim.NeverIdle(1, splitSpan, seed)...)
 	procs = append(procs, sim.Churn(2, splitSpan, seed)...)
+	if sc.draw {
+		for k := range procs {
+			procs[k].Draw = 1.2
+			if lv := procs[k].Levels; len(lv) > 0 && lv[0].Mem > 0.5*lv[0].SM {
+				procs[k].Draw = 0.6
+			}
+		}
+	}
 	nd, err := sim.NewNode(sim.Config{Boards: 3, Physics: sc.ph, Procs: procs, Now: clock, Seed: seed})
 	if err != nil {
 		tb.Fatal(err)
@@ -70,7 +110,8 @@ func runSplit(tb testing.TB, sc splitScenario, seed uint64) splitFigures {
 		tb.Fatal(err)
 	}
 	defer mon.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: nd, Resolver: nd, MeterProvider: mp, Now: clock})
+	ag, err := agent.New(agent.Config{Rings: steppedRings{mon, nd}, Lister: nd, Resolver: nd, MeterProvider: mp,
+		Now: func() time.Time { return nd.WallClock(now) }})
 	if err != nil {
 		tb.Fatal(err)
 	}

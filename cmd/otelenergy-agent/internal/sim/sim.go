@@ -48,6 +48,26 @@ type Physics struct {
 	// Tick is the simulation's time step, 1 ms when zero: power, counter
 	// updates and samples happen on its grid.
 	Tick time.Duration
+
+	// The knobs below give physics the agent's linear model does not
+	// share (held-out physics).
+
+	// SatWatts, when positive, saturates each board's active power:
+	// SatWatts·(1 − exp(−ΣSM/SatSM)) over the processes' summed SM
+	// utilization, shared among them in proportion to the linear draw
+	// above (each process's truth).
+	SatWatts, SatSM float64
+	// StampJitter, when positive, delays each sample's timestamp by a
+	// uniform 0 to StampJitter, drawn per sample, as the driver stamps
+	// each process a few µs apart.
+	StampJitter time.Duration
+	// PerPidInstants samples each process at an instant of its own: at
+	// the board's period, at a phase drawn from its pid.
+	PerPidInstants bool
+	// WallStep, at WallStepAt, steps the wall clock that stamps the
+	// samples (and that WallClock reads), as NTP may: the ring's
+	// monotonic time does not step.
+	WallStep, WallStepAt time.Duration
 }
 
 // DefaultPhysics are -simulate's physics: a 70 W idle, 3 W per percent
@@ -77,6 +97,10 @@ type Proc struct {
 	Levels []Level
 	// Period, when positive, repeats Levels every Period.
 	Period time.Duration
+	// Draw, when positive, scales the power its utilization draws: a
+	// memory-bound decode draws less per percent than the Physics say,
+	// a trainer more, and no utilization shows it.
+	Draw float64
 }
 
 func (p *Proc) active(t time.Duration) bool {
@@ -131,6 +155,8 @@ type Node struct {
 	procs    []Proc
 	truthMJ  []float64 // per process: its energy above idle so far
 	integ    [][4]float64
+	pidNext  []time.Duration // PerPidInstants: each process's next sample end
+	pidFrom  []time.Duration // and its span's start
 	lastSeen []uint64
 	next     int   // the first process, in order of From, not yet live
 	live     []int // the processes that may draw or have a sample due
@@ -150,6 +176,8 @@ type boardState struct {
 	nextSmp  time.Duration // the next utilization sample's end
 	spanFrom time.Duration // the current sample span's start
 	samples  []pending
+	sumSM    float64 // this tick's summed SM utilization
+	sumW     float64 // and linear draw
 }
 
 // pending is a sample and when it becomes visible.
@@ -199,6 +227,8 @@ func NewNode(cfg Config) (*Node, error) {
 	slices.SortStableFunc(nd.procs, func(a, b Proc) int { return int(a.From - b.From) })
 	nd.truthMJ = make([]float64, len(nd.procs))
 	nd.integ = make([][4]float64, len(nd.procs))
+	nd.pidNext = make([]time.Duration, len(nd.procs))
+	nd.pidFrom = make([]time.Duration, len(nd.procs))
 	for b := range n {
 		d := otelenergy.Device{
 			ID: fmt.Sprintf("GPU-5151a7ed-0000-4000-8000-%012d", b), Index: b,
@@ -269,15 +299,37 @@ func (nd *Node) tick(t time.Duration) {
 		nd.live = append(nd.live, nd.next)
 		nd.next++
 	}
+	for b := range nd.boards {
+		nd.boards[b].sumSM, nd.boards[b].sumW = 0, 0
+	}
 	for _, k := range nd.live {
 		pr := &nd.procs[k]
 		if !pr.active(t - tk) {
 			continue
 		}
 		l := pr.level(t - tk)
-		w := nd.ph.SMWatts*l.SM + nd.ph.MemWatts*l.Mem + nd.ph.EncWatts*l.Enc + nd.ph.DecWatts*l.Dec
+		bs := &nd.boards[pr.Board]
+		bs.sumSM += l.SM
+		bs.sumW += nd.draw(pr, l)
+	}
+	for _, k := range nd.live {
+		pr := &nd.procs[k]
+		if !pr.active(t - tk) {
+			continue
+		}
+		l := pr.level(t - tk)
+		w := nd.draw(pr, l)
+		if bs := &nd.boards[pr.Board]; nd.ph.SatWatts > 0 && bs.sumW > 0 {
+			w = nd.ph.SatWatts * (1 - math.Exp(-bs.sumSM/nd.ph.SatSM)) * w / bs.sumW
+		}
 		nd.truthMJ[k] += w * dt * 1000
 		nd.boards[pr.Board].accMJ += w * dt * 1000
+		if nd.ph.PerPidInstants && nd.pidNext[k] == 0 {
+			// The first span starts with the process, at a phase of its
+			// own (on the tick grid).
+			ph := time.Duration(pr.Pid*7919) % nd.ph.SamplePeriod
+			nd.pidFrom[k], nd.pidNext[k] = t-tk, t-tk+ph.Truncate(tk)+tk
+		}
 		in := &nd.integ[k]
 		in[0] += l.SM * ms
 		in[1] += l.Mem * ms
@@ -290,9 +342,17 @@ func (nd *Node) tick(t time.Duration) {
 			bs.counter = uint64(bs.accMJ)
 			bs.nextStep += nd.ph.CounterPeriod
 		}
-		if t >= bs.nextSmp {
+		if !nd.ph.PerPidInstants && t >= bs.nextSmp {
 			nd.sample(b, t)
 			bs.spanFrom, bs.nextSmp = t, bs.nextSmp+nd.ph.SamplePeriod
+		}
+	}
+	if nd.ph.PerPidInstants {
+		for _, k := range nd.live {
+			if nd.pidNext[k] != 0 && t >= nd.pidNext[k] {
+				nd.sampleOne(k, t, t-nd.pidFrom[k])
+				nd.pidFrom[k], nd.pidNext[k] = t, nd.pidNext[k]+nd.ph.SamplePeriod
+			}
 		}
 	}
 	// Forget samples no reader can still want, and processes that ended
@@ -318,22 +378,55 @@ func (nd *Node) tick(t time.Duration) {
 // percent, as NVML's driver keeps them.
 func (nd *Node) sample(b int, t time.Duration) {
 	bs := &nd.boards[b]
-	span := float64((t - bs.spanFrom) / time.Millisecond)
-	ts := uint64(nd.start.Add(t).UnixMicro())
 	for _, k := range nd.live {
-		pr := &nd.procs[k]
-		if pr.Board != b {
-			continue
+		if nd.procs[k].Board == b {
+			nd.sampleOne(k, t, t-bs.spanFrom)
 		}
-		in := nd.integ[k]
-		nd.integ[k] = [4]float64{}
-		if bs.mig || (in[0] == 0 && in[1] == 0 && in[2] == 0 && in[3] == 0) {
-			continue
-		}
-		r := func(x float64) uint32 { return uint32(math.Round(x / span)) }
-		s := nvmlsource.Sample{Pid: pr.Pid, TimeStamp: ts, SmUtil: r(in[0]), MemUtil: r(in[1]), EncUtil: r(in[2]), DecUtil: r(in[3])}
-		bs.samples = append(bs.samples, pending{s: s, visible: t + nd.ph.SampleLag})
 	}
+}
+
+// sampleOne records process k's sample for the span of length span that
+// ends at t.
+func (nd *Node) sampleOne(k int, t, span time.Duration) {
+	pr := &nd.procs[k]
+	bs := &nd.boards[pr.Board]
+	in := nd.integ[k]
+	nd.integ[k] = [4]float64{}
+	if bs.mig || (in[0] == 0 && in[1] == 0 && in[2] == 0 && in[3] == 0) {
+		return
+	}
+	ms := float64(span / time.Millisecond)
+	r := func(x float64) uint32 { return uint32(math.Round(x / ms)) }
+	at := nd.start.Add(t).Add(nd.wallStep(t))
+	if nd.ph.StampJitter > 0 {
+		at = at.Add(time.Duration(nd.rng.Int64N(int64(nd.ph.StampJitter) + 1)))
+	}
+	s := nvmlsource.Sample{Pid: pr.Pid, TimeStamp: uint64(at.UnixMicro()), SmUtil: r(in[0]), MemUtil: r(in[1]), EncUtil: r(in[2]), DecUtil: r(in[3])}
+	bs.samples = append(bs.samples, pending{s: s, visible: t + nd.ph.SampleLag})
+}
+
+// draw is the power process pr draws at utilization l before any
+// saturation, in W.
+func (nd *Node) draw(pr *Proc, l Level) float64 {
+	w := nd.ph.SMWatts*l.SM + nd.ph.MemWatts*l.Mem + nd.ph.EncWatts*l.Enc + nd.ph.DecWatts*l.Dec
+	if pr.Draw > 0 {
+		w *= pr.Draw
+	}
+	return w
+}
+
+// wallStep is the wall clock's step at t since start.
+func (nd *Node) wallStep(t time.Duration) time.Duration {
+	if nd.ph.WallStep != 0 && t >= nd.ph.WallStepAt {
+		return nd.ph.WallStep
+	}
+	return 0
+}
+
+// WallClock returns the wall clock that stamps the samples at the
+// node's time now: the clock with WallStep applied from WallStepAt.
+func (nd *Node) WallClock(now time.Time) time.Time {
+	return now.Add(nd.wallStep(now.Sub(nd.start)))
 }
 
 // Kind returns [SourceKind].
