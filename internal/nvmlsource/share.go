@@ -3,19 +3,16 @@
 package nvmlsource
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/otel"
 
+	"github.com/otelenergy/otelenergy/internal/proctree"
 	"github.com/otelenergy/otelenergy/internal/source"
 )
 
@@ -40,11 +37,6 @@ func notSplit(n int) source.Share { return source.Share{Processes: n, Shared: tr
 // reported so for ever on the strength of an old listing.
 const listingStale = 30 * time.Second
 
-// maxAncestry is how many parents are followed from a listed pid to find
-// an attributed ancestor: deep enough for a server, its runner and the
-// runner's workers, shallow enough that a listing reads few files.
-const maxAncestry = 8
-
 // sharing is the part of a [Source] that tracks who uses its boards.
 //
 // Locks, in the order they nest: refreshMu (held for a whole refresh),
@@ -65,8 +57,9 @@ type sharing struct {
 	// its /proc, so that a listed pid's parents can be read there: only in
 	// the host PID namespace.
 	walkable bool
-	procRoot string
-	now      func() time.Time
+	// tree reads a listed pid's parents under the /proc it was given.
+	tree proctree.Tree
+	now  func() time.Time
 
 	refreshMu sync.Mutex
 	// lastSeen[i] is the newest utilization sample timestamp of board i,
@@ -84,11 +77,8 @@ type sharing struct {
 	// migReader lists each MIG device of a board; migProcs is its scratch.
 	migReader *ProcessReader
 	migProcs  BoardProcesses
-	// stat is scratch space for one /proc/<pid>/stat.
-	stat []byte
-
-	shareMu sync.Mutex
-	shares  []source.Share
+	shareMu   sync.Mutex
+	shares    []source.Share
 
 	// stop is closed by the first Close; done is closed when the listing
 	// goroutine has returned. Both are nil when no goroutine runs.
@@ -104,7 +94,7 @@ func (s *Source) startSharing(c config) {
 	host := c.hostPIDs()
 	s.identifiable = c.explicitPIDs || host
 	s.walkable = host
-	s.procRoot, s.now = c.procRoot, c.now
+	s.tree.Root, s.now = c.procRoot, c.now
 	for _, p := range c.pids {
 		if p > 0 && p <= int(^uint32(0)) && !slices.Contains(s.attributed, uint32(p)) {
 			s.attributed = append(s.attributed, uint32(p))
@@ -406,75 +396,15 @@ func (s *Source) findOurs() int {
 }
 
 // isOurs reports whether pid is attributed, or, where the process tree
-// can be read, a descendant of an attributed pid within maxAncestry
-// generations: a server whose runner children do the GPU work (Ollama),
-// tensor-parallel workers (vLLM), a wrapped child (otelenergy-proxy) are
-// the attributed process's work. The chain is read afresh at every
-// listing and nothing is cached, so a pid reused by an unrelated process
-// is judged by its own parents.
+// can be read, a descendant of an attributed pid within
+// [proctree.MaxAncestry] generations: a server whose runner children do
+// the GPU work (Ollama), tensor-parallel workers (vLLM), a wrapped child
+// (otelenergy-proxy) are the attributed process's work. The chain is read
+// afresh at every listing and nothing is cached, so a pid reused by an
+// unrelated process is judged by its own parents.
 func (s *Source) isOurs(pid uint32) bool {
-	if slices.Contains(s.attributed, pid) {
-		return true
-	}
 	if !s.walkable {
-		return false
+		return slices.Contains(s.attributed, pid)
 	}
-	p := pid
-	for range maxAncestry {
-		pp, ok := s.parentOf(p)
-		if !ok || pp <= 1 || pp == p {
-			return false
-		}
-		if slices.Contains(s.attributed, pp) {
-			return true
-		}
-		p = pp
-	}
-	return false
-}
-
-// parentOf reads pid's parent from <procRoot>/<pid>/stat: its fourth
-// field, counted after the last ')' since the command name, the second,
-// may hold spaces and parentheses of its own. ok is false when the file
-// cannot be read or parsed, as for a process that has exited.
-func (s *Source) parentOf(pid uint32) (uint32, bool) {
-	f, err := os.Open(filepath.Join(s.procRoot, strconv.FormatUint(uint64(pid), 10), "stat"))
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	if cap(s.stat) == 0 {
-		s.stat = make([]byte, 1024)
-	}
-	// The fields up to the parent's fit in the first 1 KiB: a pid, a
-	// command name of at most 64 bytes (TASK_COMM_LEN, escaped), a state.
-	k, _ := f.Read(s.stat[:cap(s.stat)])
-	b := s.stat[:k]
-	r := bytes.LastIndexByte(b, ')')
-	if r < 0 {
-		return 0, false
-	}
-	fields := bytes.Fields(b[r+1:])
-	if len(fields) < 2 {
-		return 0, false
-	}
-	pp, err := strconv.ParseUint(string(fields[1]), 10, 32)
-	if err != nil {
-		return 0, false
-	}
-	return uint32(pp), true
-}
-
-// inHostPIDNamespace reports whether this process runs in the initial PID
-// namespace, whose pids are the ones NVML reports. A container with its own
-// PID namespace sees other numbers. The initial namespace's inode is fixed
-// by the kernel (PROC_PID_INIT_INO).
-func inHostPIDNamespace() bool {
-	ns, err := os.Readlink("/proc/self/ns/pid")
-	if err != nil {
-		// Unknown: comparing pids is the better guess outside containers,
-		// where /proc is always there.
-		return true
-	}
-	return ns == "pid:[4026531836]"
+	return s.tree.Descends(pid, s.attributed)
 }

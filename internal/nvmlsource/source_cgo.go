@@ -15,6 +15,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/otel"
 
+	"github.com/otelenergy/otelenergy/internal/proctree"
 	"github.com/otelenergy/otelenergy/internal/source"
 )
 
@@ -49,7 +50,7 @@ func newConfig(opts []Option) config {
 	c := config{
 		lookupEnv:     os.LookupEnv,
 		shareInterval: defaultShareInterval,
-		hostPIDs:      inHostPIDNamespace,
+		hostPIDs:      proctree.InHostPIDNamespace,
 		now:           time.Now,
 		procRoot:      "/proc",
 	}
