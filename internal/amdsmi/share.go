@@ -3,10 +3,10 @@ package amdsmi
 import (
 	"fmt"
 	"slices"
-	"time"
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/otelenergy/otelenergy/internal/periodic"
 	"github.com/otelenergy/otelenergy/internal/source"
 )
 
@@ -25,37 +25,12 @@ func (s *Source) startSharing(c config) {
 	s.shares = make([]atomicShare, len(s.devices))
 	s.prevGfx = make([]map[uint32]uint64, len(s.devices))
 	s.refreshShares()
-	if c.shareInterval <= 0 {
-		return
-	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	s.stop, s.done = stop, done
-	go func() {
-		defer close(done)
-		t := time.NewTicker(c.shareInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				s.refreshShares()
-			}
-		}
-	}()
+	s.listing = periodic.Start(c.shareInterval, s.refreshShares)
 }
 
-// stopSharing stops the listing goroutine and waits for it; only the
-// first call does anything. It takes no lock the listing holds, so a
-// listing in progress finishes first.
-func (s *Source) stopSharing() {
-	s.stopOnce.Do(func() {
-		if s.stop != nil {
-			close(s.stop)
-			<-s.done
-		}
-	})
-}
+// stopSharing stops the listing goroutine and waits for it. It takes no
+// lock the listing holds, so a listing in progress finishes first.
+func (s *Source) stopSharing() { s.listing.Stop() }
 
 // Share returns board i's latest share; it never calls the library.
 func (s *Source) Share(i int) source.Share {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/otelenergy/otelenergy/internal/periodic"
 	"github.com/otelenergy/otelenergy/internal/proctree"
 	"github.com/otelenergy/otelenergy/internal/source"
 )
@@ -118,9 +119,9 @@ type Source struct {
 	pids                 []uint32
 	walkable, comparable bool
 	tree                 proctree.Tree // listing-only
-	// stop and done are set before the listing starts and never after.
-	stop, done chan struct{}
-	stopOnce   sync.Once
+	// listing relists the boards every interval until Close; it is set
+	// before the listing starts and never after.
+	listing *periodic.Loop
 	// prevGfx is the listing's previous gfx time per board and pid;
 	// listing-only.
 	prevGfx []map[uint32]uint64

@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/otel"
 
+	"github.com/otelenergy/otelenergy/internal/periodic"
 	"github.com/otelenergy/otelenergy/internal/proctree"
 	"github.com/otelenergy/otelenergy/internal/source"
 )
@@ -80,11 +81,9 @@ type sharing struct {
 	shareMu   sync.Mutex
 	shares    []source.Share
 
-	// stop is closed by the first Close; done is closed when the listing
-	// goroutine has returned. Both are nil when no goroutine runs.
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
+	// listing relists the boards every interval until Close; nil when
+	// the interval is not positive.
+	listing *periodic.Loop
 }
 
 // startSharing lists the processes on every board once, then, if the
@@ -111,38 +110,11 @@ func (s *Source) startSharing(c config) {
 		s.shares[i] = unproven
 	}
 	s.refreshShares()
-	if c.shareInterval <= 0 {
-		return
-	}
-	s.stop, s.done = make(chan struct{}), make(chan struct{})
-	go s.runSharing(c.shareInterval)
-}
-
-func (s *Source) runSharing(interval time.Duration) {
-	defer close(s.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.refreshShares()
-		}
-	}
+	s.listing = periodic.Start(c.shareInterval, s.refreshShares)
 }
 
 // stopSharing ends the listing goroutine and waits for it.
-func (s *Source) stopSharing() {
-	s.stopOnce.Do(func() {
-		if s.stop != nil {
-			close(s.stop)
-		}
-	})
-	if s.done != nil {
-		<-s.done
-	}
-}
+func (s *Source) stopSharing() { s.listing.Stop() }
 
 // Share returns how much of Devices()[i]'s energy belongs to the attributed
 // processes, as of the latest listing; see the package doc for each layout.

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/otelenergy/otelenergy/internal/cputime"
+	"github.com/otelenergy/otelenergy/internal/periodic"
 	"github.com/otelenergy/otelenergy/internal/source"
 )
 
@@ -37,8 +38,7 @@ func withProc(root string, interval time.Duration) Option {
 type sharing struct {
 	meter *cputime.Meter // nil without WithProcesses; goroutine-only
 	share atomic.Pointer[source.Share]
-	stop  chan struct{}
-	done  chan struct{}
+	loop  *periodic.Loop
 }
 
 func (s *Source) startSharing(c config) {
@@ -52,24 +52,7 @@ func (s *Source) startSharing(c config) {
 	s.sharing.meter = m
 	s.sharing.share.Store(&source.Share{Processes: -1, Shared: true})
 	s.refreshShare()
-	if c.shareInterval <= 0 {
-		return
-	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	s.sharing.stop, s.sharing.done = stop, done
-	go func() {
-		defer close(done)
-		t := time.NewTicker(c.shareInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				s.refreshShare()
-			}
-		}
-	}()
+	s.sharing.loop = periodic.Start(c.shareInterval, s.refreshShare)
 }
 
 // refreshShare reads the CPU times and publishes the share. A failed read
@@ -87,13 +70,7 @@ func (s *Source) refreshShare() {
 	s.sharing.share.Store(&sh)
 }
 
-func (s *Source) stopSharing() {
-	if s.sharing.stop != nil {
-		close(s.sharing.stop)
-		<-s.sharing.done
-		s.sharing.stop = nil
-	}
-}
+func (s *Source) stopSharing() { s.sharing.loop.Stop() }
 
 // Share returns the attributed processes' CPU-time share of every zone,
 // as of the latest reading of /proc. Without [WithProcesses] every zone is
