@@ -23,7 +23,7 @@ import (
 func TestEstimateEndedRequestCountsItselfUntilEnd(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	rs := []*Request{NewRequest(10, nil), NewRequest(10, nil), NewRequest(10, nil)}
+	rs := []*Account{NewAccount(10, nil), NewAccount(10, nil), NewAccount(10, nil)}
 	for _, r := range rs {
 		g.l.Add(r)
 	}
@@ -54,7 +54,7 @@ func TestEstimateEndedRequestCountsItselfUntilEnd(t *testing.T) {
 func TestEstimateShortfallFallsBackToSplit(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	r := NewRequest(0, nil)
+	r := NewAccount(0, nil)
 	g.l.Add(r)
 	r.AddOutput(100)
 
