@@ -14,8 +14,8 @@ func TestPrefillSharesByInputRate(t *testing.T) {
 	d := &g.l.devs[0]
 	d.primed, d.m.usable = true, true
 	d.m.theta[fPrefillBusy] = 300 // W while anything is in prefill
-	mk := func(in uint64) *Request {
-		r := NewRequest(0, nil)
+	mk := func(in uint64) *Account {
+		r := NewAccount(0, nil)
 		r.st = sampled{known: 400e6, pfEnd: 200e6, step: 40e6}
 		r.st.pts = append(r.st.inline[:0], point{t: 0, in: in}, point{t: 240e6, out: 1, in: in}, point{t: 400e6, out: 5, in: in})
 		g.l.active = append(g.l.active, r)
@@ -47,7 +47,7 @@ func absDiff(a, b uint64) uint64 {
 // reports, and FirstToken reports the token itself.
 func TestPrefillEndsAStepBeforeTheFirstToken(t *testing.T) {
 	g := newRig(t, Config{Horizon: 10e9})
-	r := NewRequest(0, nil)
+	r := NewAccount(0, nil)
 	g.l.Add(r)
 	r.AddInput(500)
 	// Reads every 10 ms; the first token is produced at 305 ms, then one

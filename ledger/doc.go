@@ -114,8 +114,8 @@
 //   - Conservation: requests + Unattributed + OtherProcesses = SplitMJ,
 //     exactly, in integer millijoules. Each part is split by cumulative
 //     rounding, so the shares telescope.
-//   - The request path ([Ledger.Add], [Request.AddOutput],
-//     [Request.AddInput], [Ledger.End], [Request.End], [Ledger.Estimate]) takes no lock
+//   - The request path ([Ledger.Add], [Account.AddOutput],
+//     [Account.AddInput], [Ledger.End], [Account.End], [Ledger.Estimate]) takes no lock
 //     and allocates nothing: Add is an atomic add on its shard's count of
 //     waiting requests and one compare-and-swap on one of sixteen stacks, the rest
 //     are atomic operations on the request.

@@ -16,7 +16,7 @@ func TestEscrowLateReporter(t *testing.T) {
 	const ms = int64(1e6)
 	g := newRig(t, Config{Horizon: 2000 * ms, OutputWeight: 1, WeightsFixed: true, IdleFixed: true})
 	g.step(0, 0, nil)
-	a, b := NewRequest(0, nil), NewRequest(0, nil)
+	a, b := NewAccount(0, nil), NewAccount(0, nil)
 	g.l.Add(a)
 	g.l.Add(b)
 	for t0 := 10 * ms; t0 <= 30_000*ms; t0 += 10 * ms {
@@ -65,11 +65,11 @@ func TestEscrowSilentBounded(t *testing.T) {
 	g.step(0, 0, nil)
 	// A streaming request first, so that the batch's rate and prefill
 	// time are known.
-	w := NewRequest(0, nil)
+	w := NewAccount(0, nil)
 	g.l.Add(w)
-	reqs := make([]*Request, n)
+	reqs := make([]*Account, n)
 	for i := range reqs {
-		reqs[i] = NewRequest(100*ms, nil)
+		reqs[i] = NewAccount(100*ms, nil)
 	}
 	var heap [2]uint64
 	final := 0
@@ -81,7 +81,7 @@ func TestEscrowSilentBounded(t *testing.T) {
 				g.l.Add(r)
 			}
 		}
-		g.step(t0, 50_000, func(*Request) { final++ })
+		g.step(t0, 50_000, func(*Account) { final++ })
 		if lag := t0 - g.l.devs[0].prevT; t0 > 2*horizon && lag > horizon+100*ms {
 			t.Fatalf("at %d ms the split is %d ms behind: silent requests hold it back", t0/ms, lag/ms)
 		}
@@ -99,7 +99,7 @@ func TestEscrowSilentBounded(t *testing.T) {
 	}
 	// 40 s more of silence grows nothing per request: allow 64 bytes each.
 	t.Logf("heap %d bytes at 20 s, %d at 60 s, with %d silent requests of %d bytes each",
-		heap[0], heap[1], n, unsafe.Sizeof(Request{}))
+		heap[0], heap[1], n, unsafe.Sizeof(Account{}))
 	if heap[1] > heap[0]+64*n {
 		t.Errorf("heap grew from %d to %d bytes over 40 s of silence", heap[0], heap[1])
 	}
@@ -108,8 +108,8 @@ func TestEscrowSilentBounded(t *testing.T) {
 		r.End(60_050 * ms)
 	}
 	w.End(60_050 * ms)
-	g.step(60_100*ms, 5000, func(*Request) { final++ })
-	g.step(70_000*ms, 0, func(*Request) { final++ })
+	g.step(60_100*ms, 5000, func(*Account) { final++ })
+	g.step(70_000*ms, 0, func(*Account) { final++ })
 	if final != n+1 {
 		t.Fatalf("%d requests final, want %d", final, n+1)
 	}
@@ -142,14 +142,14 @@ func TestRunningPrefillInput(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1000 * ms, OutputWeight: 1000, InputWeight: 1, WeightsFixed: true, IdleFixed: true})
 	g.step(0, 0, nil)
 	type job struct {
-		r        *Request
+		r        *Account
 		start    int64
 		decoding bool
 		left     int // tokens left to produce once decoding
 	}
 	var jobs []*job
 	add := func(t0 int64, in uint64, tokens int, fromStart bool) *job {
-		j := &job{r: NewRequest(t0, nil), start: t0, decoding: fromStart, left: tokens}
+		j := &job{r: NewAccount(t0, nil), start: t0, decoding: fromStart, left: tokens}
 		j.r.AddInput(in)
 		g.l.Add(j.r)
 		jobs = append(jobs, j)

@@ -11,9 +11,9 @@ import (
 func TestRunningNowAfterObserveWithoutSettle(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e9})
 	g.step(0, 0, nil)
-	rs := make([]*Request, 10)
+	rs := make([]*Account, 10)
 	for i := range rs {
-		rs[i] = NewRequest(10, nil)
+		rs[i] = NewAccount(10, nil)
 		g.l.Add(rs[i])
 	}
 	g.l.Observe(50, 0, 0)
@@ -44,12 +44,12 @@ func TestRunningNowAfterObserveWithoutSettle(t *testing.T) {
 func TestEstimateBurstAfterProvisionalPoint(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	g.l.Add(NewRequest(1, nil))
+	g.l.Add(NewAccount(1, nil))
 	g.step(1e8, 10000, nil)
 	g.step(2e8, 10000, nil)
-	rs := make([]*Request, 10)
+	rs := make([]*Account, 10)
 	for i := range rs {
-		rs[i] = NewRequest(2.1e8, nil)
+		rs[i] = NewAccount(2.1e8, nil)
 		g.l.Add(rs[i])
 	}
 	g.l.Observe(2.2e8, 0, 0)

@@ -36,7 +36,7 @@ func TestGiveCumulativeFloor(t *testing.T) {
 				parts := make([]part, len(tt.weights))
 				var total float64
 				for i, w := range tt.weights {
-					parts[i].r = NewRequest(0, nil)
+					parts[i].r = NewAccount(0, nil)
 					if by == byWeight {
 						parts[i].weight, parts[i].cov = w, 1 // cov must be ignored
 					} else {
@@ -61,7 +61,7 @@ func TestGiveCumulativeFloor(t *testing.T) {
 // passed (the rest of the interval is nobody's): each part still gets
 // ⌊E·Cᵢ/W⌋ − ⌊E·Cᵢ₋₁/W⌋, and what is not given is returned as such.
 func TestGivePartialTotal(t *testing.T) {
-	parts := []part{{r: NewRequest(0, nil), cov: 1}, {r: NewRequest(0, nil), cov: 2}}
+	parts := []part{{r: NewAccount(0, nil), cov: 1}, {r: NewAccount(0, nil), cov: 2}}
 	// W = 10: ⌊100·1/10⌋ = 10, ⌊100·3/10⌋ = 30.
 	if got := give(100, parts, byCoverage, 10); got != 30 {
 		t.Fatalf("given %d mJ, want 30", got)
@@ -75,7 +75,7 @@ func TestGivePartialTotal(t *testing.T) {
 // negative, NaN or infinite.
 func TestGiveRefusesBadTotals(t *testing.T) {
 	for _, total := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
-		parts := []part{{r: NewRequest(0, nil), cov: 1}}
+		parts := []part{{r: NewAccount(0, nil), cov: 1}}
 		if got := give(100, parts, byCoverage, total); got != 0 || parts[0].r.EnergyMJ() != 0 {
 			t.Errorf("total %v: gave %d mJ (part %d), want nothing", total, got, parts[0].r.EnergyMJ())
 		}
@@ -111,7 +111,7 @@ func TestShareOutsideTheUnitInterval(t *testing.T) {
 				t.Fatalf("attributable(1001) = %d, want %d", got, tt.want)
 			}
 			g.step(0, 0, nil)
-			a := NewRequest(0, nil)
+			a := NewAccount(0, nil)
 			g.l.Add(a)
 			g.step(100, 1001, nil)
 			a.End(100)

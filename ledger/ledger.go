@@ -48,7 +48,7 @@ type Config struct {
 // Ledger splits metered energy among requests. See the package
 // documentation for the arithmetic and the guarantees.
 //
-// Add, Estimate and the Request methods are safe from any goroutine and
+// Add, Estimate and the Account methods are safe from any goroutine and
 // lock-free. Observe, Settle, Flush, SetShare and SetLost form the sampler
 // side: they must be called from one goroutine at a time.
 type Ledger struct {
@@ -65,9 +65,9 @@ type Ledger struct {
 	_                [48]byte
 
 	// Sampler-owned.
-	active    []*Request
+	active    []*Account
 	devs      []device
-	unowned   Request
+	unowned   Account
 	prevRead  int64
 	firstRead int64
 	read      bool
@@ -177,7 +177,7 @@ type device struct {
 
 // part is one request's features in the interval being split.
 type part struct {
-	r        *Request
+	r        *Account
 	idx      int   // r's index in the ledger's active requests
 	lo, hi   int64 // active span in the interval
 	pfLo     int64 // prefill span in the interval
@@ -233,7 +233,7 @@ func New(cfg Config) *Ledger {
 // shard is one stack of the inbox, with its own bound, padded to a cache
 // line of its own.
 type shard struct {
-	head atomic.Pointer[Request]
+	head atomic.Pointer[Account]
 	// queued counts the requests on this stack: Add counts one before it
 	// pushes it, and uncounts it at once if it is refused; drain uncounts
 	// one after it pops it. So it is never below the stack's length.
@@ -269,7 +269,7 @@ var (
 // whenever the active requests change, so a request touches only its own
 // stack's cache line while that stack has room. A full stack sends it on
 // to the next ones, so no request is refused while any stack has room.
-func (l *Ledger) Add(r *Request) {
+func (l *Ledger) Add(r *Account) {
 	first := shardOf(r)
 	if l.inbox[first].push(r) {
 		return
@@ -290,14 +290,14 @@ func (l *Ledger) Add(r *Request) {
 	l.drop(r)
 }
 
-// End ends r at t, as [Request.End] does, and counts the end for the
+// End ends r at t, as [Account.End] does, and counts the end for the
 // estimates of the requests still running: as requests end, the static
 // power is shared among fewer, and [Ledger.Estimate] prices each one's
 // unsplit time with the share it gets among those still running. Use it
-// instead of Request.End for a request handed to [Ledger.Add]. It is
+// instead of Account.End for a request handed to [Ledger.Add]. It is
 // lock-free: a compare-and-swap on r, and one atomic add on the stack
 // of the inbox that r was pushed on.
-func (l *Ledger) End(r *Request, t int64) {
+func (l *Ledger) End(r *Account, t int64) {
 	if !r.end.CompareAndSwap(notEnded, max(t, r.start)) || r.final.Load() {
 		// Ended before, or dropped, expired or flushed: the sampler no
 		// longer counts it as running.
@@ -309,7 +309,7 @@ func (l *Ledger) End(r *Request, t int64) {
 }
 
 // shardOf returns the inbox stack Add tries first for r.
-func shardOf(r *Request) int { return int(uintptr(unsafe.Pointer(r))>>6) % inboxShards }
+func shardOf(r *Account) int { return int(uintptr(unsafe.Pointer(r))>>6) % inboxShards }
 
 // endedSum returns the ends [Ledger.End] counted, summed over the inbox,
 // and the sum of their times (modulo 2⁶⁴).
@@ -359,7 +359,7 @@ func (l *Ledger) runningNow() (n, ends, endOff int64) {
 }
 
 // push pushes r on s if s has room, and reports whether it did.
-func (s *shard) push(r *Request) bool {
+func (s *shard) push(r *Account) bool {
 	if s.queued.Add(1) > s.room.Load() {
 		s.queued.Add(-1)
 		return false
@@ -463,7 +463,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 }
 
 // drain empties every inbox stack, handing each request to f.
-func (l *Ledger) drain(f func(*Request)) {
+func (l *Ledger) drain(f func(*Account)) {
 	for i := range l.inbox {
 		for r := l.inbox[i].head.Swap(nil); r != nil; {
 			next := r.next
@@ -475,7 +475,7 @@ func (l *Ledger) drain(f func(*Request)) {
 	}
 }
 
-func (l *Ledger) adopt(r *Request) {
+func (l *Ledger) adopt(r *Account) {
 	if len(l.active) >= l.cfg.MaxActive {
 		l.drop(r)
 		return
@@ -486,7 +486,7 @@ func (l *Ledger) adopt(r *Request) {
 }
 
 // drop refuses r: it gets nothing, is final at once and is counted.
-func (l *Ledger) drop(r *Request) {
+func (l *Ledger) drop(r *Account) {
 	l.dropped.Add(1)
 	l.retire(r)
 	r.setFlag(FlagDropped)
@@ -495,7 +495,7 @@ func (l *Ledger) drop(r *Request) {
 
 // addPoint appends p to r's timeline, growing it into a recycled slice
 // when the inline storage is full.
-func (l *Ledger) addPoint(r *Request, p point) {
+func (l *Ledger) addPoint(r *Account, p point) {
 	s := &r.st
 	if len(s.pts) == cap(s.pts) {
 		if n := len(l.free); n > 0 && cap(l.free[n-1]) > len(s.pts) {
@@ -507,7 +507,7 @@ func (l *Ledger) addPoint(r *Request, p point) {
 	s.pts = append(s.pts, p)
 }
 
-func (l *Ledger) observe(r *Request, t, rep int64) {
+func (l *Ledger) observe(r *Account, t, rep int64) {
 	s := &r.st
 	if s.endSeen {
 		return
@@ -583,7 +583,7 @@ func (l *Ledger) observe(r *Request, t, rep int64) {
 // request's next reports give its step; until then the batch's recent
 // step places it for now. A request that reports once, at its end, is
 // placed by the prefill time learned for its prompt.
-func (l *Ledger) placePrefill(r *Request, at int64, n, in uint64) bool {
+func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 	s := &r.st
 	step := l.step
 	if step <= 0 {
@@ -639,7 +639,7 @@ const stepTokens = 3
 // A later report that is the request's last, and smaller than the first,
 // times its tokens poorly (the request may idle before it ends); the
 // learned prefill time then places the prefill if it can.
-func (l *Ledger) placeFromRate(r *Request, at int64, o, in uint64) bool {
+func (l *Ledger) placeFromRate(r *Account, at int64, o, in uint64) bool {
 	s := &r.st
 	dt := at - s.firstT
 	if dt <= 0 {
@@ -676,10 +676,10 @@ func (l *Ledger) placeFromRate(r *Request, at int64, o, in uint64) bool {
 // requests whose intervals are all split, calling final for each. An
 // interval is ready when every request active in it has reported past its
 // end or ended, or when it is older than the horizon.
-func (l *Ledger) Settle(t int64, final func(*Request)) { l.settle(t, false, final) }
+func (l *Ledger) Settle(t int64, final func(*Account)) { l.settle(t, false, final) }
 
 // settle is Settle; with force, every interval pushed so far is ready.
-func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
+func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 	minKnown := int64(math.MaxInt64)
 	running := false // some request has not ended
 	for _, r := range l.active {
@@ -880,11 +880,11 @@ func (l *Ledger) settle(t int64, force bool, final func(*Request)) {
 // finalizes the requests that ended by then, and then every other tracked
 // request with what it has, marking it flushed; it calls final for each.
 // Shutdown uses it so that nothing waits for a split that will not come.
-func (l *Ledger) Flush(final func(*Request)) {
+func (l *Ledger) Flush(final func(*Account)) {
 	if l.read {
 		l.settle(l.prevRead, true, final)
 	}
-	l.drain(func(r *Request) {
+	l.drain(func(r *Account) {
 		l.retire(r)
 		r.setFlag(FlagFlushed)
 		r.final.Store(true)
@@ -907,7 +907,7 @@ func (l *Ledger) Flush(final func(*Request)) {
 }
 
 // release retires r and returns its timeline to the free list.
-func (l *Ledger) release(r *Request) {
+func (l *Ledger) release(r *Account) {
 	l.retire(r)
 	if cap(r.st.pts) > len(r.st.inline) && len(l.free) < 1024 {
 		l.free = append(l.free, r.st.pts[:0])
@@ -920,7 +920,7 @@ func (l *Ledger) release(r *Request) {
 // seen by its caller as not counted here (see retiredBit). It is called
 // once per request: when it is released, dropped or flushed from the
 // inbox.
-func (l *Ledger) retire(r *Request) {
+func (l *Ledger) retire(r *Account) {
 	if o := r.out.Or(retiredBit) &^ retiredBit; o != 0 {
 		l.retiredOut.Add(o)
 	}
@@ -931,7 +931,7 @@ func (l *Ledger) retire(r *Request) {
 
 // prune drops the points of r's timeline that every device has split
 // past, keeping the newest of them as the anchor of the next segment.
-func (l *Ledger) prune(r *Request, through int64) {
+func (l *Ledger) prune(r *Account, through int64) {
 	pts := r.st.pts
 	k := 0
 	for k+1 < len(pts) && pts[k+1].t <= through {
@@ -1007,7 +1007,7 @@ func (l *Ledger) Escrow() EscrowStats {
 
 // reconcile counts r's escrow once its end is seen: the tokens assumed
 // against those its reports put in the same time.
-func (l *Ledger) reconcile(r *Request) {
+func (l *Ledger) reconcile(r *Account) {
 	s := &r.st
 	if s.escTok <= 0 {
 		return

@@ -25,7 +25,7 @@ func newRig(t testing.TB, cfg Config) *rig {
 }
 
 // step pushes a counter step at t that adds mj, then observes and settles.
-func (g *rig) step(t int64, mj uint64, final func(*Request)) {
+func (g *rig) step(t int64, mj uint64, final func(*Account)) {
 	g.e += mj
 	if err := g.r.Push(ring.Point{T: t, EnergyMJ: g.e}); err != nil {
 		panic(err)
@@ -35,7 +35,7 @@ func (g *rig) step(t int64, mj uint64, final func(*Request)) {
 }
 
 // total adds up what the requests got.
-func total(rs []*Request) uint64 {
+func total(rs []*Account) uint64 {
 	var s uint64
 	for _, r := range rs {
 		s += r.EnergyMJ()
@@ -49,10 +49,10 @@ func total(rs []*Request) uint64 {
 func TestSplitByTime(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e9})
 	g.step(0, 0, nil)
-	a := NewRequest(0, nil)
+	a := NewAccount(0, nil)
 	g.l.Add(a)
 	g.step(100, 1000, nil) // a alone for 100 ns
-	b := NewRequest(100, nil)
+	b := NewAccount(100, nil)
 	g.l.Add(b)
 	g.step(200, 1000, nil) // both for 100 ns
 	a.End(200)
@@ -72,7 +72,7 @@ func TestSplitByTime(t *testing.T) {
 	if got := g.l.Unattributed(); got != 1000 {
 		t.Errorf("unattributed %d mJ, want 1000", got)
 	}
-	if s := total([]*Request{a, b}) + g.l.Unattributed() + g.l.OtherProcesses(); s != g.l.SplitMJ() {
+	if s := total([]*Account{a, b}) + g.l.Unattributed() + g.l.OtherProcesses(); s != g.l.SplitMJ() {
 		t.Errorf("conservation: %d != %d", s, g.l.SplitMJ())
 	}
 }
@@ -83,7 +83,7 @@ func TestSharedDevice(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e9})
 	g.l.SetShare(0, 0.3, true, false)
 	g.step(0, 0, nil)
-	a := NewRequest(0, nil)
+	a := NewAccount(0, nil)
 	g.l.Add(a)
 	g.step(100, 1001, nil)
 	a.End(100)
@@ -95,7 +95,7 @@ func TestSharedDevice(t *testing.T) {
 		t.Errorf("other processes %d mJ, want 701", got)
 	}
 	g.l.SetShare(0, 1, false, true)
-	b := NewRequest(2e9, nil)
+	b := NewAccount(2e9, nil)
 	g.l.Add(b)
 	g.step(2e9+100, 500, nil)
 	b.End(2e9 + 100)
@@ -115,7 +115,7 @@ func TestChunkedTokensSpreadBack(t *testing.T) {
 	run := func(chunked bool) (uint64, uint64) {
 		g := newRig(t, Config{Horizon: 10e9, OutputWeight: 1, InputWeight: 0, WeightsFixed: true, IdleWatts: 0, IdleFixed: true})
 		g.step(0, 0, nil)
-		a, b := NewRequest(0, nil), NewRequest(0, nil)
+		a, b := NewAccount(0, nil), NewAccount(0, nil)
 		g.l.Add(a)
 		g.l.Add(b)
 		a.AddOutput(1)
@@ -153,7 +153,7 @@ func TestChunkedTokensSpreadBack(t *testing.T) {
 func TestWaitsForReports(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1000})
 	g.step(0, 0, nil)
-	a := NewRequest(0, nil)
+	a := NewAccount(0, nil)
 	g.l.Add(a)
 	g.step(100, 500, nil)
 	if g.l.SplitMJ() != 0 {
@@ -181,8 +181,8 @@ func FuzzLedgerConserves(f *testing.F) {
 		if rng.IntN(2) == 0 {
 			g.l.SetShare(0, rng.Float64(), true, false)
 		}
-		var all []*Request
-		var live []*Request
+		var all []*Account
+		var live []*Account
 		tm := int64(0)
 		var uOut uint64
 		check := func() {
@@ -195,7 +195,7 @@ func FuzzLedgerConserves(f *testing.F) {
 			tm += int64(rng.IntN(40) + 1)
 			switch rng.IntN(6) {
 			case 0:
-				r := NewRequest(tm, nil)
+				r := NewAccount(tm, nil)
 				g.l.Add(r)
 				all, live = append(all, r), append(live, r)
 				if rng.IntN(2) == 0 {
@@ -314,7 +314,7 @@ func weightOf(p part, kind int) float64 {
 func TestStuckCounterFinalizes(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1000})
 	g.step(0, 0, nil)
-	a := NewRequest(10, nil)
+	a := NewAccount(10, nil)
 	g.l.Add(a)
 	for tm := int64(20); tm <= 500; tm += 20 {
 		a.AddOutput(1)
@@ -349,7 +349,7 @@ func TestSilentDeviceFinalizes(t *testing.T) {
 	}
 	push(0)
 	l.Observe(0, 0, 0)
-	a := NewRequest(10, nil)
+	a := NewAccount(10, nil)
 	l.Add(a)
 	for tm := int64(20); tm <= 5000; tm += 20 {
 		if tm == 400 {

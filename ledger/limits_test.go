@@ -21,9 +21,9 @@ func newRing(t testing.TB) *ring.Ring {
 func TestMaxActiveDrops(t *testing.T) {
 	rg := newRing(t)
 	l := ledger.New(ledger.Config{Rings: []*ring.Ring{rg}, MaxActive: 4})
-	reqs := make([]*ledger.Request, 6)
+	reqs := make([]*ledger.Account, 6)
 	for i := range reqs {
-		reqs[i] = ledger.NewRequest(0, nil)
+		reqs[i] = ledger.NewAccount(0, nil)
 		l.Add(reqs[i])
 	}
 	l.Observe(1, 0, 0)
@@ -58,7 +58,7 @@ func TestMaxAgeExpires(t *testing.T) {
 	)
 	rg := newRing(t)
 	l := ledger.New(ledger.Config{Rings: []*ring.Ring{rg}, MaxAge: maxAge, Horizon: 500 * ms})
-	r := ledger.NewRequest(0, nil)
+	r := ledger.NewAccount(0, nil)
 	l.Add(r)
 	var finals int
 	for t0 := int64(0); t0 <= 3000*ms; t0 += 100 * ms {
@@ -66,7 +66,7 @@ func TestMaxAgeExpires(t *testing.T) {
 			t.Fatal(err)
 		}
 		l.Observe(t0, 0, 0)
-		l.Settle(t0, func(*ledger.Request) { finals++ })
+		l.Settle(t0, func(*ledger.Account) { finals++ })
 	}
 	if got := l.Expired(); got != 1 {
 		t.Fatalf("Expired = %d, want 1", got)

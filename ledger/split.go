@@ -138,7 +138,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 // requests'. A request that ended, or is still in prefill, has none (rate
 // 0). It publishes them with the tokens seen, for [Ledger.Estimate]; the
 // sampler calls it when r reports.
-func (l *Ledger) extrapolate(r *Request) {
+func (l *Ledger) extrapolate(r *Account) {
 	s := &r.st
 	last := s.pts[len(s.pts)-1]
 	if s.endSeen {
@@ -190,7 +190,7 @@ func (l *Ledger) extrapolate(r *Request) {
 // prefill time learned for its prompt (for the recent prompts' mean
 // length when its own is not reported), or -1 when that is unknown or at
 // or after b, so that r is taken to be in prefill through b.
-func (l *Ledger) expectedPrefillEnd(r *Request, in float64, b int64) int64 {
+func (l *Ledger) expectedPrefillEnd(r *Account, in float64, b int64) int64 {
 	if in <= 0 {
 		in = l.ttft.meanTokens()
 	}
@@ -220,7 +220,7 @@ func (l *Ledger) expectedPrefillEnd(r *Request, in float64, b int64) int64 {
 // pfHi, a prefill that runs on would put its whole prompt's tokens in the
 // interval being split, and a burst of long prompts would weigh many
 // times what it drew there.
-func (l *Ledger) inputEnd(r *Request, in float64, pfEnd, pfHi int64) int64 {
+func (l *Ledger) inputEnd(r *Account, in float64, pfEnd, pfHi int64) int64 {
 	if pfEnd >= 0 || r.st.endSeen {
 		return pfHi
 	}
@@ -240,7 +240,7 @@ func (l *Ledger) inputEnd(r *Request, in float64, pfEnd, pfHi int64) int64 {
 // prefill's end (pfEnd, -1 when still in prefill), whichever is later.
 // Only past its last report: the published origin may be an earlier
 // report that predicted this one.
-func (l *Ledger) silentTokens(r *Request, pfEnd, lo, hi int64) float64 {
+func (l *Ledger) silentTokens(r *Account, pfEnd, lo, hi int64) float64 {
 	if pfEnd < 0 {
 		return 0
 	}
@@ -378,7 +378,7 @@ func (l *Ledger) union(spans []span, a, b int64) float64 {
 // tokens, so a prompt five times longer in the same time takes five times
 // the share. A prefill still running is timed by the learned prefill time
 // for its prompt, or by how long it has run if that is longer.
-func (l *Ledger) prefillRate(r *Request, in float64, pfEnd int64) float64 {
+func (l *Ledger) prefillRate(r *Account, in float64, pfEnd int64) float64 {
 	s := &r.st
 	var dur float64
 	switch {

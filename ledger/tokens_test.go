@@ -18,7 +18,7 @@ func TestTokensCountEveryReportOnce(t *testing.T) {
 	}
 	l := New(Config{Rings: []*ring.Ring{rg}, MaxActive: 2})
 	var counted, refused [2]uint64 // output, input
-	add := func(r *Request, out, in uint64) {
+	add := func(r *Account, out, in uint64) {
 		t.Helper()
 		if r.AddOutput(out) {
 			counted[0] += out
@@ -38,7 +38,7 @@ func TestTokensCountEveryReportOnce(t *testing.T) {
 		}
 	}
 
-	a, b, c := NewRequest(0, nil), NewRequest(0, nil), NewRequest(0, nil)
+	a, b, c := NewAccount(0, nil), NewAccount(0, nil), NewAccount(0, nil)
 	l.Add(a)
 	l.Add(b)
 	l.Add(c) // beyond MaxActive: refused
@@ -61,7 +61,7 @@ func TestTokensCountEveryReportOnce(t *testing.T) {
 	check("flushed")
 	add(a, 2, 2) // after the ledger let it go
 	add(b, 4, 0)
-	d := NewRequest(40, nil)
+	d := NewAccount(40, nil)
 	add(d, 7, 3) // before Add: the ledger counts it once it has it
 	l.Add(d)
 	l.Flush(nil) // d is still in the inbox

@@ -76,14 +76,14 @@ func TestEndOnlyPrefillByStep(t *testing.T) {
 	g.step(0, 0, nil)
 	rng := rand.New(rand.NewPCG(5, 6))
 	type job struct {
-		r      *Request
+		r      *Account
 		pfEnd  int64
 		tokens int
 	}
 	var jobs []*job
 	start := func(t0 int64, prompt int, factor float64, tokens int) *job {
 		pf := int64((80 + 0.25*float64(prompt)) * factor * float64(ms))
-		j := &job{r: NewRequest(t0, nil), pfEnd: t0 + pf, tokens: tokens}
+		j := &job{r: NewAccount(t0, nil), pfEnd: t0 + pf, tokens: tokens}
 		j.r.AddInput(uint64(prompt))
 		g.l.Add(j.r)
 		jobs = append(jobs, j)

@@ -259,7 +259,7 @@ func (e *spanExporter) Shutdown(ctx context.Context) error { return e.next.Shutd
 // final: it records the request-energy histogram, and with
 // WithGenAIMetrics the GenAI server metrics, in the context of the
 // request's span, so that their exemplars link to the trace.
-func (m *Monitor) finalize(lr *ledger.Request) {
+func (m *Monitor) finalize(lr *ledger.Account) {
 	st, ok := lr.Data.(*requestState)
 	if !ok || (st.Output() == 0 && st.Input() == 0 && st.EnergyMJ() == 0) {
 		return

@@ -28,7 +28,7 @@ type Request struct {
 // until its figure is final does not keep the request's context, and
 // through it the HTTP request, alive.
 type requestState struct {
-	ledger.Request
+	ledger.Account
 	m       *Monitor
 	run     *runInfo
 	span    trace.SpanContext // immutable: read by the sampler at any time
@@ -111,7 +111,7 @@ func (m *Monitor) StartRequest(ctx context.Context) *Request {
 	// Monitor nobody samples never accumulates them.
 	if m.lastSample.Load() >= 0 && !m.shut.Load() {
 		st.tracked = true
-		m.ledger.Add(&st.Request)
+		m.ledger.Add(&st.Account)
 	}
 	return &Request{Context: ctx, st: st}
 }
@@ -125,9 +125,9 @@ func (r *Request) End() Result {
 	st := r.st
 	if m := st.m; m != nil {
 		if st.tracked {
-			m.ledger.End(&st.Request, m.now())
+			m.ledger.End(&st.Account, m.now())
 		} else {
-			st.Request.End(m.now())
+			st.Account.End(m.now())
 		}
 	}
 	return r.result(st.Final()) // final before the estimate: a final figure is complete
@@ -192,7 +192,7 @@ func (r *Request) result(final bool) Result {
 	if !final && m.shut.Load() {
 		return res
 	}
-	res.EnergyMJ, res.HasEnergy = m.ledger.Estimate(&st.Request, end), true
+	res.EnergyMJ, res.HasEnergy = m.ledger.Estimate(&st.Account, end), true
 	res.Approximate, res.Shared = st.approximate(m)
 	if !final {
 		res.Approximate, res.Shared = true, res.Shared || m.sharedUnsplit()

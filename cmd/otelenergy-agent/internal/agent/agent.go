@@ -16,7 +16,7 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/ring"
@@ -147,7 +147,7 @@ type board struct {
 	primed    bool
 	lastE     uint64
 	lastT     int64
-	static    split.Static // boards without per-process utilization
+	static    procshare.Static // boards without per-process utilization
 	att       *attrib.Board
 	res       attrib.Result
 	smp       []attrib.Sample
@@ -166,7 +166,7 @@ type board struct {
 	failing, lost          bool
 
 	pts     []ring.Point
-	ivs     []split.Interval
+	ivs     []procshare.Interval
 	slots   []*series // nil: unattributed
 	weights []uint64
 	out     []uint64
@@ -210,7 +210,7 @@ func New(cfg Config) (*Agent, error) {
 				semconv.HwName(d.Name), semconv.HwVendor(d.Vendor))),
 			idOpt:     metric.WithAttributeSet(attribute.NewSet(id)),
 			modelOpts: newModelOpts(d.ID),
-			static:    split.Static{Fixed: cfg.IdleWatts},
+			static:    procshare.Static{Fixed: cfg.IdleWatts},
 			att:       attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts}),
 			procs:     make(map[uint32]*series),
 		}
@@ -261,7 +261,7 @@ func (a *Agent) Pass() {
 
 func (a *Agent) passBoard(i int, b *board) {
 	ivs := a.intervals(i, b)
-	mode := split.Unknown
+	mode := procshare.Unknown
 	partial := false // some MIG instance could not be listed
 	if !b.lost {
 		err := a.cfg.Lister.Read(i, &b.listing)
@@ -273,7 +273,7 @@ func (a *Agent) passBoard(i int, b *board) {
 				otel.Handle(fmt.Errorf("agent: GPU %s: %w", b.dev.ID, b.listing.InstanceErr))
 			}
 			b.failing = true
-			mode = split.Unmeasured
+			mode = procshare.Unmeasured
 			b.shared = true
 		case err == nil:
 			b.failing = false
@@ -283,10 +283,10 @@ func (a *Agent) passBoard(i int, b *board) {
 					b.listed++
 				}
 			}
-			mode = split.Measured
+			mode = procshare.Measured
 			b.shared = b.listing.Utilization == nvmlsource.UtilUnsupported
 			if b.shared {
-				mode = split.Unmeasured
+				mode = procshare.Unmeasured
 			}
 		case errors.Is(err, otelenergy.ErrDeviceLost), errors.Is(err, otelenergy.ErrUnavailable):
 			b.lost = true
@@ -301,16 +301,16 @@ func (a *Agent) passBoard(i int, b *board) {
 		}
 	}
 	b.slots, b.weights = b.slots[:0], b.weights[:0]
-	if mode != split.Unknown {
+	if mode != procshare.Unknown {
 		for k := range b.listing.Processes {
 			p := &b.listing.Processes[k]
-			if mode == split.Unmeasured && !p.Listed {
+			if mode == procshare.Unmeasured && !p.Listed {
 				continue
 			}
 			s := a.lookup(b, p)
 			b.slots = append(b.slots, s)
 			w := p.SmUtil
-			if mode == split.Unmeasured {
+			if mode == procshare.Unmeasured {
 				w = p.Weight
 			}
 			b.weights = append(b.weights, w)
@@ -321,7 +321,7 @@ func (a *Agent) passBoard(i int, b *board) {
 			b.weights = append(b.weights, b.listing.UnlistedWeight)
 		}
 	}
-	if mode == split.Measured {
+	if mode == procshare.Measured {
 		a.splitAligned(b, ivs)
 		ivs = nil
 	} else if b.att.PendingMJ() > 0 {
@@ -340,7 +340,7 @@ func (a *Agent) passBoard(i int, b *board) {
 		if b.shared {
 			staticW = b.static.Watts()
 		}
-		r := split.Window(ivs, staticW, mode, b.weights, b.out)
+		r := procshare.Window(ivs, staticW, mode, b.weights, b.out)
 		b.idleMJ += r.IdleMJ
 		b.unattributedMJ += r.UnattributedMJ
 		for k, s := range b.slots {
@@ -352,7 +352,7 @@ func (a *Agent) passBoard(i int, b *board) {
 		}
 		// A board without per-process utilization still says it is idle
 		// when it lists no process.
-		if mode == split.Unmeasured && len(b.slots) == 0 {
+		if mode == procshare.Unmeasured && len(b.slots) == 0 {
 			var e uint64
 			for _, iv := range ivs {
 				e += iv.EnergyMJ
@@ -360,7 +360,7 @@ func (a *Agent) passBoard(i int, b *board) {
 			b.static.Observe(ivs[len(ivs)-1].T1-ivs[0].T0, e, 0)
 		}
 	}
-	if mode == split.Unknown && !b.lost || partial {
+	if mode == procshare.Unknown && !b.lost || partial {
 		return // unknown who runs (there): the series stay as they are
 	}
 	for pid, s := range b.procs {
@@ -390,7 +390,7 @@ func (a *Agent) alive(b *board, s *series) bool {
 
 // intervals returns board i's counter intervals since the previous pass,
 // oldest first, and advances the board past them.
-func (a *Agent) intervals(i int, b *board) []split.Interval {
+func (a *Agent) intervals(i int, b *board) []procshare.Interval {
 	b.ivs = b.ivs[:0]
 	v, err := a.cfg.Rings.Ring(i)
 	if err != nil {
@@ -418,7 +418,7 @@ func (a *Agent) intervals(i int, b *board) []split.Interval {
 		if p.EnergyMJ <= b.lastE {
 			continue
 		}
-		b.ivs = append(b.ivs, split.Interval{T0: b.lastT, T1: max(p.T, b.lastT), EnergyMJ: p.EnergyMJ - b.lastE})
+		b.ivs = append(b.ivs, procshare.Interval{T0: b.lastT, T1: max(p.T, b.lastT), EnergyMJ: p.EnergyMJ - b.lastE})
 		b.lastT, b.lastE = max(p.T, b.lastT), p.EnergyMJ
 	}
 	return b.ivs
@@ -569,7 +569,7 @@ type Totals struct {
 	// those listed at the latest pass.
 	OverflowPids int
 	// IdleWatts is the board's static power as learned so far, IdleSource
-	// where it comes from (attrib.IdleSourceNames; "split.Static" on a
+	// where it comes from (attrib.IdleSourceNames; "procshare.Static" on a
 	// board without per-process utilization) and IdleData the seconds of
 	// data behind it after forgetting.
 	IdleWatts  float64
@@ -597,7 +597,7 @@ func (a *Agent) Totals(i int) Totals {
 		ExitedMJ: b.exited.mj, OverflowMJ: b.overflow.mj, Processes: map[Process]uint64{}, IdleWatts: b.idleWatts()}
 	t.Model, t.ModelLearned = b.att.Model()
 	if b.shared {
-		t.IdleSource = "split.Static"
+		t.IdleSource = "procshare.Static"
 	} else {
 		_, src, sec := b.att.Idle()
 		t.IdleSource, t.IdleData = attrib.IdleSourceNames[src], sec

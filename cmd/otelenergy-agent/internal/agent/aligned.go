@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 )
 
 // maxSkew is how far from the agent's clock a sample's timestamp may lie
@@ -42,7 +42,7 @@ func (a *Agent) ownClock() (int64, time.Time) {
 // a sample stamped before a step back, which would lie in the future,
 // takes the previous pass's offset, and one stamped before a step ahead
 // is misplaced by the step, once.
-func (a *Agent) splitAligned(b *board, ivs []split.Interval) {
+func (a *Agent) splitAligned(b *board, ivs []procshare.Interval) {
 	ringNow, wall := a.clock()
 	wallNow := wall.UnixNano()
 	off := wallNow - ringNow // the wall clock less the ring's, now

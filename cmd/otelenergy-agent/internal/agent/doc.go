@@ -2,9 +2,9 @@
 // reads each board's new counter intervals from the library's Monitor,
 // lists the board's compute processes and their utilization samples,
 // divides the energy with package attrib (samples aligned by their
-// timestamps, a learned power model, the idle power) over package split,
-// and keeps the per-process, idle and unattributed totals that its
-// instruments export.
+// timestamps, a learned power model, the idle power) over package
+// procshare (the conserving split among processes), and keeps the
+// per-process, idle and unattributed totals that its instruments export.
 //
 // # What it exports
 //

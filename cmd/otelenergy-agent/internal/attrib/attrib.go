@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 	"github.com/otelenergy/otelenergy/internal/nnls"
 )
 
@@ -158,7 +158,7 @@ type Board struct {
 	hold    int64
 	horizon float64 // s
 
-	pending    []split.Interval
+	pending    []procshare.Interval
 	pendNone   []uint8 // parallel to pending: noneAtEnd, noneAtStart
 	pendingMJ  uint64
 	segs       []seg
@@ -215,7 +215,7 @@ func New(cfg Config) *Board {
 }
 
 // Push adds counter intervals, oldest first, after those pushed before.
-func (b *Board) Push(ivs []split.Interval) {
+func (b *Board) Push(ivs []procshare.Interval) {
 	for _, iv := range ivs {
 		b.pending = append(b.pending, iv)
 		var none uint8
@@ -479,8 +479,8 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 // splitOne splits one interval into r. It reports whether the interval
 // teaches the model, and then adds its terms to x: an interval given to
 // processes whose samples do not overlap it, only come near it, does not.
-func (b *Board) splitOne(iv split.Interval, staticW float64, learnIdle bool, r *Result, x *[NumTerms]float64) bool {
-	one := [1]split.Interval{iv}
+func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool, r *Result, x *[NumTerms]float64) bool {
+	one := [1]procshare.Interval{iv}
 	d := float64(iv.T1-iv.T0) / 1e9
 	b.decayIdle(iv.T1)
 	exact := b.gather(iv.T0, iv.T1, false)
@@ -503,7 +503,7 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, learnIdle bool, r *
 		} else {
 			staticW = w // this interval may have completed the measurement
 		}
-		w := split.Window(one[:], staticW, split.Measured, nil, nil)
+		w := procshare.Window(one[:], staticW, procshare.Measured, nil, nil)
 		r.IdleMJ += w.IdleMJ
 		r.UnattributedMJ += w.UnattributedMJ
 		r.SplitMJ += iv.EnergyMJ
@@ -545,7 +545,7 @@ func (b *Board) splitOne(iv split.Interval, staticW float64, learnIdle bool, r *
 	for range b.ids {
 		b.out = append(b.out, 0)
 	}
-	w := split.Window(one[:], staticW, split.Measured, b.weights, b.out)
+	w := procshare.Window(one[:], staticW, procshare.Measured, b.weights, b.out)
 	r.IdleMJ += w.IdleMJ
 	r.UnattributedMJ += w.UnattributedMJ
 	r.SplitMJ += iv.EnergyMJ

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 )
 
 const ms = int64(time.Millisecond)
@@ -33,10 +33,10 @@ func TestAlignedByTimestamp(t *testing.T) {
 	const period = 250 * ms // NVML's periods are 1/6 s to 1 s
 	for pass := range 20 {
 		t0 := int64(pass) * 1000 * ms
-		var ivs []split.Interval
+		var ivs []procshare.Interval
 		for k := range 10 {
 			// 50 W idle (5 J a step) plus the running process's 200 W.
-			ivs = append(ivs, split.Interval{T0: t0 + int64(k)*100*ms, T1: t0 + int64(k+1)*100*ms, EnergyMJ: 25_000})
+			ivs = append(ivs, procshare.Interval{T0: t0 + int64(k)*100*ms, T1: t0 + int64(k+1)*100*ms, EnergyMJ: 25_000})
 		}
 		b.Push(ivs)
 		// The samples of the previous second: pid 1 in its first half,
@@ -74,7 +74,7 @@ func TestAlignedByTimestamp(t *testing.T) {
 func TestHold(t *testing.T) {
 	b := attrib.New(attrib.Config{IdleWatts: 10, Hold: 2 * time.Second})
 	var r attrib.Result
-	b.Push([]split.Interval{{T0: 0, T1: 1000 * ms, EnergyMJ: 30_000}})
+	b.Push([]procshare.Interval{{T0: 0, T1: 1000 * ms, EnergyMJ: 30_000}})
 	b.Split(2900*ms, false, &r)
 	if r.SplitMJ != 0 || b.PendingMJ() != 30_000 {
 		t.Fatalf("split %d pending %d before the hold passed", r.SplitMJ, b.PendingMJ())
@@ -83,7 +83,7 @@ func TestHold(t *testing.T) {
 	if r.SplitMJ != 30_000 || r.IdleMJ != 10_000 || r.UnattributedMJ != 20_000 || b.PendingMJ() != 0 {
 		t.Fatalf("after the hold: %+v pending %d", r, b.PendingMJ())
 	}
-	b.Push([]split.Interval{{T0: 5000 * ms, T1: 6000 * ms, EnergyMJ: 30_000}})
+	b.Push([]procshare.Interval{{T0: 5000 * ms, T1: 6000 * ms, EnergyMJ: 30_000}})
 	b.Split(7000*ms, false, &r)
 	b.AddSamples([]attrib.Sample{{Pid: 9, T1: 6000 * ms, T0: 5000 * ms, SM: 40}})
 	b.Split(7500*ms, false, &r)
@@ -104,7 +104,7 @@ func TestIdleFromFirstSeconds(t *testing.T) {
 	var truth, got [3]float64
 	for pass := range 120 {
 		t0 := int64(pass) * 1000 * ms
-		var ivs []split.Interval
+		var ivs []procshare.Interval
 		var ss []attrib.Sample
 		for k := range 5 {
 			a, b0 := t0+int64(k)*200*ms, t0+int64(k+1)*200*ms
@@ -120,7 +120,7 @@ func TestIdleFromFirstSeconds(t *testing.T) {
 				ss = append(ss, attrib.Sample{Pid: 1, T1: b0, SM: uint32(sm1), Mem: uint32(m1)},
 					attrib.Sample{Pid: 2, T1: b0, SM: uint32(sm2), Mem: uint32(m2)})
 			}
-			ivs = append(ivs, split.Interval{T0: a, T1: b0, EnergyMJ: uint64(e * 1000)})
+			ivs = append(ivs, procshare.Interval{T0: a, T1: b0, EnergyMJ: uint64(e * 1000)})
 		}
 		b.Push(ivs)
 		b.AddSamples(ss)
@@ -161,10 +161,10 @@ func FuzzBoard(f *testing.F) {
 		var pushed, split_ uint64
 		var now int64
 		for range 50 {
-			var ivs []split.Interval
+			var ivs []procshare.Interval
 			for range rng.IntN(12) {
 				d := int64(rng.IntN(200)) * ms
-				ivs = append(ivs, split.Interval{T0: now, T1: now + d, EnergyMJ: uint64(rng.IntN(100_000))})
+				ivs = append(ivs, procshare.Interval{T0: now, T1: now + d, EnergyMJ: uint64(rng.IntN(100_000))})
 				pushed += ivs[len(ivs)-1].EnergyMJ
 				now += d
 			}
@@ -198,11 +198,11 @@ func BenchmarkSplit(b *testing.B) {
 	bd := attrib.New(attrib.Config{})
 	var r attrib.Result
 	var now int64
-	ivs := make([]split.Interval, 10)
+	ivs := make([]procshare.Interval, 10)
 	ss := make([]attrib.Sample, 0, 48)
 	step := func() {
 		for k := range ivs {
-			ivs[k] = split.Interval{T0: now, T1: now + 100*ms, EnergyMJ: 40_000 + uint64(k)*100}
+			ivs[k] = procshare.Interval{T0: now, T1: now + 100*ms, EnergyMJ: 40_000 + uint64(k)*100}
 			now += 100 * ms
 		}
 		ss = ss[:0]

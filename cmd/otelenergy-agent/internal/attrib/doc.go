@@ -2,7 +2,7 @@
 // by what each one's utilization samples say it drew: it aligns the
 // samples with the counter's intervals by their timestamps, learns the
 // board's power model and its idle power, and hands each interval to
-// package split, which conserves it exactly.
+// package procshare, which conserves it exactly.
 //
 // # Alignment
 //
@@ -44,8 +44,9 @@
 //
 // # Guarantees
 //
-// Every interval's energy is conserved exactly (package split): Σ shares
-// + idle + unattributed = Σ interval energy, in integer millijoules.
+// Every interval's energy is conserved exactly (package procshare):
+// Σ shares + idle + unattributed = Σ interval energy, in integer
+// millijoules.
 // Split allocates nothing once its scratch has grown. A Board is not safe
 // for concurrent use.
 package attrib

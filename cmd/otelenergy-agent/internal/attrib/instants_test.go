@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 )
 
 // TestPerPidInstants: NVML stamps each process's sample at its own
@@ -21,10 +21,10 @@ func TestPerPidInstants(t *testing.T) {
 		const period = 200 * ms
 		for pass := range 30 {
 			t0 := int64(pass) * 1000 * ms
-			var ivs []split.Interval
+			var ivs []procshare.Interval
 			for k := range 10 {
 				// 50 W idle plus 2 × 100 W.
-				ivs = append(ivs, split.Interval{T0: t0 + int64(k)*100*ms, T1: t0 + int64(k+1)*100*ms, EnergyMJ: 25_000})
+				ivs = append(ivs, procshare.Interval{T0: t0 + int64(k)*100*ms, T1: t0 + int64(k+1)*100*ms, EnergyMJ: 25_000})
 			}
 			b.Push(ivs)
 			var ss []attrib.Sample

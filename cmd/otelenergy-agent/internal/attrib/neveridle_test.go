@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 )
 
 // TestNeverIdleFlushAndHold: a board busy at 300 W throughout (its true
@@ -21,9 +21,9 @@ func TestNeverIdleFlushAndHold(t *testing.T) {
 		for pass := range 60 {
 			b.Listed(1) // as the agent does before each pass's Push
 			t0 := int64(pass) * 1000 * ms
-			var ivs []split.Interval
+			var ivs []procshare.Interval
 			for k := range 10 {
-				ivs = append(ivs, split.Interval{T0: t0 + int64(k)*100*ms, T1: t0 + int64(k+1)*100*ms, EnergyMJ: 30_000})
+				ivs = append(ivs, procshare.Interval{T0: t0 + int64(k)*100*ms, T1: t0 + int64(k+1)*100*ms, EnergyMJ: 30_000})
 			}
 			b.Push(ivs)
 			now := t0 + 1000*ms

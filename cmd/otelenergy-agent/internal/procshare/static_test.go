@@ -1,14 +1,14 @@
-package split_test
+package procshare_test
 
 import (
 	"math"
 	"testing"
 
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 )
 
 // observe feeds s one-second windows of a board drawing idle + k·U watts.
-func observe(s *split.Static, n int, idle, k float64, util func(i int) float64) {
+func observe(s *procshare.Static, n int, idle, k float64, util func(i int) float64) {
 	for i := range n {
 		u := util(i)
 		s.Observe(1e9, uint64((idle+k*u)*1000), u)
@@ -33,7 +33,7 @@ func TestStatic(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := split.Static{Fixed: tt.fixed}
+			s := procshare.Static{Fixed: tt.fixed}
 			observe(&s, tt.n, 90, 400, tt.util)
 			if got := s.Watts(); math.Abs(got-tt.want) > tt.tol {
 				t.Fatalf("Watts = %v, want %v ± %v", got, tt.want, tt.tol)
@@ -43,11 +43,11 @@ func TestStatic(t *testing.T) {
 }
 
 func TestStaticForgets(t *testing.T) {
-	var s split.Static
+	var s procshare.Static
 	observe(&s, 100, 90, 0, func(int) float64 { return 0 })
 	// The board now idles at 60 W (a lower power limit): after three
 	// horizons the old level weighs e^-3.
-	observe(&s, 3*int(split.DefaultStaticHorizon), 60, 0, func(int) float64 { return 0 })
+	observe(&s, 3*int(procshare.DefaultStaticHorizon), 60, 0, func(int) float64 { return 0 })
 	if got := s.Watts(); math.Abs(got-60) > 2 {
 		t.Fatalf("Watts = %v, want about 60", got)
 	}
@@ -60,7 +60,7 @@ func TestStaticForgets(t *testing.T) {
 // would leave the processes a negative share. The estimate is clamped to
 // the windows' mean power.
 func TestStaticClampsToMeanPower(t *testing.T) {
-	var s split.Static
+	var s procshare.Static
 	var sumP float64
 	util := func(i int) float64 { return 0.2 + 0.6*float64(i/4%5)/4 }
 	n := 120

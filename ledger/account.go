@@ -5,18 +5,21 @@ import (
 	"sync/atomic"
 )
 
-// Request is one unit of work the ledger attributes energy to.
+// Account is the ledger's record of one request: the unit of work it
+// attributes energy to, and the running balance of what it was given. It
+// is not the public otelenergy.Request, which embeds one in the state it
+// keeps for the ledger and the span exporter.
 //
-// Build it with [NewRequest], hand it to [Ledger.Add], report its tokens
-// with [Request.AddOutput] and [Request.AddInput] from any goroutine, and
-// call [Request.End] once. Nothing on that path takes a lock or allocates:
+// Build it with [NewAccount], hand it to [Ledger.Add], report its tokens
+// with [Account.AddOutput] and [Account.AddInput] from any goroutine, and
+// call [Account.End] once. Nothing on that path takes a lock or allocates:
 // each call is one or two atomic operations on the request itself.
 //
 // The sampler adopts the request at its next [Ledger.Observe] and keeps
 // its own timeline of it; once every interval the request was active in
-// has been split, the request is final ([Request.Final]) and
-// [Request.EnergyMJ] is its exact share.
-type Request struct {
+// has been split, the request is final ([Account.Final]) and
+// [Account.EnergyMJ] is its exact share.
+type Account struct {
 	// Data is the owner's payload, set before Add and never changed; the
 	// ledger hands it back in the finalize callback.
 	Data any
@@ -31,7 +34,7 @@ type Request struct {
 	through atomic.Int64  // every device has split up to here
 	final   atomic.Bool
 	flags   atomic.Uint32
-	next    *Request // inbox link, written before publication
+	next    *Account // inbox link, written before publication
 
 	st sampled // owned by the sampler
 
@@ -67,18 +70,18 @@ const (
 	FlagShared
 )
 
-// NewRequest returns a request that started at t, in ns on the ledger's
-// clock. [Request.Init] does the same for a Request embedded in a larger
-// struct.
-func NewRequest(t int64, data any) *Request {
-	r := &Request{}
+// NewAccount returns the account of a request that started at t, in ns
+// on the ledger's clock. [Account.Init] does the same for an Account
+// embedded in a larger struct.
+func NewAccount(t int64, data any) *Account {
+	r := &Account{}
 	r.Init(t, data)
 	return r
 }
 
-// Init prepares a zero Request that started at t. It must be called before
-// the request is used, and only once.
-func (r *Request) Init(t int64, data any) {
+// Init prepares a zero Account for a request that started at t. It must
+// be called before the account is used, and only once.
+func (r *Account) Init(t int64, data any) {
 	r.Data, r.start = data, t
 	r.through.Store(t)
 	r.end.Store(notEnded)
@@ -88,7 +91,7 @@ func (r *Request) Init(t int64, data any) {
 const notEnded = math.MinInt64
 
 // Start returns the request's start time.
-func (r *Request) Start() int64 { return r.start }
+func (r *Account) Start() int64 { return r.start }
 
 // retiredBit is set in a request's token counters when the ledger lets
 // the request go (it is finalized, flushed or dropped): the ledger takes
@@ -102,16 +105,16 @@ const retiredBit = 1 << 63
 // one atomic add. It reports whether the ledger counts them in
 // [Ledger.Tokens]: false once the ledger has let the request go, and the
 // caller then counts them elsewhere if it keeps totals.
-func (r *Request) AddOutput(n uint64) bool { return r.out.Add(n)&retiredBit == 0 }
+func (r *Account) AddOutput(n uint64) bool { return r.out.Add(n)&retiredBit == 0 }
 
-// AddInput counts n input tokens, as [Request.AddOutput] does.
-func (r *Request) AddInput(n uint64) bool { return r.in.Add(n)&retiredBit == 0 }
+// AddInput counts n input tokens, as [Account.AddOutput] does.
+func (r *Account) AddInput(n uint64) bool { return r.in.Add(n)&retiredBit == 0 }
 
 // Output returns the output tokens reported so far.
-func (r *Request) Output() uint64 { return r.out.Load() &^ retiredBit }
+func (r *Account) Output() uint64 { return r.out.Load() &^ retiredBit }
 
 // Input returns the input tokens reported so far.
-func (r *Request) Input() uint64 { return r.in.Load() &^ retiredBit }
+func (r *Account) Input() uint64 { return r.in.Load() &^ retiredBit }
 
 // End marks the request ended at t. Only the first call counts, even
 // among concurrent calls; it must follow every AddOutput and AddInput of
@@ -119,26 +122,26 @@ func (r *Request) Input() uint64 { return r.in.Load() &^ retiredBit }
 // the caller. It is one compare-and-swap. For a request handed to
 // [Ledger.Add], [Ledger.End] does the same and counts the end for the
 // estimates of the requests still running.
-func (r *Request) End(t int64) { r.end.CompareAndSwap(notEnded, max(t, r.start)) }
+func (r *Account) End(t int64) { r.end.CompareAndSwap(notEnded, max(t, r.start)) }
 
 // Ended reports whether End was called, and the end time.
-func (r *Request) Ended() (int64, bool) {
+func (r *Account) Ended() (int64, bool) {
 	e := r.end.Load()
 	return e, e != notEnded
 }
 
 // Final reports whether the request's figure is final.
-func (r *Request) Final() bool { return r.final.Load() }
+func (r *Account) Final() bool { return r.final.Load() }
 
 // EnergyMJ returns the energy split to the request so far; once
-// [Request.Final] is true it is the request's exact share.
-func (r *Request) EnergyMJ() uint64 { return r.mj.Load() }
+// [Account.Final] is true it is the request's exact share.
+func (r *Account) EnergyMJ() uint64 { return r.mj.Load() }
 
 // FirstToken returns when the request's first output token was produced,
 // as the ledger placed it (the end of its prefill), and false when it
 // produced none. It is for the sampler side, such as the finalize
 // callback: the request path must not call it.
-func (r *Request) FirstToken() (int64, bool) {
+func (r *Account) FirstToken() (int64, bool) {
 	if r.st.pfEnd < 0 || r.Output() == 0 {
 		return 0, false
 	}
@@ -146,9 +149,9 @@ func (r *Request) FirstToken() (int64, bool) {
 }
 
 // Flags returns the request's Flag bits.
-func (r *Request) Flags() uint32 { return r.flags.Load() }
+func (r *Account) Flags() uint32 { return r.flags.Load() }
 
-func (r *Request) setFlag(f uint32) { r.flags.Or(f) }
+func (r *Account) setFlag(f uint32) { r.flags.Or(f) }
 
 // Estimate returns the request's energy up to t as well as it is known
 // now: the energy split to it so far, the sampler's provisional split of
@@ -157,7 +160,7 @@ func (r *Request) setFlag(f uint32) { r.flags.Or(f) }
 // counter step, and the model's energy per output token for the tokens
 // it reported after the sampler last looked. It is lock-free and
 // allocates nothing.
-func (l *Ledger) Estimate(r *Request, t int64) uint64 {
+func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	// final is loaded first: the sampler adds to mj before it stores
 	// final, so a final request's mj is complete.
 	if r.final.Load() {

@@ -1,11 +1,11 @@
-package split_test
+package procshare_test
 
 import (
 	"math"
 	"math/big"
 	"testing"
 
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/split"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 )
 
 const ms = int64(1e6) // ns
@@ -21,22 +21,22 @@ func total(xs []uint64) uint64 {
 func TestStaticMJ(t *testing.T) {
 	tests := []struct {
 		name   string
-		iv     split.Interval
+		iv     procshare.Interval
 		watts  float64
 		wantMJ uint64
 	}{
-		{"100 W over 100 ms of 25 J", split.Interval{0, 100 * ms, 25000}, 100, 10000},
-		{"capped at the interval's energy", split.Interval{0, 100 * ms, 4000}, 100, 4000},
-		{"floor of a fraction", split.Interval{0, 33 * ms, 99999}, 70.5, 2326}, // 70.5 × 0.033 = 2.3265 J
-		{"zero length", split.Interval{5, 5, 700}, 100, 0},
-		{"backwards", split.Interval{10, 5, 700}, 100, 0},
-		{"negative power", split.Interval{0, ms, 700}, -1, 0},
-		{"NaN power", split.Interval{0, ms, 700}, math.NaN(), 0},
-		{"infinite power", split.Interval{0, ms, 700}, math.Inf(1), 0},
+		{"100 W over 100 ms of 25 J", procshare.Interval{0, 100 * ms, 25000}, 100, 10000},
+		{"capped at the interval's energy", procshare.Interval{0, 100 * ms, 4000}, 100, 4000},
+		{"floor of a fraction", procshare.Interval{0, 33 * ms, 99999}, 70.5, 2326}, // 70.5 × 0.033 = 2.3265 J
+		{"zero length", procshare.Interval{5, 5, 700}, 100, 0},
+		{"backwards", procshare.Interval{10, 5, 700}, 100, 0},
+		{"negative power", procshare.Interval{0, ms, 700}, -1, 0},
+		{"NaN power", procshare.Interval{0, ms, 700}, math.NaN(), 0},
+		{"infinite power", procshare.Interval{0, ms, 700}, math.Inf(1), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := split.StaticMJ(tt.iv, tt.watts); got != tt.wantMJ {
+			if got := procshare.StaticMJ(tt.iv, tt.watts); got != tt.wantMJ {
 				t.Fatalf("StaticMJ = %d, want %d", got, tt.wantMJ)
 			}
 		})
@@ -46,29 +46,29 @@ func TestStaticMJ(t *testing.T) {
 func TestWindow(t *testing.T) {
 	// Two 100 ms intervals of 30 J and 50 J at 100 W static: 10 J + 10 J
 	// idle, 60 J active.
-	ivs := []split.Interval{{0, 100 * ms, 30000}, {100 * ms, 200 * ms, 50000}}
+	ivs := []procshare.Interval{{0, 100 * ms, 30000}, {100 * ms, 200 * ms, 50000}}
 	tests := []struct {
 		name     string
-		mode     split.Mode
+		mode     procshare.Mode
 		weights  []uint64
 		wantOut  []uint64
 		wantUnat uint64
 		shared   bool
 	}{
-		{"measured 3:1", split.Measured, []uint64{75, 25}, []uint64{45000, 15000}, 0, false},
-		{"measured thirds telescope", split.Measured, []uint64{1, 1, 1}, []uint64{20000, 20000, 20000}, 0, false},
-		{"measured, one idle process", split.Measured, []uint64{0, 40}, []uint64{0, 60000}, 0, false},
-		{"NOT_FOUND: no samples", split.Measured, []uint64{0, 0}, []uint64{0, 0}, 60000, false},
-		{"no process", split.Measured, nil, nil, 60000, false},
-		{"MIG: even and shared", split.Unmeasured, []uint64{0, 0, 0, 0, 0, 0, 0}, []uint64{8572, 8572, 8572, 8571, 8571, 8571, 8571}, 0, true},
-		{"MIG with no process", split.Unmeasured, nil, nil, 60000, false},
-		{"MIG by slices: 1g and 3g", split.Unmeasured, []uint64{1, 3}, []uint64{15000, 45000}, 0, true},
-		{"failed listing", split.Unknown, []uint64{50, 50}, []uint64{0, 0}, 60000, false},
+		{"measured 3:1", procshare.Measured, []uint64{75, 25}, []uint64{45000, 15000}, 0, false},
+		{"measured thirds telescope", procshare.Measured, []uint64{1, 1, 1}, []uint64{20000, 20000, 20000}, 0, false},
+		{"measured, one idle process", procshare.Measured, []uint64{0, 40}, []uint64{0, 60000}, 0, false},
+		{"NOT_FOUND: no samples", procshare.Measured, []uint64{0, 0}, []uint64{0, 0}, 60000, false},
+		{"no process", procshare.Measured, nil, nil, 60000, false},
+		{"MIG: even and shared", procshare.Unmeasured, []uint64{0, 0, 0, 0, 0, 0, 0}, []uint64{8572, 8572, 8572, 8571, 8571, 8571, 8571}, 0, true},
+		{"MIG with no process", procshare.Unmeasured, nil, nil, 60000, false},
+		{"MIG by slices: 1g and 3g", procshare.Unmeasured, []uint64{1, 3}, []uint64{15000, 45000}, 0, true},
+		{"failed listing", procshare.Unknown, []uint64{50, 50}, []uint64{0, 0}, 60000, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out := make([]uint64, len(tt.weights))
-			r := split.Window(ivs, 100, tt.mode, tt.weights, out)
+			r := procshare.Window(ivs, 100, tt.mode, tt.weights, out)
 			if r.IdleMJ != 20000 || r.ActiveMJ != 60000 {
 				t.Fatalf("idle %d active %d, want 20000 and 60000", r.IdleMJ, r.ActiveMJ)
 			}
@@ -89,7 +89,7 @@ func TestWindow(t *testing.T) {
 
 func TestWindowAccumulates(t *testing.T) {
 	out := []uint64{7, 9}
-	split.Window([]split.Interval{{0, ms, 1000}}, 0, split.Measured, []uint64{1, 3}, out)
+	procshare.Window([]procshare.Interval{{0, ms, 1000}}, 0, procshare.Measured, []uint64{1, 3}, out)
 	if out[0] != 7+250 || out[1] != 9+750 {
 		t.Fatalf("out = %v, want [257 759]", out)
 	}
@@ -121,7 +121,7 @@ func TestGiveLarge(t *testing.T) {
 	e := uint64(math.MaxUint64 - 3)
 	w := []uint64{math.MaxUint64 - 1, math.MaxUint64 / 2, 5}
 	out := make([]uint64, 3)
-	if !split.Give(e, w, out) {
+	if !procshare.Give(e, w, out) {
 		t.Fatal("Give refused positive weights")
 	}
 	if total(out) != e {
@@ -142,17 +142,17 @@ func FuzzWindow(f *testing.F) {
 	f.Add(uint64(math.MaxUint32), uint64(7), int64(1000), 1e9, uint8(2), uint64(math.MaxUint64), uint64(math.MaxUint64), uint64(3))
 	f.Fuzz(func(t *testing.T, e0, e1 uint64, dtMs int64, watts float64, mode uint8, w0, w1, w2 uint64) {
 		e0, e1 = e0>>2, e1>>2 // their sum must fit
-		ivs := []split.Interval{{0, dtMs * ms, e0}, {dtMs * ms, 2 * dtMs * ms, e1}}
+		ivs := []procshare.Interval{{0, dtMs * ms, e0}, {dtMs * ms, 2 * dtMs * ms, e1}}
 		weights := []uint64{w0, w1, w2}
 		out := make([]uint64, 3)
-		r := split.Window(ivs, watts, split.Mode(mode%3), weights, out)
+		r := procshare.Window(ivs, watts, procshare.Mode(mode%3), weights, out)
 		if got := total(out) + r.IdleMJ + r.UnattributedMJ; got != e0+e1 {
 			t.Fatalf("conservation: %d, want %d (%+v %v)", got, e0+e1, r, out)
 		}
 		if r.IdleMJ+r.ActiveMJ != e0+e1 {
 			t.Fatalf("idle %d + active %d != %d", r.IdleMJ, r.ActiveMJ, e0+e1)
 		}
-		if split.Mode(mode%3) == split.Measured && r.UnattributedMJ == 0 && r.ActiveMJ > 0 {
+		if procshare.Mode(mode%3) == procshare.Measured && r.UnattributedMJ == 0 && r.ActiveMJ > 0 {
 			var tot big.Int
 			for _, w := range weights {
 				tot.Add(&tot, new(big.Int).SetUint64(w))

@@ -1,6 +1,11 @@
-// Package split divides a GPU board's metered energy among the compute
-// processes that used it, window by window, and conserves it exactly. It is
-// pure and deterministic: it knows nothing of NVML, /proc or OpenTelemetry.
+// Package procshare divides a GPU board's metered energy among the
+// compute processes that used it, window by window, and conserves it
+// exactly. It is pure and deterministic: it knows nothing of NVML, /proc
+// or OpenTelemetry. It is the arithmetic; the weights come from package
+// attrib, which aligns each board's utilization samples with its counter
+// intervals and learns its power model, or from the agent itself for
+// boards without per-process utilization. (The library's package ledger
+// does the same for requests rather than processes.)
 //
 // # Windows and intervals
 //
@@ -43,4 +48,4 @@
 //     millijoule.
 //   - Determinism: the same inputs give the same shares, in any process.
 //   - [Window] allocates nothing.
-package split
+package procshare
