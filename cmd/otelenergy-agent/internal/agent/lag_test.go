@@ -15,7 +15,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
@@ -156,13 +155,4 @@ func TestLateSamplesThroughNVML(t *testing.T) {
 	if math.Abs(tot.IdleWatts-70) > 0.5 {
 		t.Errorf("idle %.2f W, want 70", tot.IdleWatts)
 	}
-}
-
-// anyProc resolves every pid as a live process that started at tick pid,
-// so that no series ends for want of a process table.
-type anyProc struct{}
-
-func (anyProc) StartTime(pid uint32) (uint64, error) { return uint64(pid), nil }
-func (anyProc) Info(pid uint32) (procfs.Info, error) {
-	return procfs.Info{StartTime: uint64(pid), Name: "short"}, nil
 }
