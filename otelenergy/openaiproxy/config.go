@@ -25,6 +25,7 @@ type config struct {
 	transport     http.RoundTripper
 	maxBody       int
 	trailers      bool
+	finalWait     time.Duration // > 0: trailers wait this long for the final figure
 	errorHandler  func(http.ResponseWriter, *http.Request, error)
 	errorLog      *log.Logger
 	defaultErrors bool // errorHandler is WriteError, which New logs around
@@ -143,4 +144,19 @@ func WithErrorLog(l *log.Logger) Option {
 // frame. The default is false.
 func WithEnergyTrailers(on bool) Option {
 	return optionFunc(func(c *config) { c.trailers = on })
+}
+
+// WithFinalTrailers turns the energy trailers of [WithEnergyTrailers] on
+// and has them carry the request's final figure, the one its span carries
+// as energy.millijoules, rather than End's estimate: after the last byte
+// of the body is flushed, the proxy waits up to wait for the ledger to
+// settle the request ([otelenergy.Request.WaitFinal]) before it sends the
+// trailers. The body is never delayed; only the end of the response is.
+// When wait passes first, the trailers carry the estimate as of then with
+// [TrailerApproximate] "true"; a client that goes away ends the wait. A
+// wait of zero or less sends the estimate at once, as WithEnergyTrailers.
+// Each wait holds its request's goroutine and connection, so a proxy
+// under load holds up to its request rate times wait more of them.
+func WithFinalTrailers(wait time.Duration) Option {
+	return optionFunc(func(c *config) { c.trailers, c.finalWait = true, wait })
 }

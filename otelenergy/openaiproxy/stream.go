@@ -353,13 +353,21 @@ const (
 const trailerNames = TrailerEnergy + ", " + TrailerApproximate
 
 // setTrailers sets the trailers from the request's figure as known now,
-// once the response's body has passed.
+// once the response's body has passed and been flushed, or, under
+// [WithFinalTrailers], from its final figure when the ledger settles it
+// within the wait. The wait is bounded by the client's context too, so a
+// client that goes away ends it.
 func (ex *exchange) setTrailers() {
 	req := otelenergy.RequestFromContext(ex.ctx)
 	if req == nil {
 		return
 	}
 	res := req.End()
+	if w := ex.h.cfg.finalWait; w > 0 && res.HasEnergy {
+		ctx, cancel := context.WithTimeout(ex.ctx, w)
+		res = req.WaitFinal(ctx)
+		cancel()
+	}
 	hdr := ex.rw.w.Header()
 	if res.HasEnergy {
 		hdr.Set(TrailerEnergy, strconv.FormatUint(res.EnergyMJ, 10))

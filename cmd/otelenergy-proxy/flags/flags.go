@@ -56,7 +56,9 @@ type Config struct {
 	LogFormat        string        // -log-format: text or json
 	LogLevel         string        // -log-level
 	LogRequests      bool          // -log-requests
-	Trailers         bool          // -trailers
+	Trailers         bool          // -trailers: true or final
+	TrailersFinal    bool          // -trailers=final: wait for the final figure
+	FinalWait        time.Duration // -final-wait: how long -trailers=final waits
 	IncludeUsage     bool          // -include-usage
 	MaxRequestBytes  int64         // -max-request-bytes
 	MaxBufferedBytes int64         // -max-buffered-bytes
@@ -163,8 +165,20 @@ var specs = []spec{
 		check: func(c *Config, v string) error { c.LogLevel = v; return cli.CheckLevel(v) }},
 	{name: "log-requests", def: "false", bool: true, usage: "log one line per proxied completion, with its tokens and energy",
 		check: func(c *Config, v string) error { return boolean(&c.LogRequests, v) }},
-	{name: "trailers", def: "true", bool: true, usage: "end each completion's response with the HTTP trailers Energy-Millijoules and Energy-Approximate",
-		check: func(c *Config, v string) error { return boolean(&c.Trailers, v) }},
+	{name: "trailers", def: "true", bool: true, usage: "end each completion's response with the HTTP trailers Energy-Millijoules and Energy-Approximate: true sends the estimate as the response ends, final holds the trailers (never the body) up to -final-wait for the final figure, the span's, false sends none",
+		check: func(c *Config, v string) error {
+			if v == "final" {
+				c.Trailers, c.TrailersFinal = true, true
+				return nil
+			}
+			c.TrailersFinal = false
+			if boolean(&c.Trailers, v) != nil {
+				return errors.New("want true, false or final")
+			}
+			return nil
+		}},
+	{name: "final-wait", def: "500ms", usage: "with -trailers=final, how long after the body the trailers wait for the final figure; past it they carry the estimate with Energy-Approximate: true",
+		check: func(c *Config, v string) error { return positive(&c.FinalWait, v) }},
 	{name: "include-usage", def: "true", bool: true, usage: "ask the backend for usage on streams that do not (stream_options.include_usage), and remove that chunk from the response",
 		check: func(c *Config, v string) error { return boolean(&c.IncludeUsage, v) }},
 	{name: "max-request-bytes", def: "16777216", usage: "largest request body accepted, in bytes; a larger one gets 413 before any byte of it reaches the backend",

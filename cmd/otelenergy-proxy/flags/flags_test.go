@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -80,5 +81,46 @@ func TestEnvBoolAndPrecedence(t *testing.T) {
 func TestHelp(t *testing.T) {
 	if _, err := Parse([]string{"-h"}, noEnv, io.Discard); !errors.Is(err, ErrHelp) {
 		t.Fatalf("-h: %v", err)
+	}
+}
+
+// TestTrailersFinal: -trailers takes true, false and final (the bare
+// flag is true), -final-wait defaults to 500ms, both from flags or
+// variables, and -h shows both.
+func TestTrailersFinal(t *testing.T) {
+	for _, c := range []struct {
+		args        []string
+		env         map[string]string
+		on, final   bool
+		wait        time.Duration
+		wantInvalid bool
+	}{
+		{args: nil, on: true, wait: 500 * time.Millisecond},
+		{args: []string{"-trailers"}, on: true, wait: 500 * time.Millisecond},
+		{args: []string{"-trailers=false"}, wait: 500 * time.Millisecond},
+		{args: []string{"-trailers=final"}, on: true, final: true, wait: 500 * time.Millisecond},
+		{args: []string{"-trailers=final", "-final-wait", "2s"}, on: true, final: true, wait: 2 * time.Second},
+		{env: map[string]string{"OTELENERGY_TRAILERS": "final", "OTELENERGY_FINAL_WAIT": "250ms"}, on: true, final: true, wait: 250 * time.Millisecond},
+		{env: map[string]string{"OTELENERGY_TRAILERS": "final"}, args: []string{"-trailers=true"}, on: true, wait: 500 * time.Millisecond},
+		{args: []string{"-trailers=later"}, wantInvalid: true},
+		{args: []string{"-final-wait", "0s"}, wantInvalid: true},
+	} {
+		cfg, err := Parse(c.args, func(k string) string { return c.env[k] }, io.Discard)
+		if c.wantInvalid {
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v %v: %v, want ErrInvalid", c.args, c.env, err)
+			}
+			continue
+		}
+		if err != nil || cfg.Trailers != c.on || cfg.TrailersFinal != c.final || cfg.FinalWait != c.wait {
+			t.Errorf("%v %v: trailers %v final %v wait %v (%v); want %v %v %v", c.args, c.env, cfg.Trailers, cfg.TrailersFinal, cfg.FinalWait, err, c.on, c.final, c.wait)
+		}
+	}
+	var usage strings.Builder
+	Usage(&usage)
+	for _, s := range []string{"-final-wait value", "OTELENERGY_FINAL_WAIT", "final holds the trailers"} {
+		if !strings.Contains(usage.String(), s) {
+			t.Errorf("-h does not show %q", s)
+		}
 	}
 }

@@ -28,10 +28,15 @@ func (p *runner) monitorOptions(tel *telemetry) []otelenergy.Option {
 // openaiOptions maps the flags to openaiproxy's options; the upstream
 // requests go through tr, inside an otelhttp client span.
 func (p *runner) openaiOptions(tel *telemetry, errLog *log.Logger, tr http.RoundTripper) []openaiproxy.Option {
+	trailers := openaiproxy.WithEnergyTrailers(p.cfg.Trailers)
+	if p.cfg.TrailersFinal {
+		// -trailers=final: the trailers wait up to -final-wait.
+		trailers = openaiproxy.WithFinalTrailers(p.cfg.FinalWait)
+	}
 	return []openaiproxy.Option{
 		openaiproxy.WithMeterProvider(tel.mp),
 		openaiproxy.WithIncludeUsage(p.cfg.IncludeUsage),
-		openaiproxy.WithEnergyTrailers(p.cfg.Trailers),
+		trailers,
 		openaiproxy.WithMaxBodyBytes(int(min(p.cfg.MaxRequestBytes, 1<<30))),
 		openaiproxy.WithErrorLog(errLog),
 		openaiproxy.WithTransport(otelhttp.NewTransport(tr,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -337,5 +338,48 @@ func TestDoctor(t *testing.T) {
 	}
 	if strings.Contains(text, "FAIL  PID namespace") {
 		t.Fatalf("the proxy's doctor failed the PID namespace:\n%s", text)
+	}
+}
+
+// TestServeFinalTrailers: with -trailers=final, each response's
+// Energy-Millijoules trailer is its span's energy.millijoules, streamed
+// and whole: the flags reach openaiproxy.WithFinalTrailers.
+func TestServeFinalTrailers(t *testing.T) {
+	col := newCollector(t)
+	b := httptest.NewServer(&backend{tokens: 12, pace: 20 * time.Millisecond})
+	t.Cleanup(b.Close)
+	r := start(t, []string{"-simulate", "-backend", b.URL, "-horizon", "200ms", "-trailers=final", "-final-wait", "5s"}, nil)
+	waitReady(t, r.admin)
+	c := &http.Client{}
+	var trailers []int64
+	for _, stream := range []bool{true, false} {
+		resp, body := post(t, context.Background(), c, r.api, stream)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		mj, err := strconv.ParseInt(resp.Trailer.Get("Energy-Millijoules"), 10, 64)
+		if err != nil || mj <= 0 {
+			t.Fatalf("trailers %v: want Energy-Millijoules > 0", resp.Trailer)
+		}
+		trailers = append(trailers, mj)
+	}
+	if code := r.stop(t); code != 0 {
+		t.Fatalf("exit status %d after SIGTERM:\n%s", code, r.stderr)
+	}
+	spans := col.serverSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d server spans exported, want 2", len(spans))
+	}
+	var figures []int64
+	for _, s := range spans {
+		v, _ := attr(s.Attributes, "energy.millijoules")
+		figures = append(figures, v.GetIntValue())
+	}
+	slices.Sort(figures)
+	slices.Sort(trailers)
+	for i := range figures {
+		if d := trailers[i] - figures[i]; d*1000 > figures[i] || -d*1000 > figures[i] {
+			t.Fatalf("trailers %v mJ, spans' energy.millijoules %v: more than 0.1%% apart", trailers, figures)
+		}
 	}
 }
