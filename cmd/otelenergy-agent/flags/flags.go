@@ -67,41 +67,31 @@ var ErrHelp = flag.ErrHelp
 
 // ErrInvalid wraps every invalid flag or variable value and every stray
 // argument.
-var ErrInvalid = errors.New("invalid value")
+var ErrInvalid = cli.ErrInvalid
 
-type spec struct {
-	name, usage, def string
-	bool             bool
-	check            func(c *Config, v string) error
-}
-
-func (s spec) env() string {
-	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
-}
-
-var specs = []spec{
-	{name: "simulate", def: "false", bool: true, usage: "meter simulated GPUs running scripted processes instead of NVML; never chosen silently",
-		check: func(c *Config, v string) error { return boolean(&c.Simulate, v) }},
-	{name: "simulate-devices", def: "8", usage: "number of simulated GPUs with -simulate, 1 to 64",
-		check: func(c *Config, v string) error { return intIn(&c.SimulateDevices, v, 1, 64) }},
-	{name: "devices", usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs; empty meters every GPU NVML shows, narrowed by CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES",
-		check: func(c *Config, v string) error { c.Devices = list(v); return nil }},
-	{name: "proc-root", def: "/proc", usage: "where the host's /proc is mounted; the agent must share the host's PID namespace",
-		check: func(c *Config, v string) error {
+var table = cli.Table[Config]{Program: "otelenergy-agent", EnvPrefix: EnvPrefix, Flags: []cli.Flag[Config]{
+	{Name: "simulate", Default: "false", Bool: true, Usage: "meter simulated GPUs running scripted processes instead of NVML; never chosen silently",
+		Set: func(c *Config, v string) error { return cli.Bool(&c.Simulate, v) }},
+	{Name: "simulate-devices", Default: "8", Usage: "number of simulated GPUs with -simulate, 1 to 64",
+		Set: func(c *Config, v string) error { return intIn(&c.SimulateDevices, v, 1, 64) }},
+	{Name: "devices", Usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs; empty meters every GPU NVML shows, narrowed by CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES",
+		Set: func(c *Config, v string) error { c.Devices = cli.List(v); return nil }},
+	{Name: "proc-root", Default: "/proc", Usage: "where the host's /proc is mounted; the agent must share the host's PID namespace",
+		Set: func(c *Config, v string) error {
 			if v == "" {
 				return errors.New("want a directory")
 			}
 			c.ProcRoot = v
 			return nil
 		}},
-	{name: "process-interval", def: DefaultProcessInterval.String(), usage: "how often each board's processes and SM utilization are read and its energy split; at least 100ms",
-		check: func(c *Config, v string) error { return durationAtLeast(&c.ProcessInterval, v, 100*time.Millisecond) }},
-	{name: "sample-interval", def: DefaultSampleInterval.String(), usage: "how often the energy counters are read, faster than they step; above 5ms",
-		check: func(c *Config, v string) error { return durationAtLeast(&c.SampleInterval, v, 5*time.Millisecond+1) }},
-	{name: "max-series", def: strconv.Itoa(DefaultMaxSeries), usage: "most per-process series held at once; processes beyond go to the overflow series and are counted",
-		check: func(c *Config, v string) error { return intIn(&c.MaxSeries, v, 1, math.MaxInt32) }},
-	{name: "idle-watts", def: "0", usage: "fixed static power per board in W; 0 learns it per board",
-		check: func(c *Config, v string) error {
+	{Name: "process-interval", Default: DefaultProcessInterval.String(), Usage: "how often each board's processes and SM utilization are read and its energy split; at least 100ms",
+		Set: func(c *Config, v string) error { return durationAtLeast(&c.ProcessInterval, v, 100*time.Millisecond) }},
+	{Name: "sample-interval", Default: DefaultSampleInterval.String(), Usage: "how often the energy counters are read, faster than they step; above 5ms",
+		Set: func(c *Config, v string) error { return durationAtLeast(&c.SampleInterval, v, 5*time.Millisecond+1) }},
+	{Name: "max-series", Default: strconv.Itoa(DefaultMaxSeries), Usage: "most per-process series held at once; processes beyond go to the overflow series and are counted",
+		Set: func(c *Config, v string) error { return intIn(&c.MaxSeries, v, 1, math.MaxInt32) }},
+	{Name: "idle-watts", Default: "0", Usage: "fixed static power per board in W; 0 learns it per board",
+		Set: func(c *Config, v string) error {
 			x, err := strconv.ParseFloat(v, 64)
 			if err != nil || x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
 				return errors.New("want 0 or more watts")
@@ -109,8 +99,8 @@ var specs = []spec{
 			c.IdleWatts = x
 			return nil
 		}},
-	{name: "sample-hold", def: DefaultSampleHold.String(), usage: "how long a counter interval waits for the utilization samples that cover it (NVML lists them some 100s of ms late) before it is split without them, 0s to 1m; 0s waits for none. hw.energy trails the counter by up to this",
-		check: func(c *Config, v string) error {
+	{Name: "sample-hold", Default: DefaultSampleHold.String(), Usage: "how long a counter interval waits for the utilization samples that cover it (NVML lists them some 100s of ms late) before it is split without them, 0s to 1m; 0s waits for none. hw.energy trails the counter by up to this",
+		Set: func(c *Config, v string) error {
 			x, err := time.ParseDuration(v)
 			if err != nil || x < 0 || x > time.Minute {
 				return errors.New("want a duration from 0s to 1m, such as 2s")
@@ -121,14 +111,14 @@ var specs = []spec{
 			}
 			return nil
 		}},
-	{name: cli.FormatFlag, def: cli.DefaultFormat, usage: cli.FormatUsage,
-		check: func(c *Config, v string) error { c.LogFormat = v; return cli.CheckFormat(v) }},
-	{name: cli.LevelFlag, def: cli.DefaultLevel, usage: cli.LevelUsage,
-		check: func(c *Config, v string) error { c.LogLevel = v; return cli.CheckLevel(v) }},
-	{name: cli.VersionFlag, def: "false", bool: true, usage: cli.VersionUsage,
-		check: func(c *Config, v string) error { return boolean(&c.Version, v) }},
-	{name: "admin-listen", def: DefaultAdminListen, usage: "address of " + HealthPath + " (alive) and " + ReadyPath + " (a pass done, some GPU not lost, not shutting down); empty disables",
-		check: func(c *Config, v string) error {
+	{Name: cli.FormatFlag, Default: cli.DefaultFormat, Usage: cli.FormatUsage,
+		Set: func(c *Config, v string) error { c.LogFormat = v; return cli.CheckFormat(v) }},
+	{Name: cli.LevelFlag, Default: cli.DefaultLevel, Usage: cli.LevelUsage,
+		Set: func(c *Config, v string) error { c.LogLevel = v; return cli.CheckLevel(v) }},
+	{Name: cli.VersionFlag, Default: "false", Bool: true, Usage: cli.VersionUsage,
+		Set: func(c *Config, v string) error { return cli.Bool(&c.Version, v) }},
+	{Name: "admin-listen", Default: DefaultAdminListen, Usage: "address of " + HealthPath + " (alive) and " + ReadyPath + " (a pass done, some GPU not lost, not shutting down); empty disables",
+		Set: func(c *Config, v string) error {
 			if v != "" {
 				if _, _, err := net.SplitHostPort(v); err != nil {
 					return errors.New("want host:port, such as :8090 or 127.0.0.1:8090, or empty")
@@ -137,38 +127,15 @@ var specs = []spec{
 			c.AdminListen = v
 			return nil
 		}},
-	{name: "duration", def: "0s", usage: "exit after this long; 0 runs until SIGTERM or SIGINT",
-		check: func(c *Config, v string) error { return durationAtLeast(&c.Duration, v, 0) }},
-}
+	{Name: "duration", Default: "0s", Usage: "exit after this long; 0 runs until SIGTERM or SIGINT",
+		Set: func(c *Config, v string) error { return durationAtLeast(&c.Duration, v, 0) }},
+}}
 
 // Names returns every flag's name, in -h order.
-func Names() []string {
-	out := make([]string, len(specs))
-	for i, s := range specs {
-		out[i] = s.name
-	}
-	return out
-}
+func Names() []string { return table.Names() }
 
 // Env returns the environment variable of flag name.
-func Env(name string) string { return spec{name: name}.env() }
-
-// value adapts a spec to flag.Value.
-type value struct {
-	s   *spec
-	c   *Config
-	cur string
-}
-
-func (v *value) String() string { return v.cur }
-func (v *value) Set(s string) error {
-	if err := v.s.check(v.c, s); err != nil {
-		return err
-	}
-	v.cur = s
-	return nil
-}
-func (v *value) IsBoolFlag() bool { return v.s.bool }
+func Env(name string) string { return table.Env(name) }
 
 // Parse parses args (without the program name) over the environment read
 // through lookupEnv; a variable set to "" is a value like any other. It
@@ -178,33 +145,19 @@ func (v *value) IsBoolFlag() bool { return v.s.bool }
 // GPUs.
 func Parse(args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, error) {
 	var c Config
-	fs := flag.NewFlagSet("otelenergy-agent", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	for i := range specs {
-		s := &specs[i]
-		v := &value{s: s, c: &c}
-		if err := v.Set(s.def); err != nil && s.def != "" {
-			panic(fmt.Sprintf("flags: default of -%s: %v", s.name, err)) // a bug in this table
-		}
-		if e, ok := lookupEnv(s.env()); ok {
-			if err := v.Set(e); err != nil {
-				return c, invalid(fmt.Sprintf("invalid value %q for %s (-%s): %v", e, s.env(), s.name, err))
-			}
-		}
-		fs.Var(v, s.name, s.usage)
+	rest, err := table.Parse(&c, args, lookupEnv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		Usage(out)
+		return c, ErrHelp
+	case err != nil:
+		return c, err
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			Usage(out)
-			return c, ErrHelp
-		}
-		return c, invalid(err.Error())
-	}
-	if fs.NArg() > 0 {
-		return c, invalid(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	if len(rest) > 0 {
+		return c, cli.Invalid(fmt.Sprintf("unexpected argument %q", rest[0]))
 	}
 	if c.Simulate && len(c.Devices) > 0 {
-		return c, invalid(fmt.Sprintf("invalid value %q for -devices: it chooses NVML GPUs; with -simulate, -simulate-devices sets their number", strings.Join(c.Devices, ",")))
+		return c, cli.Invalid(fmt.Sprintf("invalid value %q for -devices: it chooses NVML GPUs; with -simulate, -simulate-devices sets their number", strings.Join(c.Devices, ",")))
 	}
 	return c, nil
 }
@@ -225,36 +178,7 @@ can be set by its environment variable; a flag on the command line wins.
 
 Flags:
 `)
-	for _, s := range specs {
-		arg := " value"
-		if s.bool {
-			arg = ""
-		}
-		def := s.def
-		if def == "" {
-			def = `""`
-		}
-		fmt.Fprintf(w, "  -%s%s\n    \t%s\n    \t(default %s; env %s)\n", s.name, arg, s.usage, def, s.env())
-	}
-}
-
-func list(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func boolean(b *bool, v string) error {
-	x, err := strconv.ParseBool(v)
-	if err != nil {
-		return errors.New("want true or false")
-	}
-	*b = x
-	return nil
+	table.WriteFlags(w)
 }
 
 func intIn(n *int, v string, lo, hi int) error {
@@ -274,11 +198,3 @@ func durationAtLeast(d *time.Duration, v string, least time.Duration) error {
 	*d = x
 	return nil
 }
-
-// invalidError is a one-line message that matches [ErrInvalid].
-type invalidError string
-
-func invalid(msg string) error { return invalidError(msg) }
-
-func (e invalidError) Error() string        { return string(e) }
-func (e invalidError) Is(target error) bool { return target == ErrInvalid }
