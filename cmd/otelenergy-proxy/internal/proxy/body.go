@@ -56,24 +56,30 @@ func bodyLimit(limit int64, budget *bodyBudget, next http.Handler) http.Handler 
 			next.ServeHTTP(w, r)
 			return
 		}
-		// The buffer's capacity is what is reserved: a declared length
-		// at once, an unknown one from bodyStep up, doubling, to one
-		// byte past the limit.
+		// The buffer grows as bytes arrive, from bodyStep, doubling, to
+		// one byte past what can be accepted: the declared length, or
+		// the limit. A declared length is a claim, not bytes, so a client
+		// that declares much and sends little holds little. The budget
+		// holds the buffer's capacity up to the limit: the byte past it
+		// only tells an oversized body, so equal limits still accept a
+		// body of the full size, and an oversized body gets 413, not 503.
+		ceil := limit + 1
+		if r.ContentLength >= 0 {
+			ceil = r.ContentLength + 1
+		}
 		var held int64
 		defer func() { budget.give(held) }()
-		size := int64(bodyStep)
-		if r.ContentLength >= 0 {
-			size = r.ContentLength + 1
-		}
 		var b []byte
 		for {
 			if len(b) == cap(b) {
-				size = min(max(size, 2*int64(cap(b))), limit+1)
-				if !budget.take(size - int64(cap(b))) {
-					busy(w)
-					return
+				size := min(max(int64(bodyStep), 2*int64(cap(b))), ceil)
+				if need := min(size, limit) - held; need > 0 {
+					if !budget.take(need) {
+						busy(w)
+						return
+					}
+					held += need
 				}
-				held = size
 				b = append(make([]byte, 0, size), b...)
 			}
 			n, err := r.Body.Read(b[len(b):cap(b)])

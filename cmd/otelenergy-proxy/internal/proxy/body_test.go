@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -164,5 +165,75 @@ func TestHeldBodyParsedInPlace(t *testing.T) {
 	m := <-got
 	if m["model"] != "m" || m["stream_options"] == nil {
 		t.Fatalf("the backend got %v: want the body with stream_options added", m)
+	}
+}
+
+// TestDeclaredLengthHoldsWhatArrives opens a connection that declares a
+// body of the full limit and sends ten bytes of it: it holds one step of
+// the memory bound, not the whole declared length, so a second request
+// with a large body still fits and is proxied.
+func TestDeclaredLengthHoldsWhatArrives(t *testing.T) {
+	be := &countingBackend{}
+	b := httptest.NewServer(be)
+	t.Cleanup(b.Close)
+	const limit = 1 << 20
+	r := start(t, []string{"-simulate", "-backend", b.URL, "-max-request-bytes", fmt.Sprint(limit), "-max-buffered-bytes", fmt.Sprint(limit + limit/2)}, nil)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(r.api, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"model\":", limit)
+	time.Sleep(300 * time.Millisecond) // the proxy reads the headers and begins the body
+	body := fmt.Sprintf(`{"model":"m","prompt":%q}`, strings.Repeat("x", 900<<10))
+	resp, err := http.Post(r.api+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a 900 KiB body beside a stalled 1 MiB declaration: status %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestEqualLimits sets -max-request-bytes and -max-buffered-bytes alike:
+// a body of exactly that size is proxied, declared or chunked, and a
+// chunked body one byte over gets 413, not a 503 to retry.
+func TestEqualLimits(t *testing.T) {
+	be := &countingBackend{}
+	b := httptest.NewServer(be)
+	t.Cleanup(b.Close)
+	const limit = 4000
+	r := start(t, []string{"-simulate", "-backend", b.URL, "-max-request-bytes", fmt.Sprint(limit), "-max-buffered-bytes", fmt.Sprint(limit)}, nil)
+	bodyOf := func(n int) string {
+		head := `{"model":"m","prompt":"`
+		return head + strings.Repeat("x", n-len(head)-2) + `"}`
+	}
+	for _, c := range []struct {
+		name    string
+		size    int
+		chunked bool
+		want    int
+	}{
+		{"declared, the full size", limit, false, http.StatusOK},
+		{"chunked, the full size", limit, true, http.StatusOK},
+		{"chunked, one byte over", limit + 1, true, http.StatusRequestEntityTooLarge},
+	} {
+		var rd io.Reader = strings.NewReader(bodyOf(c.size))
+		if c.chunked {
+			rd = io.MultiReader(rd) // hides the length: sent chunked
+		}
+		req, _ := http.NewRequest(http.MethodPost, r.api+"/v1/completions", rd)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Fatalf("%s: status %d, want %d", c.name, resp.StatusCode, c.want)
+		}
 	}
 }
