@@ -82,8 +82,9 @@ func (f *sseFramer) flushHeld() {
 // feed frames p. In strip mode it writes what is to be forwarded, and
 // returns the client's write error.
 func (f *sseFramer) feed(p []byte) (err error) {
-	if f.skipLF && len(p) > 0 {
+	if f.skipLF && len(p) > 0 && !f.stopped {
 		// The previous write ended in '\r'; a '\n' here belongs to it.
+		// Once stopped, it passes through with the rest, in order.
 		f.skipLF = false
 		if p[0] == '\n' {
 			if f.strip {

@@ -3,6 +3,7 @@ package openaiproxy
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -132,3 +133,28 @@ type nopConsumer struct{}
 
 func (nopConsumer) sseEvent([]byte) bool { return false }
 func (nopConsumer) sseStopped(string)    {}
+
+// TestFramerStoppedKeepsLF stops the framer (an event of many comment
+// lines past the bound) on a line whose '\r' ends one write, with its
+// '\n' at the start of the next: once stopped, every byte passes through
+// as it came, that '\n' included.
+func TestFramerStoppedKeepsLF(t *testing.T) {
+	line := []byte(": " + strings.Repeat("x", 997) + "\r\n") // 1,001 bytes
+	k := 2 * DefaultMaxEventBytes / len(line)                 // whole lines held before the bound
+	var body []byte
+	for range k + 3 {
+		body = append(body, line...)
+	}
+	cut := (k+1)*len(line) - 1 // the crossing line's '\r' ends the first write
+	var out bytes.Buffer
+	f := sseFramer{out: &out, strip: true, c: &nopConsumer{}}
+	f.feed(body[:cut])
+	if !f.stopped {
+		t.Fatalf("the framer did not stop at %d bytes held", cut)
+	}
+	f.feed(body[cut:])
+	f.flushHeld()
+	if !bytes.Equal(out.Bytes(), body) {
+		t.Fatalf("forwarded %d bytes, want the %d sent, unchanged", out.Len(), len(body))
+	}
+}
