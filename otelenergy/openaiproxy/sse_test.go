@@ -140,7 +140,7 @@ func (nopConsumer) sseStopped(string)    {}
 // as it came, that '\n' included.
 func TestFramerStoppedKeepsLF(t *testing.T) {
 	line := []byte(": " + strings.Repeat("x", 997) + "\r\n") // 1,001 bytes
-	k := 2 * DefaultMaxEventBytes / len(line)                 // whole lines held before the bound
+	k := 2 * DefaultMaxEventBytes / len(line)                // whole lines held before the bound
 	var body []byte
 	for range k + 3 {
 		body = append(body, line...)
