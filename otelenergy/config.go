@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/ledger"
 	"github.com/otelenergy/otelenergy/ring"
 )
@@ -61,6 +62,7 @@ type config struct {
 	genaiProvider string
 	baggageKeys   []string
 	baggageMax    int
+	carbon        *carbon.Model
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -207,4 +209,13 @@ func WithLedgerWeights(w LedgerWeights) Option {
 // openaiproxy instead.
 func WithGenAIMetrics(operation, provider string) Option {
 	return optionFunc(func(c *config) { c.genaiOp, c.genaiProvider = operation, provider })
+}
+
+// WithCarbon makes the Monitor convert every request's energy into
+// emissions through m (grid intensity, PUE and embodied emissions; see
+// package carbon and docs/carbon.md). The caller builds the model, and
+// starts and stops its Poller, so that the library never reads flags or
+// secrets. The default, or a nil m, converts nothing.
+func WithCarbon(m *carbon.Model) Option {
+	return optionFunc(func(c *config) { c.carbon = m })
 }

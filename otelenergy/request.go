@@ -91,6 +91,13 @@ type Result struct {
 	OutputTokens, InputTokens uint64
 	// RunID is the id of the run the request started in.
 	RunID string
+	// Co2eMicrograms is the request's emissions in µg CO2e: its energy
+	// times the PUE and the grid's intensity over the intervals it ran in,
+	// plus its share of embodied emissions. It is meaningful only when
+	// HasCo2e is true, which needs [WithCarbon] and an intensity in force.
+	Co2eMicrograms uint64
+	// HasCo2e is true when Co2eMicrograms carries a figure.
+	HasCo2e bool
 }
 
 // StartRequest begins tracking a request whose context is ctx and returns
