@@ -28,6 +28,10 @@ type child struct {
 	code   int
 
 	stopOnce sync.Once
+	// hurry is closed by the second signal: Stop then kills the group
+	// without waiting out its grace period.
+	hurry     chan struct{}
+	hurryOnce sync.Once
 }
 
 // groupPoll is how often Stop looks whether the group is empty.
@@ -48,7 +52,7 @@ func startChild(argv []string, env Env, lg *slog.Logger, rp *reaper) (*child, er
 	if err := rp.start(cmd); err != nil {
 		return nil, fmt.Errorf("starting the backend %q: %w", argv[0], err)
 	}
-	c := &child{cmd: cmd, pgid: cmd.Process.Pid, log: lg, exited: make(chan struct{})}
+	c := &child{cmd: cmd, pgid: cmd.Process.Pid, log: lg, exited: make(chan struct{}), hurry: make(chan struct{})}
 	lg.Info("backend started", slog.Int("pid", cmd.Process.Pid), slog.Any("command", argv))
 	go func() {
 		err := cmd.Wait()
@@ -84,17 +88,21 @@ func (c *child) Exited() <-chan struct{} { return c.exited }
 func (c *child) Code() int { return c.code }
 
 // Signal forwards s to the child's process group at once: the second
-// signal, which means stop now.
+// signal, which means stop now. A Stop under way, or one called later,
+// sends SIGKILL at once instead of waiting out its grace period, so that a
+// backend that ignores s cannot hold the proxy for the whole grace period
+// after the operator asked twice.
 func (c *child) Signal(s os.Signal) {
+	c.hurryOnce.Do(func() { close(c.hurry) })
 	if ss, ok := s.(syscall.Signal); ok && groupAlive(c.pgid) {
 		c.log.Info("forwarding the signal to the backend", slog.String("signal", ss.String()), slog.Int("pgid", c.pgid))
 		signalGroup(c.pgid, ss)
 	}
 }
 
-// Stop sends sig to the child's process group, waits up to grace for
-// every member to exit, then kills the group with SIGKILL, and returns the
-// leader's exit status. It does so even when the leader has already
+// Stop sends sig to the child's process group, waits up to grace (or
+// until Signal) for every member to exit, then kills the group with
+// SIGKILL, and returns the leader's exit status. It does so even when the leader has already
 // exited, for the members it left behind. Calls after the first wait for
 // the leader and return its status.
 func (c *child) Stop(sig os.Signal, grace time.Duration) int {
@@ -115,13 +123,18 @@ func (c *child) stop(sig os.Signal, grace time.Duration) {
 	if err := signalGroup(c.pgid, s); err != nil && !errors.Is(err, syscall.ESRCH) {
 		c.log.Warn("signalling the backend", slog.Any("error", err))
 	}
-	if waitGroup(c.pgid, grace) {
+	if waitGroup(c.pgid, grace, c.hurry) {
 		c.log.Info("backend exited", slog.Int("status", c.leaderCode(grace)))
 		return
 	}
-	c.log.Warn("the backend did not exit in time: killing its process group", slog.Duration("grace", grace), slog.Int("pgid", c.pgid))
+	select {
+	case <-c.hurry:
+		c.log.Warn("second signal: killing the backend's process group", slog.Int("pgid", c.pgid))
+	default:
+		c.log.Warn("the backend did not exit in time: killing its process group", slog.Duration("grace", grace), slog.Int("pgid", c.pgid))
+	}
 	signalGroup(c.pgid, syscall.SIGKILL)
-	if !waitGroup(c.pgid, killWait) {
+	if !waitGroup(c.pgid, killWait, nil) {
 		c.log.Warn("members of the backend's process group remain after SIGKILL (unreaped zombies)", slog.Int("pgid", c.pgid))
 	}
 }
@@ -135,15 +148,22 @@ func (c *child) leaderCode(wait time.Duration) int {
 	return c.code
 }
 
-// waitGroup waits up to d for process group pgid to have no members, and
-// reports whether it has none.
-func waitGroup(pgid int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
+// waitGroup waits up to d, or until cut is closed, for process group pgid
+// to have no members, and reports whether it has none. A nil cut never
+// closes.
+func waitGroup(pgid int, d time.Duration, cut <-chan struct{}) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
 	for groupAlive(pgid) {
-		if time.Now().After(deadline) {
-			return false
+		select {
+		case <-deadline.C:
+			return !groupAlive(pgid)
+		case <-cut:
+			return !groupAlive(pgid)
+		case <-tick.C:
 		}
-		time.Sleep(groupPoll)
 	}
 	return true
 }

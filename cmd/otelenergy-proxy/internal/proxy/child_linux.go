@@ -133,13 +133,18 @@ func prctl(op, arg uintptr) error {
 	return nil
 }
 
-// siginfo is the head of Linux's siginfo_t for SIGCHLD: si_pid sits after
-// three ints and the union's alignment padding, on every 64-bit arch.
+// siginfo is Linux's siginfo_t for SIGCHLD, 128 bytes. si_pid is the
+// union's first field: after three ints, at the union's alignment, which
+// is a pointer's (the union holds pointers), so at byte 16 on 64-bit
+// arches and 12 on 32-bit ones.
 type siginfo struct {
-	signo, errno, code, _ int32
-	pid                   int32
-	_                     [108]byte
+	_ [0]uint64
+	b [128]byte
 }
+
+const siPidOffset = 12 + unsafe.Sizeof(uintptr(0)) - 4
+
+func (s *siginfo) pid() int32 { return *(*int32)(unsafe.Pointer(&s.b[siPidOffset])) }
 
 // waitid options and idtype, linux/wait.h.
 const (
@@ -157,7 +162,7 @@ func peekExited() (int, error) {
 	if e != 0 {
 		return 0, e
 	}
-	return int(info.pid), nil
+	return int(info.pid()), nil
 }
 
 // processTree returns pid and its descendants, from the proc file system

@@ -88,6 +88,60 @@ func TestStopKillsGroupIgnoringTERM(t *testing.T) {
 	}
 }
 
+// TestSecondSignalKillsAtOnce stops a backend that ignores SIGTERM with a
+// long grace period: the second signal must make Stop kill the group at
+// once, whether it comes while Stop waits or before Stop is called.
+func TestSecondSignalKillsAtOnce(t *testing.T) {
+	for _, before := range []bool{false, true} {
+		f := filepath.Join(t.TempDir(), "pid")
+		ch, err := startChild([]string{"sh", "-c", `trap "" TERM; sleep 60 & echo $! > ` + f + `; wait`}, quietEnv(t), quietLog(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := pidFrom(t, f)
+		t.Cleanup(func() { syscall.Kill(job, syscall.SIGKILL) })
+		const grace = 30 * time.Second
+		if before {
+			ch.Signal(syscall.SIGTERM)
+		} else {
+			time.AfterFunc(200*time.Millisecond, func() { ch.Signal(syscall.SIGTERM) })
+		}
+		began := time.Now()
+		code := ch.Stop(syscall.SIGTERM, grace)
+		if d := time.Since(began); d > grace/3 {
+			t.Fatalf("signal before Stop %t: Stop took %v after the second signal, want a prompt SIGKILL", before, d)
+		}
+		if code != 128+int(syscall.SIGKILL) || !dead(job) || groupAlive(ch.pgid) {
+			t.Fatalf("signal before Stop %t: status %d, job dead %t, group alive %t: want the group killed with SIGKILL", before, code, dead(job), groupAlive(ch.pgid))
+		}
+	}
+}
+
+// TestPeekExitedPid checks the siginfo layout: waitid must report the pid
+// of a child that has exited, without reaping it.
+func TestPeekExitedPid(t *testing.T) {
+	pid, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", "exit 3"}, &syscall.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws syscall.WaitStatus
+	defer syscall.Wait4(pid, &ws, 0, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for !dead(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not exit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got, err := peekExited()
+	if err != nil || got != pid {
+		t.Fatalf("peekExited() = %d, %v; want the exited child %d", got, err, pid)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+		t.Fatalf("peekExited reaped the child: %v", err)
+	}
+}
+
 // TestStopAfterLeaderExited starts a backend whose shell exits at once,
 // leaving a background job that ignores SIGTERM in its group: Stop must
 // still signal the group and kill what remains.
