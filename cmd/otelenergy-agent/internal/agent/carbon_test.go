@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"math"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -346,5 +347,52 @@ func TestCarbonOff(t *testing.T) {
 				t.Errorf("%s exported with carbon off", m.Name)
 			}
 		}
+	}
+}
+
+// TestCarbonPassCollectConcurrentSafe runs passes, collections and
+// intensity changes at once, for the race detector.
+func TestCarbonPassCollectConcurrentSafe(t *testing.T) {
+	rings := newFakeRings(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	var intensity switchReader
+	intensity.set(100_000)
+	model, err := carbon.NewModel(&intensity, carbon.WithEmbodied(5_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := &churn{n: 5}
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: ch, Resolver: ch, MeterProvider: mp, Carbon: model,
+		CarbonAge: func() (time.Duration, bool) { return time.Second, true }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Shutdown()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 200 {
+			rings.push(1000)
+			ag.Pass()
+		}
+	})
+	wg.Go(func() {
+		for range 200 {
+			var rm metricdata.ResourceMetrics
+			if err := reader.Collect(context.Background(), &rm); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		for k := range 200 {
+			intensity.set(uint64(50_000 + 1000*k))
+		}
+	})
+	wg.Wait()
+	if ag.Passes() != 200 {
+		t.Fatalf("%d passes", ag.Passes())
 	}
 }
