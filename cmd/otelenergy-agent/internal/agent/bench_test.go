@@ -74,7 +74,7 @@ func (benchProcs) Info(pid uint32) (procfs.Info, error) {
 // with eight processes each: "read" lists every board's processes and
 // utilization through nvmlsource (the NVML calls alone, the baseline);
 // "pass" is the agent's whole pass: the same listing plus each board's ten
-// new counter intervals read from the ring and split; "pass/carbon" is
+// new counter intervals read from the ring and split; "carbon" is
 // the pass of an agent that also converts each interval into emissions
 // (a static intensity, a PUE and embodied emissions). "mps50/read" and
 // "mps50/pass" are the same with 50 MPS clients on every board.
@@ -167,7 +167,7 @@ func benchPass(b *testing.B, procs int) {
 			b.Fatalf("board 0 has %d process series, want %d", len(t.Processes), procs)
 		}
 	})
-	b.Run("pass/carbon", func(b *testing.B) {
+	b.Run("carbon", func(b *testing.B) {
 		advance()
 		agc.Pass() // past the steps the other agent's passes left
 		b.ReportAllocs()
