@@ -48,7 +48,7 @@ type emissions struct {
 // on reports whether carbon is configured.
 func (e *emissions) on() bool { return e.model != nil }
 
-// note records the reading in force at the ring's time now.
+// noteCarbon notes the reading in force at the ring's time now.
 func (a *Agent) noteCarbon() {
 	if !a.em.on() {
 		return
@@ -159,7 +159,7 @@ func grow(s []uint64, n int) []uint64 {
 	return s[:n]
 }
 
-// registerCarbon creates the emissions instruments: process.co2e and
+// register creates the emissions instruments: process.co2e and
 // co2e.unattributed, observed in the Agent's callback beside the energy
 // they convert, and the intensity gauges, in a callback of their own.
 func (e *emissions) register(m metric.Meter) error {
