@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/otelenergy/otelenergy/carbon"
@@ -84,7 +85,11 @@ func provider(c Config, opts []carbon.ClientOption) (carbon.Provider, error) {
 	var p carbon.Provider
 	switch c.Provider {
 	case ProviderElectricityMaps:
-		p, err = carbon.NewElectricityMaps(c.Zone, sec, opts...)
+		if lat, lon, ok := latLon(c.Zone); ok {
+			p, err = carbon.NewElectricityMapsAt(lat, lon, sec, opts...)
+		} else {
+			p, err = carbon.NewElectricityMaps(c.Zone, sec, opts...)
+		}
 	case ProviderWattTime:
 		p, err = carbon.NewWattTime(c.Zone, c.User, sec, opts...)
 	default:
@@ -94,6 +99,18 @@ func provider(c Config, opts []carbon.ClientOption) (carbon.Provider, error) {
 		return nil, fmt.Errorf("-%s %s: %w", FlagProvider, c.Provider, err)
 	}
 	return p, nil
+}
+
+// latLon parses a zone given as "lat,lon" in decimal degrees: Electricity
+// Maps then answers for the zone that contains the location.
+func latLon(zone string) (lat, lon float64, ok bool) {
+	a, b, found := strings.Cut(zone, ",")
+	if !found {
+		return 0, 0, false
+	}
+	lat, err1 := strconv.ParseFloat(strings.TrimSpace(a), 64)
+	lon, err2 := strconv.ParseFloat(strings.TrimSpace(b), 64)
+	return lat, lon, err1 == nil && err2 == nil
 }
 
 // Start starts polling the provider, if any. It does not wait for the

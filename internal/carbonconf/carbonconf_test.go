@@ -128,6 +128,7 @@ func TestInvalid(t *testing.T) {
 		{name: "two tokens", args: []string{"-carbon-provider", "electricitymaps", "-carbon-zone", "DE", "-carbon-token-file", "/t"}, env: tok, want: "-carbon-token-file"},
 		{name: "watttime without user", args: []string{"-carbon-provider", "watttime", "-carbon-zone", "CAISO_NORTH"}, env: tok, want: "-carbon-user"},
 		{name: "user with electricitymaps", args: []string{"-carbon-provider", "electricitymaps", "-carbon-zone", "DE", "-carbon-user", "me"}, env: tok, want: "-carbon-user"},
+		{name: "location out of range", args: []string{"-carbon-provider", "electricitymaps", "-carbon-zone", "91,0"}, env: tok, want: "-carbon-zone"},
 		{name: "ukgrid zone", args: []string{"-carbon-provider", "ukgrid", "-carbon-zone", "DE"}, want: "-carbon-zone"},
 		{name: "ukgrid token", args: []string{"-carbon-provider", "ukgrid", "-carbon-zone", "GB", "-carbon-token-file", "/t"}, want: "-carbon-token-file"},
 		{name: "stale not above poll", args: []string{"-carbon-provider", "ukgrid", "-carbon-zone", "GB", "-carbon-poll-interval", "1h", "-carbon-stale-after", "1h"}, want: "-carbon-stale-after"},
@@ -290,5 +291,35 @@ func TestTokenFromEnv(t *testing.T) {
 	}
 	if r := cb.Model.Current(); r == nil || r.MgPerKWh != 52_000 || got.Load() != secret {
 		t.Fatalf("reading %+v, token sent %q", r, got.Load())
+	}
+}
+
+// TestElectricityMapsAtLocation: a zone given as lat,lon asks Electricity
+// Maps by coordinates, and the figure's zone is the one it answers.
+func TestElectricityMapsAtLocation(t *testing.T) {
+	t.Setenv(TokenEnv, "tok")
+	var query atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query.Store(r.URL.RawQuery)
+		fmt.Fprintf(w, `{"zone":"DE","carbonIntensity":310,"datetime":"%s"}`, time.Now().UTC().Truncate(time.Hour).Format(time.RFC3339))
+	}))
+	defer srv.Close()
+	c, err := parse([]string{"-carbon-provider", "electricitymaps", "-carbon-zone", "48.1, 11.6"}, map[string]string{TokenEnv: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := Build(c, carbon.WithBaseURL(srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cb.Poller.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := cb.Model.Current(); r == nil || r.Zone != "DE" || r.MgPerKWh != 310_000 || query.Load() != "lat=48.1&lon=11.6" {
+		t.Fatalf("reading %+v, query %v", r, query.Load())
+	}
+	c.Zone = "91,0" // no such latitude
+	if _, err := Build(c, carbon.WithBaseURL(srv.URL)); !errors.Is(err, carbon.ErrInvalidConfig) || !strings.Contains(err.Error(), "-carbon-provider") {
+		t.Fatalf("latitude 91: %v", err)
 	}
 }

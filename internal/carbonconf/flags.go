@@ -83,7 +83,7 @@ func Flags[C any](get func(*C) *Config) []cli.Flag[C] {
 				}
 				return fmt.Errorf("%w: want electricitymaps, watttime or ukgrid", carbon.ErrInvalidConfig)
 			}},
-		{Name: FlagZone, Usage: "the provider's zone: an Electricity Maps zone (DE, US-CAL-CISO), a WattTime region (CAISO_NORTH), or GB or a region id 1-17 for ukgrid",
+		{Name: FlagZone, Usage: "the provider's zone: an Electricity Maps zone (DE, US-CAL-CISO) or a location lat,lon (48.1,11.6), a WattTime region (CAISO_NORTH), or GB or a region id 1-17 for ukgrid",
 			Set: func(c *C, v string) error { get(c).Zone = strings.TrimSpace(v); return nil }},
 		{Name: FlagPUE, Default: "1", Usage: "the facility's power usage effectiveness, which multiplies the metered energy, such as 1.135 (AWS), 1.1 (GCP) or 1.185 (Azure) in Cloud Carbon Footprint's figures",
 			Set: func(c *C, v string) error {
@@ -178,6 +178,9 @@ func (c Config) Check(getenv func(string) string) error {
 			return invalid("-%s watttime needs -%s, the account name", FlagProvider, FlagUser)
 		}
 	case ProviderElectricityMaps:
+		if lat, lon, ok := latLon(c.Zone); ok && (lat < -90 || lat > 90 || lon < -180 || lon > 180) {
+			return invalid("invalid value %q for -%s: a location is lat,lon with lat from -90 to 90 and lon from -180 to 180", c.Zone, FlagZone)
+		}
 		if c.User != "" {
 			return invalid("-%s is WattTime's account name; -%s electricitymaps takes a token only", FlagUser, FlagProvider)
 		}
