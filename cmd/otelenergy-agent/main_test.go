@@ -40,6 +40,13 @@ func TestRunExitStatus(t *testing.T) {
 		t.Fatalf("stderr %q: want one line naming the flag", s)
 	}
 	stderr.Reset()
+	if got := run(context.Background(), []string{"-simulate", "-carbon-intensity", "436", "-pue", "0.9"}, env(nil), &stdout, &stderr, app.Deps{}); got != 2 {
+		t.Fatalf("invalid carbon flag: status %d, want 2", got)
+	}
+	if s := strings.TrimSpace(stderr.String()); strings.Contains(s, "\n") || !strings.Contains(s, "-pue") {
+		t.Fatalf("stderr %q: want one line naming -pue", s)
+	}
+	stderr.Reset()
 	if got := run(context.Background(), []string{"-h"}, env(nil), &stdout, &stderr, app.Deps{}); got != 0 {
 		t.Fatalf("-h: status %d, want 0", got)
 	}

@@ -56,31 +56,37 @@ func (t Table[C]) Names() []string {
 // "", is a value like any other; a binary that treats "" as unset says so
 // in the lookupEnv it passes. It returns [flag.ErrHelp] for -h and -help,
 // and an error matching [ErrInvalid], one line naming the flag or the
-// variable, for a bad value.
+// variable, for a bad value; that error also wraps the error of the
+// flag's Set, so that errors.Is finds a sentinel the check wrapped.
 //
 // A default that its own check refuses is a bug in the table, and Parse
 // panics on it: every binary's tests parse an empty command line.
 func (t Table[C]) Parse(c *C, args []string, lookupEnv func(string) (string, bool)) ([]string, error) {
 	fs := flag.NewFlagSet(t.Program, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	// The flag package formats a Set error with %v; setErr keeps the
+	// last one, so that the returned error still wraps it (a carbon
+	// flag's carbon.ErrInvalidConfig, say).
+	var setErr error
 	for i := range t.Flags {
 		f := &t.Flags[i]
-		v := &value[C]{f: f, c: c}
+		v := &value[C]{f: f, c: c, err: &setErr}
 		if err := v.Set(f.Default); err != nil && f.Default != "" {
 			panic(fmt.Sprintf("cli: default of -%s: %v", f.Name, err))
 		}
 		if e, ok := lookupEnv(t.Env(f.Name)); ok {
 			if err := v.Set(e); err != nil {
-				return nil, Invalid(fmt.Sprintf("invalid value %q for %s (-%s): %v", e, t.Env(f.Name), f.Name, err))
+				return nil, invalidError{fmt.Sprintf("invalid value %q for %s (-%s): %v", e, t.Env(f.Name), f.Name, err), err}
 			}
 		}
 		fs.Var(v, f.Name, f.Usage)
 	}
+	setErr = nil
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, flag.ErrHelp
 		}
-		return nil, Invalid(err.Error())
+		return nil, invalidError{err.Error(), setErr}
 	}
 	return fs.Args(), nil
 }
@@ -106,11 +112,13 @@ type value[C any] struct {
 	f   *Flag[C]
 	c   *C
 	cur string
+	err *error // the table's last Set error
 }
 
 func (v *value[C]) String() string { return v.cur }
 func (v *value[C]) Set(s string) error {
 	if err := v.f.Set(v.c, s); err != nil {
+		*v.err = err
 		return err
 	}
 	v.cur = s
@@ -119,12 +127,19 @@ func (v *value[C]) Set(s string) error {
 func (v *value[C]) IsBoolFlag() bool { return v.f.Bool }
 
 // Invalid returns a one-line error, msg, that matches [ErrInvalid].
-func Invalid(msg string) error { return invalidError(msg) }
+func Invalid(msg string) error { return invalidError{msg: msg} }
 
-type invalidError string
+// invalidError is a one-line error that matches [ErrInvalid] and wraps
+// the check's own error, if any, so that errors.Is also finds the
+// sentinel a check wrapped.
+type invalidError struct {
+	msg string
+	err error
+}
 
-func (e invalidError) Error() string        { return string(e) }
+func (e invalidError) Error() string        { return e.msg }
 func (e invalidError) Is(target error) bool { return target == ErrInvalid }
+func (e invalidError) Unwrap() error        { return e.err }
 
 // Bool parses v as a flag's boolean into b.
 func Bool(b *bool, v string) error {

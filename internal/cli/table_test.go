@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -74,5 +75,40 @@ func TestTableUsage(t *testing.T) {
 	}
 	if got := strings.Join(testTable.Names(), ","); got != "on,the-name,tags" {
 		t.Fatalf("Names() = %s", got)
+	}
+}
+
+// TestTableWrapsCheckError: a bad value's error, from a variable or from
+// the command line, matches ErrInvalid and the sentinel its check wrapped,
+// in one line naming the flag.
+func TestTableWrapsCheckError(t *testing.T) {
+	errOdd := errors.New("odd")
+	tb := Table[tableConfig]{Program: "t", EnvPrefix: "T_", Flags: []Flag[tableConfig]{
+		{Name: "even", Default: "0", Usage: "an even number", Set: func(c *tableConfig, v string) error {
+			if len(v)%2 == 1 && v != "0" {
+				return fmt.Errorf("%w: want an even length", errOdd)
+			}
+			return nil
+		}},
+		{Name: "on", Default: "false", Bool: true, Usage: "switch", Set: func(c *tableConfig, v string) error { return Bool(&c.On, v) }},
+	}}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		odd  bool
+	}{
+		{name: "flag", args: []string{"-even", "abc"}, odd: true},
+		{name: "variable", env: map[string]string{"T_EVEN": "abc"}, odd: true},
+		{name: "other flag", args: []string{"-on=maybe"}},
+		{name: "unknown flag", args: []string{"-nope"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got tableConfig
+			_, err := tb.Parse(&got, c.args, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+			if !errors.Is(err, ErrInvalid) || errors.Is(err, errOdd) != c.odd || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("%v: want one line matching ErrInvalid, and errOdd %t", err, c.odd)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/otelenergy/otelenergy/internal/carbonconf"
 	"github.com/otelenergy/otelenergy/internal/cli"
 )
 
@@ -60,6 +61,9 @@ type Config struct {
 	AdminListen string        // -admin-listen; "" disables it
 	Duration    time.Duration // -duration; 0 runs until a signal
 	Version     bool          // -version: print the build and exit
+	// Carbon is the carbon flags (-carbon-intensity, -pue, ...): see
+	// package internal/carbonconf.
+	Carbon carbonconf.Config
 }
 
 // ErrHelp is returned by [Parse] for -h or -help; the usage was written.
@@ -69,7 +73,7 @@ var ErrHelp = flag.ErrHelp
 // argument.
 var ErrInvalid = cli.ErrInvalid
 
-var table = cli.Table[Config]{Program: "otelenergy-agent", EnvPrefix: EnvPrefix, Flags: []cli.Flag[Config]{
+var table = cli.Table[Config]{Program: "otelenergy-agent", EnvPrefix: EnvPrefix, Flags: append([]cli.Flag[Config]{
 	{Name: "simulate", Default: "false", Bool: true, Usage: "meter simulated GPUs running scripted processes instead of NVML; never chosen silently",
 		Set: func(c *Config, v string) error { return cli.Bool(&c.Simulate, v) }},
 	{Name: "simulate-devices", Default: "8", Usage: "number of simulated GPUs with -simulate, 1 to 64",
@@ -129,7 +133,7 @@ var table = cli.Table[Config]{Program: "otelenergy-agent", EnvPrefix: EnvPrefix,
 		}},
 	{Name: "duration", Default: "0s", Usage: "exit after this long; 0 runs until SIGTERM or SIGINT",
 		Set: func(c *Config, v string) error { return durationAtLeast(&c.Duration, v, 0) }},
-}}
+}, carbonconf.Flags(func(c *Config) *carbonconf.Config { return &c.Carbon })...)}
 
 // Names returns every flag's name, in -h order.
 func Names() []string { return table.Names() }
@@ -155,6 +159,9 @@ func Parse(args []string, lookupEnv func(string) (string, bool), out io.Writer) 
 	}
 	if len(rest) > 0 {
 		return c, cli.Invalid(fmt.Sprintf("unexpected argument %q", rest[0]))
+	}
+	if err := c.Carbon.Check(func(k string) string { v, _ := lookupEnv(k); return v }); err != nil {
+		return c, err
 	}
 	if c.Simulate && len(c.Devices) > 0 {
 		return c, cli.Invalid(fmt.Sprintf("invalid value %q for -devices: it chooses NVML GPUs; with -simulate, -simulate-devices sets their number", strings.Join(c.Devices, ",")))

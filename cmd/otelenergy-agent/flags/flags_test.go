@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 )
 
@@ -92,6 +93,31 @@ func TestUsage(t *testing.T) {
 	for _, want := range []string{`(default /proc;`, "(default 1s;", "(default 4096;", "(default :8090;", "doctor"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h does not show %q", want)
+		}
+	}
+}
+
+// TestCarbonFlags: the carbon flags and their variables are in the
+// table, checked together, and a bad value is one line naming the flag
+// that matches both ErrInvalid and carbon.ErrInvalidConfig.
+func TestCarbonFlags(t *testing.T) {
+	c, err := flags.Parse([]string{"-carbon-provider", "watttime", "-carbon-zone", "CAISO_NORTH", "-carbon-user", "me", "-carbon-intensity", "300"},
+		env(map[string]string{"OTELENERGY_CARBON_TOKEN": "pw", "OTELENERGY_PUE": "1.1"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Carbon.Enabled() || c.Carbon.Provider != "watttime" || c.Carbon.User != "me" || c.Carbon.PUE != 1_100_000 || c.Carbon.Intensity != 300_000 {
+		t.Fatalf("carbon %+v", c.Carbon)
+	}
+	for _, args := range [][]string{
+		{"-carbon-intensity", "x"},
+		{"-carbon-provider", "watttime", "-carbon-zone", "CAISO_NORTH"}, // no user, no password
+		{"-pue", "1.2"}, // carbon off
+	} {
+		_, err := flags.Parse(args, env(nil), nil)
+		if !errors.Is(err, flags.ErrInvalid) || !errors.Is(err, carbon.ErrInvalidConfig) || strings.Contains(err.Error(), "\n") ||
+			!strings.Contains(err.Error(), "-carbon-") && !strings.Contains(err.Error(), "-pue") {
+			t.Errorf("%q: %v, want one line naming the flag, matching ErrInvalid and carbon.ErrInvalidConfig", args, err)
 		}
 	}
 }

@@ -1,8 +1,9 @@
 // Package flags is otelenergy-proxy's command line: every flag, its
 // environment equivalent, its default and its check, and the one place
-// where flags become values. It depends on the standard library and
-// internal/cli only, so that tests elsewhere (the deployment manifests')
-// can parse a container's arguments exactly as the proxy does. The logging
+// where flags become values. It depends on the standard library,
+// internal/cli and internal/carbonconf (the carbon flags, shared with the
+// agent) only, so that tests elsewhere (the deployment manifests') can
+// parse a container's arguments exactly as the proxy does. The logging
 // and version flags take their names, defaults and checks from
 // internal/cli, which the agent shares.
 package flags
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/otelenergy/otelenergy/internal/carbonconf"
 	"github.com/otelenergy/otelenergy/internal/cli"
 )
 
@@ -64,6 +66,9 @@ type Config struct {
 	MaxBufferedBytes int64         // -max-buffered-bytes
 	CopyTo           string        // -copy-to: copy the binary there and exit
 	Version          bool          // -version: print the build and exit
+	// Carbon is the carbon flags (-carbon-intensity, -pue, ...): see
+	// package internal/carbonconf.
+	Carbon carbonconf.Config
 	// Command is the backend to run as a child (wrapper mode): the
 	// arguments after "--". Empty in front of a running backend.
 	Command []string
@@ -80,7 +85,7 @@ var ErrHelp = flag.ErrHelp
 // names the flag (and the variable, when the value came from one).
 var ErrInvalid = cli.ErrInvalid
 
-var table = cli.Table[Config]{Program: "otelenergy-proxy", EnvPrefix: EnvPrefix, Flags: []cli.Flag[Config]{
+var table = cli.Table[Config]{Program: "otelenergy-proxy", EnvPrefix: EnvPrefix, Flags: append([]cli.Flag[Config]{
 	{Name: "listen", Default: DefaultListen, Usage: "address the proxied OpenAI-compatible API listens on (HTTP/1.1 and unencrypted HTTP/2)",
 		Set: func(c *Config, v string) error { c.Listen = v; return checkAddr(v) }},
 	{Name: "admin-listen", Default: DefaultAdminListen, Usage: "address of " + HealthPath + " (alive) and " + ReadyPath + " (first energy sample taken and the backend answers)",
@@ -178,7 +183,7 @@ var table = cli.Table[Config]{Program: "otelenergy-proxy", EnvPrefix: EnvPrefix,
 		Set: func(c *Config, v string) error { return cli.Bool(&c.Version, v) }},
 	{Name: "copy-to", Usage: "copy this binary to the given path and exit: an init container puts it into a backend's image this way (the image has no shell)",
 		Set: func(c *Config, v string) error { c.CopyTo = v; return nil }},
-}}
+}, carbonconf.Flags(func(c *Config) *carbonconf.Config { return &c.Carbon })...)}
 
 // Names returns every flag's name, in -h order.
 func Names() []string { return table.Names() }
@@ -208,6 +213,9 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	}
 	if len(c.Command) == 0 && dashDash(args, 0) {
 		return c, cli.Invalid("-- is followed by no command: name the backend to run after it, or drop -- to proxy a running backend")
+	}
+	if err := c.Carbon.Check(getenv); err != nil {
+		return c, err
 	}
 	if c.MaxRequestBytes > c.MaxBufferedBytes {
 		return c, cli.Invalid(fmt.Sprintf("-max-request-bytes %d is above -max-buffered-bytes %d: no such request could be held", c.MaxRequestBytes, c.MaxBufferedBytes))

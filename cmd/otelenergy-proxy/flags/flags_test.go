@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otelenergy/otelenergy/carbon"
 )
 
 func noEnv(string) string { return "" }
@@ -122,5 +124,42 @@ func TestTrailersFinal(t *testing.T) {
 		if !strings.Contains(usage.String(), s) {
 			t.Errorf("-h does not show %q", s)
 		}
+	}
+}
+
+// TestCarbonFlags: the carbon flags and their variables are in the
+// table, and a bad value is one line naming the flag that matches both
+// ErrInvalid and carbon.ErrInvalidConfig.
+func TestCarbonFlags(t *testing.T) {
+	env := map[string]string{Env("carbon-intensity"): "436"}
+	c, err := Parse([]string{"-pue", "1.135", "-embodied-g-per-hour", "2.5"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Carbon.Enabled() || c.Carbon.Intensity != 436_000 || c.Carbon.PUE != 1_135_000 || c.Carbon.Embodied != 2_500_000 {
+		t.Fatalf("carbon %+v", c.Carbon)
+	}
+	if c, err := Parse(nil, noEnv, io.Discard); err != nil || c.Carbon.Enabled() {
+		t.Fatalf("carbon is on by default: %+v %v", c.Carbon, err)
+	}
+	for _, args := range [][]string{
+		{"-carbon-intensity", "436g"},
+		{"-carbon-intensity", "436", "-pue", "0.5"},
+		{"-carbon-provider", "electricitymaps", "-carbon-zone", "DE"}, // no token
+	} {
+		_, err := Parse(args, noEnv, io.Discard)
+		if !errors.Is(err, ErrInvalid) || !errors.Is(err, carbon.ErrInvalidConfig) || strings.Contains(err.Error(), "\n") ||
+			!strings.Contains(err.Error(), "-carbon-") && !strings.Contains(err.Error(), "-pue") {
+			t.Errorf("%q: %v, want one line naming the flag, matching ErrInvalid and carbon.ErrInvalidConfig", args, err)
+		}
+	}
+	for _, name := range []string{"carbon-intensity", "carbon-provider", "carbon-zone", "pue", "embodied-g-per-hour",
+		"carbon-token-file", "carbon-user", "carbon-poll-interval", "carbon-stale-after"} {
+		if !slices.Contains(Names(), name) {
+			t.Errorf("no -%s", name)
+		}
+	}
+	if slices.Contains(Names(), "carbon-token") {
+		t.Error("a flag takes the secret")
 	}
 }

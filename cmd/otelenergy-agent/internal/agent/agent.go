@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
@@ -99,6 +100,14 @@ type Config struct {
 	// Epoch is when the Rings' time scale is zero, on Now's clock. The
 	// zero value selects Now() at New.
 	Epoch time.Time
+	// Carbon, when set, converts each process's energy into emissions,
+	// interval by interval (otelenergy.process.co2e), and exports the
+	// intensity in force; nil exports no emissions. The agent calls its
+	// Note and Interval, so it must be the agent's own.
+	Carbon *carbon.Model
+	// CarbonAge gives the age of the intensity, for
+	// otelenergy.carbon.intensity.age: the poller's Age; nil exports none.
+	CarbonAge func() (time.Duration, bool)
 }
 
 // ticksPerSecond is USER_HZ, the unit of /proc/<pid>/stat's start time:
@@ -121,6 +130,7 @@ type Agent struct {
 	overflowed atomic.Uint64
 	inst       instruments
 	boot       time.Time
+	em         emissions
 }
 
 // series is one process's total on one board, or one of a board's
@@ -129,6 +139,7 @@ type series struct {
 	pid    uint32
 	start  uint64
 	mj     uint64
+	ug     uint64 // emissions, µg CO2e, with carbon on
 	opt    metric.ObserveOption
 	seen   uint64 // the pass that last saw it listed or sampled
 	exited bool
@@ -161,6 +172,7 @@ type board struct {
 	exited   series             // the totals of ended series
 
 	idleMJ, unattributedMJ uint64
+	co2eRestUG             uint64 // emissions no process was given
 	listErrors             atomic.Uint64
 	listed                 int // processes in the latest successful listing
 	failing, lost          bool
@@ -189,7 +201,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Epoch.IsZero() {
 		cfg.Epoch = cfg.Now()
 	}
-	a := &Agent{cfg: cfg, epoch: cfg.Epoch.UnixNano(), boot: cfg.BootTime}
+	a := &Agent{cfg: cfg, epoch: cfg.Epoch.UnixNano(), boot: cfg.BootTime, em: emissions{model: cfg.Carbon, age: cfg.CarbonAge}}
 	a.clock = a.ownClock
 	if c, ok := cfg.Rings.(ringClock); ok {
 		a.clock = c.Clock
@@ -214,6 +226,9 @@ func New(cfg Config) (*Agent, error) {
 			att:       attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts}),
 			procs:     make(map[uint32]*series),
 		}
+		if a.em.on() {
+			b.att = attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts, OnSplit: a.onSplit(b)})
+		}
 		b.overflow.opt = metric.WithAttributeSet(attribute.NewSet(id, OverflowKey.Bool(true)))
 		b.exited.opt = metric.WithAttributeSet(attribute.NewSet(id, ExitedKey.Bool(true)))
 		a.boards = append(a.boards, b)
@@ -224,6 +239,7 @@ func New(cfg Config) (*Agent, error) {
 	if err := a.inst.register(a); err != nil {
 		return nil, err
 	}
+	a.noteCarbon()
 	return a, nil
 }
 
@@ -253,6 +269,7 @@ func (a *Agent) Pass() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.gen++
+	a.noteCarbon()
 	for i, b := range a.boards {
 		a.passBoard(i, b)
 	}
@@ -340,7 +357,7 @@ func (a *Agent) passBoard(i int, b *board) {
 		if b.shared {
 			staticW = b.static.Watts()
 		}
-		r := procshare.Window(ivs, staticW, mode, b.weights, b.out)
+		r := a.window(b, ivs, staticW, mode)
 		b.idleMJ += r.IdleMJ
 		b.unattributedMJ += r.UnattributedMJ
 		for k, s := range b.slots {
@@ -637,9 +654,11 @@ func (a *Agent) observe(_ context.Context, o metric.Observer) error {
 				o.ObserveFloat64(in.process, j(s.mj), s.opt)
 			}
 		}
+		a.observeCarbon(o, b)
 		for k, s := range b.exiting {
 			o.ObserveFloat64(in.process, j(s.mj), s.opt)
 			b.exited.mj += s.mj
+			b.exited.ug += s.ug
 			a.series--
 			b.exiting[k] = nil
 		}
@@ -655,6 +674,7 @@ type instruments struct {
 	overflow, listErrors                metric.Int64ObservableCounter
 	processes                           metric.Int64ObservableGauge
 	model                               modelInstruments
+	em                                  *emissions
 }
 
 func (in *instruments) register(a *Agent) error {
@@ -680,13 +700,24 @@ func (in *instruments) register(a *Agent) error {
 	if err := in.model.register(a, m); err != nil {
 		return err
 	}
+	if err := a.em.register(m); err != nil {
+		return err
+	}
+	observed := []metric.Observable{in.energy, in.process, in.idle, in.unattributed, in.overflow, in.listErrors, in.processes}
+	if a.em.on() {
+		observed = append(observed, a.em.process, a.em.rest)
+	}
 	var err error
-	in.reg, err = m.RegisterCallback(a.observe, in.energy, in.process, in.idle, in.unattributed, in.overflow, in.listErrors, in.processes)
+	in.reg, err = m.RegisterCallback(a.observe, observed...)
+	in.em = &a.em
 	return err
 }
 
 func (in *instruments) unregister() error {
 	err := in.model.unregister()
+	if in.em != nil {
+		err = errors.Join(err, in.em.unregister())
+	}
 	if in.reg == nil {
 		return err
 	}

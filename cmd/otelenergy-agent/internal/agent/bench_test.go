@@ -13,6 +13,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
@@ -73,7 +74,9 @@ func (benchProcs) Info(pid uint32) (procfs.Info, error) {
 // with eight processes each: "read" lists every board's processes and
 // utilization through nvmlsource (the NVML calls alone, the baseline);
 // "pass" is the agent's whole pass: the same listing plus each board's ten
-// new counter intervals read from the ring and split. "mps50/read" and
+// new counter intervals read from the ring and split; "carbon" is
+// the pass of an agent that also converts each interval into emissions
+// (a static intensity, a PUE and embodied emissions). "mps50/read" and
 // "mps50/pass" are the same with 50 MPS clients on every board.
 func BenchmarkPass(b *testing.B) {
 	benchPass(b, 8)
@@ -110,6 +113,15 @@ func benchPass(b *testing.B, procs int) {
 		b.Fatal(err)
 	}
 	defer ag.Shutdown()
+	model, err := carbon.NewModel(carbon.NewStatic(carbon.Intensity{MgPerKWh: 436_000}), carbon.WithPUE(1_135_000), carbon.WithEmbodied(12_500_000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	agc, err := agent.New(agent.Config{Rings: mon, Lister: src.NewProcessReader(), Resolver: benchProcs{}, MeterProvider: mp, Carbon: model})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer agc.Shutdown()
 	// advance steps every counter ten times, 100 ms apart.
 	advance := func() {
 		for range 10 {
@@ -152,6 +164,20 @@ func benchPass(b *testing.B, procs int) {
 			ag.Pass()
 		}
 		if t := ag.Totals(0); len(t.Processes) != procs {
+			b.Fatalf("board 0 has %d process series, want %d", len(t.Processes), procs)
+		}
+	})
+	b.Run("carbon", func(b *testing.B) {
+		advance()
+		agc.Pass() // past the steps the other agent's passes left
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			advance()
+			b.StartTimer()
+			agc.Pass()
+		}
+		if t := agc.Totals(0); len(t.Processes) != procs {
 			b.Fatalf("board 0 has %d process series, want %d", len(t.Processes), procs)
 		}
 	})

@@ -30,6 +30,17 @@
 //     beyond the series cap.
 //   - otelenergy.energy.idle and otelenergy.energy.unattributed (Counter,
 //     J, per hw.id).
+//   - With [Config.Carbon]: otelenergy.process.co2e (Counter, g, the
+//     attributes of otelenergy.process.energy) and
+//     otelenergy.co2e.unattributed (Counter, g, per hw.id), each counter
+//     interval's energy converted as it is split, at the intensity in force
+//     when it was metered (the model is noted once per pass), so that per
+//     board Σ process.co2e + co2e.unattributed = Σ over split intervals of
+//     the interval's energy × intensity × PUE, rounded once per interval,
+//     plus the embodied emissions of the split time, exactly in µg; and
+//     the gauges otelenergy.carbon.intensity (g/kW.h, with
+//     otelenergy.carbon.source and otelenergy.carbon.kind) and
+//     otelenergy.carbon.intensity.age (s, from [Config.CarbonAge]).
 //   - otelenergy.agent.series.overflow (Counter, {process}) and
 //     otelenergy.process.listing.errors (Counter, {error}, per hw.id).
 //   - otelenergy.device.processes (Gauge, {process}, per hw.id): the

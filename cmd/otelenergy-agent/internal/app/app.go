@@ -16,12 +16,14 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/admin"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/lifecycle"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/sim"
+	"github.com/otelenergy/otelenergy/internal/carbonconf"
 	"github.com/otelenergy/otelenergy/internal/doctor"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 	"github.com/otelenergy/otelenergy/otelenergy"
@@ -54,6 +56,9 @@ type Deps struct {
 	Stack *lifecycle.Stack
 	// ShutdownTimeout bounds the shutdown; zero is 10 s.
 	ShutdownTimeout time.Duration
+	// CarbonClient configures the carbon provider's HTTP client; a test
+	// points it at a fake server.
+	CarbonClient []carbon.ClientOption
 }
 
 // Run starts the agent's services, runs until ctx ends, and shuts them
@@ -128,6 +133,23 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 	if err != nil {
 		return nil, err
 	}
+	// The poller stops after the agent's final pass (the stack stops in
+	// reverse), so that the pass converts at the readings it was metered
+	// at; its errors go to otel.Handle.
+	var cb *carbonconf.Carbon
+	if err := st.Start("carbon", func() (func(context.Context) error, error) {
+		var err error
+		if cb, err = carbonconf.Build(cfg.Carbon, d.CarbonClient...); err != nil {
+			return nil, err
+		}
+		if err := cb.Start(); err != nil {
+			return nil, err
+		}
+		cb.Log(log)
+		return cb.Shutdown, nil
+	}); err != nil {
+		return nil, err
+	}
 	var nd Node
 	var mon *otelenergy.Monitor
 	if err := st.Start("GPU source", func() (func(context.Context) error, error) {
@@ -161,8 +183,12 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 	var ag *agent.Agent
 	if err := st.Start("agent", func() (func(context.Context) error, error) {
 		var err error
-		ag, err = agent.New(agent.Config{Rings: mon, Lister: nd.Lister, Resolver: nd.Resolver,
-			MaxSeries: cfg.MaxSeries, IdleWatts: cfg.IdleWatts, SampleHold: cfg.SampleHold, MeterProvider: mp})
+		acfg := agent.Config{Rings: mon, Lister: nd.Lister, Resolver: nd.Resolver,
+			MaxSeries: cfg.MaxSeries, IdleWatts: cfg.IdleWatts, SampleHold: cfg.SampleHold, MeterProvider: mp}
+		if cb != nil {
+			acfg.Carbon, acfg.CarbonAge = cb.Model, cb.Age
+		}
+		ag, err = agent.New(acfg)
 		if err != nil {
 			return nil, err
 		}

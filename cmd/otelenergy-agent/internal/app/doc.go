@@ -7,15 +7,18 @@
 //
 //  1. telemetry: the MeterProvider and its exporter (autoexport), which
 //     every later service writes to; stopped last, with the final export.
-//  2. GPU source: NVML or the simulator.
-//  3. monitor: the library's Monitor, whose sampler fills the rings.
-//  4. agent: the split; its stop takes a sample and makes the final pass,
+//  2. carbon: the carbon flags' model and its poller (internal/carbonconf),
+//     when carbon is on; stopped after the agent's final pass, which
+//     converts the last intervals at the readings they were metered at.
+//  3. GPU source: NVML or the simulator.
+//  4. monitor: the library's Monitor, whose sampler fills the rings.
+//  5. agent: the split; its stop takes a sample and makes the final pass,
 //     while the source can still list processes, so the counter steps up
 //     to the shutdown are split and exported by the telemetry's final
 //     export.
-//  5. sampling: the Monitor's sampler (and the simulator's load).
-//  6. admin server: /healthz and /readyz, when -admin-listen is set.
-//  7. readiness: its stop turns /readyz to 503, first of all.
+//  6. sampling: the Monitor's sampler (and the simulator's load).
+//  7. admin server: /healthz and /readyz, when -admin-listen is set.
+//  8. readiness: its stop turns /readyz to 503, first of all.
 //
 // The Monitor produces the counter steps the agent splits, yet stops after
 // the agent's final pass: its stop closes NVML, which that pass's listing

@@ -107,6 +107,15 @@ type Config struct {
 	// Horizon is the forgetting time constant; zero or less selects
 	// DefaultHorizon.
 	Horizon time.Duration
+	// OnSplit, when set, is called once for each interval as it is
+	// split, on Split's goroutine, before Split returns: pids, keys and
+	// mj are parallel, mj[k] the share of process pids[k] with key
+	// keys[k] (zero shares included), and restMJ the interval's idle and
+	// unattributed energy, so that Σ mj + restMJ = iv.EnergyMJ. The
+	// slices are the Board's scratch, valid only during the call. It is
+	// how the agent converts each interval into emissions at the
+	// intensity in force when it was metered.
+	OnSplit func(iv procshare.Interval, pids []uint32, keys []uint64, mj []uint64, restMJ uint64)
 }
 
 // Result is what one [Board.Split] gave out.
@@ -507,6 +516,9 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 		r.IdleMJ += w.IdleMJ
 		r.UnattributedMJ += w.UnattributedMJ
 		r.SplitMJ += iv.EnergyMJ
+		if b.cfg.OnSplit != nil {
+			b.cfg.OnSplit(iv, nil, nil, nil, w.IdleMJ+w.UnattributedMJ)
+		}
 		return learn
 	}
 	b.weights = b.weights[:0]
@@ -553,6 +565,9 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 		if b.out[k] > 0 {
 			r.give(pid, b.keys[k], b.out[k])
 		}
+	}
+	if b.cfg.OnSplit != nil {
+		b.cfg.OnSplit(iv, b.ids, b.keys, b.out, w.IdleMJ+w.UnattributedMJ)
 	}
 	return exact
 }

@@ -45,7 +45,7 @@ func TestLifecycleReverseOrder(t *testing.T) {
 
 // startStages are the stages of a wrapper-mode start under -simulate, in
 // order.
-var startStages = []string{"listeners", "admin server", "backend check", "backend", "energy source", "telemetry", "energy monitor", "API server"}
+var startStages = []string{"listeners", "admin server", "backend check", "backend", "energy source", "telemetry", "carbon", "energy monitor", "API server"}
 
 // TestStartFailureAtEveryStage fails the start after each stage in turn:
 // the proxy must exit 1 with the error, stop the backend it started,

@@ -22,6 +22,12 @@ func (p *runner) monitorOptions(tel *telemetry) []otelenergy.Option {
 		// otelenergy.request.energy, -baggage-values values per key.
 		opts = append(opts, otelenergy.WithBaggageAttributes(p.cfg.BaggageValues, p.cfg.BaggageKeys...))
 	}
+	if p.carbon != nil {
+		// The carbon flags' model: emissions on the span, on
+		// otelenergy.request.co2e and in the Energy-Co2e-Milligrams
+		// trailer.
+		opts = append(opts, otelenergy.WithCarbon(p.carbon.Model))
+	}
 	return opts
 }
 

@@ -16,7 +16,9 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-proxy/flags"
+	"github.com/otelenergy/otelenergy/internal/carbonconf"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
@@ -37,6 +39,10 @@ var ErrNoNVML = errors.New("NVML is not available")
 
 // errChildExited is returned when the backend exits before it answers.
 var errChildExited = errors.New("the backend exited before it answered")
+
+// carbonClient configures the carbon provider's HTTP client; a test
+// points it at a fake server on 127.0.0.1.
+var carbonClient []carbon.ClientOption
 
 // startHook, when a test sets it, is called after each stage of the
 // start with the stage's name; its error fails the start there.
@@ -64,6 +70,7 @@ type runner struct {
 	apiLn   net.Listener // bound at the start, served once metering runs
 	adminLn net.Listener // bound and served at the start
 	api     *http.Server
+	carbon  *carbonconf.Carbon // nil: carbon off
 
 	started  atomic.Bool // the first energy sample was taken
 	draining atomic.Bool
@@ -257,6 +264,22 @@ func (p *runner) start() error {
 		return tel.shutdownMetrics(ctx)
 	})
 	if err := p.stage("telemetry"); err != nil {
+		return err
+	}
+
+	// The poller stops after the Monitor (the lifecycle stops in
+	// reverse), so that every interval the Monitor splits until its last
+	// has the reading it was metered at; its errors go to otel.Handle,
+	// the proxy's log.
+	if p.carbon, err = carbonconf.Build(cfg.Carbon, carbonClient...); err != nil {
+		return fmt.Errorf("carbon: %w", err)
+	}
+	if err := p.carbon.Start(); err != nil {
+		return fmt.Errorf("carbon: %w", err)
+	}
+	p.lc.add("carbon poller", p.carbon.Shutdown)
+	p.carbon.Log(lg)
+	if err := p.stage("carbon"); err != nil {
 		return err
 	}
 

@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/otelenergy/otelenergy/carbon"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
+)
+
+// Attribute keys of the intensity gauge: the figure's source and kind,
+// both few and fixed (never a zone or a value).
+const (
+	CarbonSourceKey = attribute.Key("otelenergy.carbon.source")
+	CarbonKindKey   = attribute.Key("otelenergy.carbon.kind")
+)
+
+// emissions converts each split interval's energy into emissions through
+// the agent's own [carbon.Model], per process, and holds the scratch that
+// keeps it allocation-free. Its methods run under the Agent's mutex,
+// which serializes Model.Note and Model.Interval as the model requires.
+//
+// The model's timeline is noted once per pass, at the ring's time, before
+// the pass reads the rings: a change the poller published is in force
+// from the first pass that saw it, and an interval (a, b] is converted at
+// the reading in force at b, whenever it is split (an interval held for
+// its utilization samples keeps the reading it was metered at). One
+// interval has one intensity, so a process whose intervals span a change
+// gets each at its own.
+type emissions struct {
+	model *carbon.Model
+	age   func() (time.Duration, bool)
+
+	shares, cover, op, emb []uint64
+	targets                []*series // nil: no series, the rest
+	runOut                 []uint64
+
+	process, rest metric.Float64ObservableCounter
+	intensity     metric.Float64ObservableGauge
+	ageGauge      metric.Float64ObservableGauge
+	reg           metric.Registration
+}
+
+// on reports whether carbon is configured.
+func (e *emissions) on() bool { return e.model != nil }
+
+// noteCarbon notes the reading in force at the ring's time now.
+func (a *Agent) noteCarbon() {
+	if !a.em.on() {
+		return
+	}
+	t, _ := a.clock()
+	a.em.model.Note(t)
+}
+
+// convert converts one interval (a, b] of board b, whose energy went
+// sharesMJ[k] to targets[k] (nil: to no series) and restMJ to idle and
+// unattributed, and adds each target's µg to its series and the rest's
+// to the board's. Embodied emissions are charged by device time: the
+// interval's time is shared equally among the targets with a share, and
+// is the rest's when none has one.
+func (e *emissions) convert(bd *board, a, b int64, restMJ uint64) {
+	n := len(e.shares)
+	e.op, e.emb, e.cover = grow(e.op, n), grow(e.emb, n), grow(e.cover, n)
+	active := 0
+	for _, s := range e.shares {
+		if s > 0 {
+			active++
+		}
+	}
+	var dt uint64
+	if b > a {
+		dt = uint64(b - a)
+	}
+	q, r := uint64(0), uint64(0)
+	if active > 0 {
+		q, r = dt/uint64(active), dt%uint64(active)
+	}
+	for k, s := range e.shares {
+		e.cover[k] = 0
+		if s > 0 {
+			e.cover[k] = q
+			if r > 0 {
+				e.cover[k]++
+				r--
+			}
+		}
+	}
+	res := e.model.Interval(a, b, e.shares, restMJ, e.cover, e.op, e.emb)
+	bd.co2eRestUG += res.OperationalRest + res.EmbodiedRest
+	for k, s := range e.targets {
+		ug := e.op[k] + e.emb[k]
+		if s == nil {
+			bd.co2eRestUG += ug
+		} else {
+			s.ug += ug
+		}
+	}
+}
+
+// onSplit is board bd's attrib.Config.OnSplit: it converts one interval
+// the aligner split, each share to the series that a.give will give its
+// energy to.
+func (a *Agent) onSplit(bd *board) func(iv procshare.Interval, pids []uint32, keys []uint64, mj []uint64, restMJ uint64) {
+	return func(iv procshare.Interval, pids []uint32, keys []uint64, mj []uint64, restMJ uint64) {
+		e := &a.em
+		e.shares, e.targets = append(e.shares[:0], mj...), e.targets[:0]
+		for k, pid := range pids {
+			e.targets = append(e.targets, bd.seriesFor(pid, keys[k]))
+		}
+		e.convert(bd, iv.T0, iv.T1, restMJ)
+	}
+}
+
+// window is procshare.Window over board b's slots and weights, into
+// b.out, with the emissions of its energy: with carbon on, its
+// intervals are split in runs that share one reading (almost always one
+// run: a reading changes at a pass, every few minutes at most), each run
+// converted at its reading.
+func (a *Agent) window(b *board, ivs []procshare.Interval, staticW float64, mode procshare.Mode) procshare.Result {
+	if !a.em.on() {
+		return procshare.Window(ivs, staticW, mode, b.weights, b.out)
+	}
+	e := &a.em
+	var total procshare.Result
+	for len(ivs) > 0 {
+		n := 1
+		first := e.model.Interval(ivs[0].T0, ivs[0].T1, nil, 0, nil, nil, nil).Reading
+		for n < len(ivs) && e.model.Interval(ivs[n].T0, ivs[n].T1, nil, 0, nil, nil, nil).Reading == first {
+			n++
+		}
+		run := ivs[:n]
+		ivs = ivs[n:]
+		e.runOut = grow(e.runOut, len(b.weights))
+		clear(e.runOut)
+		r := procshare.Window(run, staticW, mode, b.weights, e.runOut)
+		total.IdleMJ += r.IdleMJ
+		total.UnattributedMJ += r.UnattributedMJ
+		total.ActiveMJ += r.ActiveMJ
+		total.Shared = total.Shared || r.Shared
+		e.shares, e.targets = append(e.shares[:0], e.runOut...), append(e.targets[:0], b.slots...)
+		for k, mj := range e.runOut {
+			b.out[k] += mj
+		}
+		e.convert(b, run[0].T0, run[len(run)-1].T1, r.IdleMJ+r.UnattributedMJ)
+	}
+	return total
+}
+
+// grow returns s with length n, reusing its array when it is long enough.
+func grow(s []uint64, n int) []uint64 {
+	if cap(s) < n {
+		return make([]uint64, n, 2*n)
+	}
+	return s[:n]
+}
+
+// register creates the emissions instruments: process.co2e and
+// co2e.unattributed, observed in the Agent's callback beside the energy
+// they convert, and the intensity gauges, in a callback of their own.
+func (e *emissions) register(m metric.Meter) error {
+	if !e.on() {
+		return nil
+	}
+	var errs [4]error
+	e.process, errs[0] = m.Float64ObservableCounter("otelenergy.process.co2e", metric.WithUnit("g"),
+		metric.WithDescription("Each compute process's emissions in g CO2e: its otelenergy.process.energy times the PUE and the grid intensity in force when each interval was metered, plus its share of the board's embodied emissions by device time."))
+	e.rest, errs[1] = m.Float64ObservableCounter("otelenergy.co2e.unattributed", metric.WithUnit("g"),
+		metric.WithDescription("The board's emissions that no process was given: those of its idle and unattributed energy, and embodied emissions of the time no process had a share."))
+	e.intensity, errs[2] = m.Float64ObservableGauge("otelenergy.carbon.intensity", metric.WithUnit("g/kW.h"),
+		metric.WithDescription("The grid carbon intensity in force, with its source and kind (average or marginal); absent while none is."))
+	e.ageGauge, errs[3] = m.Float64ObservableGauge("otelenergy.carbon.intensity.age", metric.WithUnit("s"),
+		metric.WithDescription("Time since the intensity provider's last good answer; absent for a static intensity and before the first answer."))
+	if err := errors.Join(errs[:]...); err != nil {
+		return err
+	}
+	var err error
+	e.reg, err = m.RegisterCallback(e.observeIntensity, e.intensity, e.ageGauge)
+	return err
+}
+
+func (e *emissions) observeIntensity(_ context.Context, o metric.Observer) error {
+	if r := e.model.Current(); r != nil {
+		o.ObserveFloat64(e.intensity, r.GramsPerKWh(), metric.WithAttributes(CarbonSourceKey.String(r.Source), CarbonKindKey.String(r.Kind.String())))
+	}
+	if e.age != nil {
+		if d, ok := e.age(); ok {
+			o.ObserveFloat64(e.ageGauge, d.Seconds())
+		}
+	}
+	return nil
+}
+
+func (e *emissions) unregister() error {
+	if e.reg == nil {
+		return nil
+	}
+	return e.reg.Unregister()
+}
+
+// observeCarbon exports board b's emissions, with the attributes of the
+// energy series they convert; the caller holds the Agent's mutex and
+// calls it before it moves the exiting series' totals to the exited one.
+func (a *Agent) observeCarbon(o metric.Observer, b *board) {
+	e := &a.em
+	if !e.on() {
+		return
+	}
+	g := func(ug uint64) float64 { return float64(ug) / 1e6 }
+	o.ObserveFloat64(e.rest, g(b.co2eRestUG), b.idOpt)
+	o.ObserveFloat64(e.process, g(b.exited.ug), b.exited.opt)
+	o.ObserveFloat64(e.process, g(b.overflow.ug), b.overflow.opt)
+	for _, s := range b.procs {
+		if !s.overflow {
+			o.ObserveFloat64(e.process, g(s.ug), s.opt)
+		}
+	}
+	for _, s := range b.exiting {
+		o.ObserveFloat64(e.process, g(s.ug), s.opt)
+	}
+}
