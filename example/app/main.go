@@ -7,6 +7,7 @@
 //	go run ./example/app                       # demo with built-in load
 //	go run ./example/app -duration 15s         # exits by itself
 //	go run ./example/app -swap-every 10s       # hot-swaps the model
+//	go run ./example/app -carbon-intensity 436 -pue 1.135  # emissions too
 //
 // With OTEL_EXPORTER_OTLP_ENDPOINT set it exports traces and metrics over
 // OTLP gRPC, configured by the standard OTEL_* variables only.
@@ -30,6 +31,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/ring"
 	"github.com/otelenergy/otelenergy/simgpu"
@@ -50,6 +52,8 @@ type options struct {
 	tokenRate   float64
 	summary     time.Duration
 	meter       bool
+	intensity   string
+	pue         string
 }
 
 func main() {
@@ -64,6 +68,8 @@ func main() {
 	flag.Float64Var(&o.tokenRate, "token-rate", 40, "tokens per second each completion streams")
 	flag.DurationVar(&o.summary, "summary-every", 2*time.Second, "how often to print the live summary")
 	flag.BoolVar(&o.meter, "meter", true, "meter energy; -meter=false serves the API alone, as a backend behind otelenergy-proxy, which meters it")
+	flag.StringVar(&o.intensity, "carbon-intensity", "", "grid carbon intensity in g CO2e/kWh; set, it puts each request's emissions on its span (empty: no emissions)")
+	flag.StringVar(&o.pue, "pue", "1", "the facility's power usage effectiveness, which multiplies the energy converted to emissions")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -92,8 +98,14 @@ func run(ctx context.Context, o options) error {
 	// which forwards them to the one setupTelemetry installs; the
 	// telemetry's resource needs the Monitor's. The demo is the inference
 	// server itself, so it records the GenAI server metrics too.
-	mon, err := otelenergy.NewMonitor(src, otelenergy.WithModel(models[0]),
-		otelenergy.WithGenAIMetrics("text_completion", "otelenergy-demo"))
+	opts := []otelenergy.Option{otelenergy.WithModel(models[0]),
+		otelenergy.WithGenAIMetrics("text_completion", "otelenergy-demo")}
+	if cm, err := carbonModel(o); err != nil {
+		return err
+	} else if cm != nil {
+		opts = append(opts, otelenergy.WithCarbon(cm))
+	}
+	mon, err := otelenergy.NewMonitor(src, opts...)
 	if err != nil {
 		return err
 	}
@@ -298,4 +310,28 @@ func loadWorker(ctx context.Context, base string, seed uint64) {
 		}
 		drain(resp)
 	}
+}
+
+// carbonModel returns the static carbon model -carbon-intensity and -pue
+// describe, or nil when -carbon-intensity is empty. The binaries take a
+// provider too (docs/carbon.md); a demo needs no network.
+func carbonModel(o options) (*carbon.Model, error) {
+	if o.intensity == "" {
+		if o.pue != "" && o.pue != "1" {
+			return nil, fmt.Errorf("-pue %s without -carbon-intensity: %w", o.pue, carbon.ErrInvalidConfig)
+		}
+		return nil, nil
+	}
+	mg, err := carbon.ParseGramsPerKWh(o.intensity)
+	if err != nil {
+		return nil, fmt.Errorf("-carbon-intensity: %w", err)
+	}
+	pue := carbon.PUE(1_000_000)
+	if o.pue != "" {
+		pue, err = carbon.ParsePUE(o.pue)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-pue: %w", err)
+	}
+	return carbon.NewModel(carbon.NewStatic(carbon.Intensity{MgPerKWh: mg}), carbon.WithPUE(pue))
 }

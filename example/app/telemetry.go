@@ -142,6 +142,7 @@ type printer struct{}
 func (printer) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
 	for _, s := range spans {
 		var mj, out int64 = -1, 0
+		co2e := -1.0
 		var approx bool
 		var run string
 		for _, kv := range s.Attributes() {
@@ -154,13 +155,19 @@ func (printer) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) err
 				approx = kv.Value.AsBool()
 			case "otelenergy.run.id":
 				run = kv.Value.AsString()
+			case "energy.co2e.milligrams":
+				co2e = kv.Value.AsFloat64()
 			}
 		}
 		if mj < 0 {
 			continue
 		}
-		fmt.Printf("request trace=%s run=%.8s tokens=%d energy.millijoules=%d approximate=%t duration=%s\n",
-			s.SpanContext().TraceID(), run, out, mj, approx, s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
+		var emis string
+		if co2e >= 0 {
+			emis = fmt.Sprintf(" energy.co2e.milligrams=%.3f", co2e)
+		}
+		fmt.Printf("request trace=%s run=%.8s tokens=%d energy.millijoules=%d%s approximate=%t duration=%s\n",
+			s.SpanContext().TraceID(), run, out, mj, emis, approx, s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
 	}
 	return nil
 }
