@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/otelenergy/otelenergy/internal/amdsmi"
@@ -36,17 +37,27 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	sysfs   string
+	devices []string
 	pids    []int
 	domains []string
 	kinds   []string
 	log     *slog.Logger
-	amdLib  amdsmi.Lib // tests
+	amdLib  amdsmi.Lib    // tests
+	raplOpt []rapl.Option // tests
 	amdOpts []amdsmi.Option
 }
 
 // WithSysfs sets where sysfs is mounted, for RAPL and Intel hwmon. The
 // default is "/sys".
 func WithSysfs(root string) Option { return optionFunc(func(c *config) { c.sysfs = root }) }
+
+// WithDevices names the NVIDIA GPUs NVML meters, as
+// [otelenergy.WithDevices] does: NVML indices, GPU- UUIDs, unique UUID
+// prefixes or MIG- UUIDs. The default is the GPUs this process can use.
+// Other sources meter every device they find.
+func WithDevices(ids ...string) Option {
+	return optionFunc(func(c *config) { c.devices = append([]string(nil), ids...) })
+}
 
 // WithProcesses names the processes whose work is attributed, by host
 // pid, with their descendants. NVML and AMD SMI split a shared board by
@@ -80,6 +91,43 @@ func newConfig(opts []Option) config {
 		o.apply(&c)
 	}
 	return c
+}
+
+// Auto is the choice of sources that [ParseKinds] reads as "try each
+// known one".
+const Auto = "auto"
+
+// ErrBadChoice reports a choice of sources [ParseKinds] cannot read.
+var ErrBadChoice = errors.New("energysource: bad choice of sources")
+
+// ParseKinds reads a choice of sources as a command line gives it: "auto"
+// (nil: every known source, in the default order), or a comma-separated
+// list of kinds, each at most once, where "intel" is [IntelHwmon]. It
+// fails with an error wrapping [ErrBadChoice] and, for a kind it does not
+// know, [ErrUnknownKind].
+func ParseKinds(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	if s == Auto {
+		return nil, nil
+	}
+	var out []string
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		switch k {
+		case "intel":
+			k = IntelHwmon
+		case NVML, AMDSMI, IntelHwmon, RAPL:
+		case "":
+			return nil, fmt.Errorf("%w: an empty kind in %q (want auto, or some of %s, %s, intel, %s)", ErrBadChoice, s, NVML, AMDSMI, RAPL)
+		default:
+			return nil, fmt.Errorf("%w: %w: %q (want auto, or some of %s, %s, intel, %s)", ErrBadChoice, ErrUnknownKind, k, NVML, AMDSMI, RAPL)
+		}
+		if slices.Contains(out, k) {
+			return nil, fmt.Errorf("%w: %s named twice", ErrBadChoice, k)
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }
 
 // Finding says what one source found.
@@ -152,6 +200,9 @@ func (c config) open(kind string) (otelenergy.Source, Finding, error) {
 	switch kind {
 	case NVML:
 		var o []nvmlsource.Option
+		if len(c.devices) > 0 {
+			o = append(o, nvmlsource.WithDevices(c.devices...))
+		}
 		if len(c.pids) > 0 {
 			o = append(o, nvmlsource.WithProcesses(c.pids...))
 		}
@@ -178,7 +229,8 @@ func (c config) open(kind string) (otelenergy.Source, Finding, error) {
 		}
 	case RAPL:
 		var rs *rapl.Source
-		if rs, err = rapl.New(rapl.WithRoot(c.sysfs), rapl.WithDomains(c.domains...), rapl.WithProcesses(c.pids...)); err == nil {
+		o := append([]rapl.Option{rapl.WithRoot(c.sysfs), rapl.WithDomains(c.domains...), rapl.WithProcesses(c.pids...)}, c.raplOpt...)
+		if rs, err = rapl.New(o...); err == nil {
 			s = rs
 		}
 	default:
