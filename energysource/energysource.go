@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 
 	"github.com/otelenergy/otelenergy/internal/amdsmi"
@@ -13,6 +12,7 @@ import (
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 	"github.com/otelenergy/otelenergy/internal/rapl"
 	"github.com/otelenergy/otelenergy/internal/source"
+	"github.com/otelenergy/otelenergy/internal/sourcekind"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -26,7 +26,7 @@ const (
 )
 
 // ErrUnknownKind reports a kind this package does not know.
-var ErrUnknownKind = errors.New("energysource: unknown source kind")
+var ErrUnknownKind = sourcekind.ErrUnknown
 
 // Option configures [Accelerator], [Host] and [Open].
 type Option interface{ apply(*config) }
@@ -95,40 +95,17 @@ func newConfig(opts []Option) config {
 
 // Auto is the choice of sources that [ParseKinds] reads as "try each
 // known one".
-const Auto = "auto"
+const Auto = sourcekind.Auto
 
 // ErrBadChoice reports a choice of sources [ParseKinds] cannot read.
-var ErrBadChoice = errors.New("energysource: bad choice of sources")
+var ErrBadChoice = sourcekind.ErrBadChoice
 
 // ParseKinds reads a choice of sources as a command line gives it: "auto"
 // (nil: every known source, in the default order), or a comma-separated
 // list of kinds, each at most once, where "intel" is [IntelHwmon]. It
 // fails with an error wrapping [ErrBadChoice] and, for a kind it does not
 // know, [ErrUnknownKind].
-func ParseKinds(s string) ([]string, error) {
-	s = strings.TrimSpace(s)
-	if s == Auto {
-		return nil, nil
-	}
-	var out []string
-	for _, k := range strings.Split(s, ",") {
-		k = strings.TrimSpace(k)
-		switch k {
-		case "intel":
-			k = IntelHwmon
-		case NVML, AMDSMI, IntelHwmon, RAPL:
-		case "":
-			return nil, fmt.Errorf("%w: an empty kind in %q (want auto, or some of %s, %s, intel, %s)", ErrBadChoice, s, NVML, AMDSMI, RAPL)
-		default:
-			return nil, fmt.Errorf("%w: %w: %q (want auto, or some of %s, %s, intel, %s)", ErrBadChoice, ErrUnknownKind, k, NVML, AMDSMI, RAPL)
-		}
-		if slices.Contains(out, k) {
-			return nil, fmt.Errorf("%w: %s named twice", ErrBadChoice, k)
-		}
-		out = append(out, k)
-	}
-	return out, nil
-}
+func ParseKinds(s string) ([]string, error) { return sourcekind.Parse(s) }
 
 // Finding says what one source found.
 type Finding struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/amdsmi/amdsmitest"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
+	"github.com/otelenergy/otelenergy/internal/sourcekind"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -171,5 +172,18 @@ func TestHostRefused(t *testing.T) {
 	}
 	if !strings.Contains(f.String(), "unusable") || !strings.Contains(f.String(), "udev") {
 		t.Errorf("finding %q", f)
+	}
+}
+
+// TestKindNames keeps the leaf package's names, which the flag tables
+// read, those the sources report.
+func TestKindNames(t *testing.T) {
+	for _, k := range [][2]string{
+		{sourcekind.AMDSMI, energysource.AMDSMI}, {sourcekind.IntelHwmon, energysource.IntelHwmon},
+		{sourcekind.RAPL, energysource.RAPL}, {sourcekind.NVML, energysource.NVML},
+	} {
+		if k[0] != k[1] {
+			t.Errorf("sourcekind %q, source %q", k[0], k[1])
+		}
 	}
 }

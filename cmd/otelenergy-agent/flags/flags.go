@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/cli"
+	"github.com/otelenergy/otelenergy/internal/sourcekind"
 )
 
 // EnvPrefix begins the environment variable of every flag: -admin-listen
@@ -80,9 +80,9 @@ var table = cli.Table[Config]{Program: "otelenergy-agent", EnvPrefix: EnvPrefix,
 		Set: func(c *Config, v string) error { return intIn(&c.SimulateDevices, v, 1, 64) }},
 	{Name: "devices", Usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs; empty meters every GPU NVML shows, narrowed by CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES",
 		Set: func(c *Config, v string) error { c.Devices = cli.List(v); return nil }},
-	{Name: "sources", Default: energysource.Auto, Usage: "energy sources: auto, or a comma-separated list of nvml, amdsmi, intel (i915 and xe hwmon) and rapl (the host's CPU packages and DRAM); the first accelerator listed that finds a readable GPU is metered, and rapl adds the host. auto tries nvml, amdsmi, intel, and adds rapl when it is readable. Each source tried logs one line: what it found, or why not",
+	{Name: "sources", Default: sourcekind.Auto, Usage: "energy sources: auto, or a comma-separated list of nvml, amdsmi, intel (i915 and xe hwmon) and rapl (the host's CPU packages and DRAM); the first accelerator listed that finds a readable GPU is metered, and rapl adds the host. auto tries nvml, amdsmi, intel, and adds rapl when it is readable. Each source tried logs one line: what it found, or why not",
 		Set: func(c *Config, v string) error {
-			ks, err := energysource.ParseKinds(v)
+			ks, err := sourcekind.Parse(v)
 			if err != nil {
 				return errors.New("want auto, or a comma-separated list of nvml, amdsmi, intel and rapl, each once")
 			}
@@ -180,7 +180,7 @@ func Parse(args []string, lookupEnv func(string) (string, bool), out io.Writer) 
 	if c.Simulate && c.Sources != nil {
 		return c, cli.Invalid(fmt.Sprintf("invalid value %q for -sources: with -simulate the GPUs are simulated; leave -sources at auto", strings.Join(c.Sources, ",")))
 	}
-	if c.Sources != nil && !slices.ContainsFunc(c.Sources, func(k string) bool { return k != energysource.RAPL }) {
+	if c.Sources != nil && !slices.ContainsFunc(c.Sources, func(k string) bool { return k != sourcekind.RAPL }) {
 		return c, cli.Invalid("invalid value \"rapl\" for -sources: the agent splits a GPU's energy and needs an accelerator beside rapl, such as nvml,rapl")
 	}
 	if c.Simulate && len(c.Devices) > 0 {

@@ -19,8 +19,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/cli"
+	"github.com/otelenergy/otelenergy/internal/sourcekind"
 )
 
 // EnvPrefix begins the environment variable of every flag: -admin-listen
@@ -107,10 +107,10 @@ var table = cli.Table[Config]{Program: "otelenergy-proxy", EnvPrefix: EnvPrefix,
 		}},
 	{Name: "backend-timeout", Default: "10m", Usage: "how long to wait for the backend's response headers (queueing and prefill included) before answering 504",
 		Set: func(c *Config, v string) error { return positive(&c.BackendTimeout, v) }},
-	{Name: "sources", Default: energysource.Auto, Usage: "the accelerator's energy source: auto (nvml, then amdsmi, then intel), or a comma-separated list of nvml, amdsmi and intel tried in that order; each source tried logs one line. The host's CPU and DRAM (rapl) are the node agent's, not the proxy's",
+	{Name: "sources", Default: sourcekind.Auto, Usage: "the accelerator's energy source: auto (nvml, then amdsmi, then intel), or a comma-separated list of nvml, amdsmi and intel tried in that order; each source tried logs one line. The host's CPU and DRAM (rapl) are the node agent's, not the proxy's",
 		Set: func(c *Config, v string) error {
-			ks, err := energysource.ParseKinds(v)
-			if err != nil || slices.Contains(ks, energysource.RAPL) {
+			ks, err := sourcekind.Parse(v)
+			if err != nil || slices.Contains(ks, sourcekind.RAPL) {
 				return errors.New("want auto, or a comma-separated list of nvml, amdsmi and intel, each once")
 			}
 			c.Sources = ks
