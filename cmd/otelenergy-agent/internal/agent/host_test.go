@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -148,5 +149,55 @@ func TestHostBesideGPU(t *testing.T) {
 		if got := s["otelenergy.process.energy"] + s["otelenergy.energy.idle"] + s["otelenergy.energy.unattributed"]; got != s["hw.energy"] {
 			t.Errorf("%s: process + idle + unattributed = %d mJ, hw.energy %d mJ", id, got, s["hw.energy"])
 		}
+	}
+}
+
+// TestHostPassCollectConcurrentSafe runs passes over a GPU board and a
+// RAPL host while collections export them, for the race detector.
+func TestHostPassCollectConcurrentSafe(t *testing.T) {
+	sys, proc := t.TempDir(), t.TempDir()
+	if err := fakesysfs.Write(sys, filepath.FromSlash("../../../../internal/rapl/testdata/twosocket.tree")); err != nil {
+		t.Fatal(err)
+	}
+	writeProc(t, proc, 1000, 1000, map[uint32]uint64{10: 0, 11: 0})
+	src, _, err := energysource.Host(energysource.WithSysfs(sys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	fs := procfs.FS{Root: proc}
+	host, err := hostshare.New(hostshare.Config{Domains: src, CPU: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rings := newFakeRings(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: fixedList{10, 11}, Resolver: fs, MeterProvider: mp, SampleHold: -1, Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ag.Shutdown()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 100 {
+			rings.push(1000)
+			ag.Pass()
+			_ = ag.HostTotals(0)
+		}
+	})
+	wg.Go(func() {
+		for range 100 {
+			var rm metricdata.ResourceMetrics
+			if err := reader.Collect(context.Background(), &rm); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	if ag.Passes() != 100 {
+		t.Fatalf("%d passes", ag.Passes())
 	}
 }

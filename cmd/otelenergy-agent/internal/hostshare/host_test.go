@@ -25,14 +25,14 @@ import (
 // node is a fake host: the two-socket RAPL tree of internal/rapl and a
 // /proc with a stat file and processes whose CPU times the test sets.
 type node struct {
-	t          *testing.T
+	t          testing.TB
 	sys, proc  string
 	uj         map[string]uint64 // each zone's energy_uj
 	max        map[string]uint64
 	busy, idle uint64
 }
 
-func newNode(t *testing.T) *node {
+func newNode(t testing.TB) *node {
 	t.Helper()
 	n := &node{t: t, sys: t.TempDir(), proc: t.TempDir(),
 		uj: map[string]uint64{
