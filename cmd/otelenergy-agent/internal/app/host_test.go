@@ -21,6 +21,7 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
+	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 )
 
 // fakeSys writes a /sys with the given trees of the root module's
@@ -84,6 +85,12 @@ func TestOpenNodeSources(t *testing.T) {
 			defer nd.Source.Close()
 			if nd.Source.Kind() != energysource.IntelHwmon || len(nd.Source.Devices()) != 2 {
 				t.Errorf("accelerator %s with %d devices", nd.Source.Kind(), len(nd.Source.Devices()))
+			}
+			// Intel hwmon lists no processes: every pass's listing fails,
+			// so that the board's active energy is unattributed.
+			var bp nvmlsource.BoardProcesses
+			if err := nd.Lister.Read(0, &bp); err == nil || !strings.Contains(err.Error(), "intel-hwmon") {
+				t.Errorf("the Intel board's listing: %v", err)
 			}
 			if (nd.Host != nil) != tt.host || (nd.Whole != nil) != tt.psys {
 				t.Errorf("host %v, psys %v; want %v, %v", nd.Host != nil, nd.Whole != nil, tt.host, tt.psys)
