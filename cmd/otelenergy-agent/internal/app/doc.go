@@ -7,9 +7,14 @@
 //
 //  1. telemetry: the MeterProvider and its exporter (autoexport), which
 //     every later service writes to; stopped last, with the final export.
-//  2. GPU source: NVML or the simulator.
+//  2. GPU source: the accelerator -sources chooses (NVML, AMD SMI or
+//     Intel hwmon, through package energysource) or the simulator, and
+//     the host's RAPL domains where -sources allows and they are
+//     readable; its stop closes the host's sources, after the agent's
+//     final pass.
 //  3. monitor: the library's Monitor, whose sampler fills the rings.
-//  4. agent: the split; its stop takes a sample and makes the final pass,
+//  4. agent: the split (the boards', and the host's through package
+//     hostshare); its stop takes a sample and makes the final pass,
 //     while the source can still list processes, so the counter steps up
 //     to the shutdown are split and exported by the telemetry's final
 //     export.
