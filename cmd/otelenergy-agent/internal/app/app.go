@@ -262,7 +262,7 @@ func OpenNode(cfg flags.Config, log *slog.Logger) (Node, error) {
 	}
 	src, _, err := energysource.Accelerator(opts...)
 	if err != nil {
-		return Node{}, fmt.Errorf("%w (run otelenergy-agent doctor to see why; -simulate runs without GPUs)", err)
+		return Node{}, fmt.Errorf("no GPU energy source is usable (NVML, AMD SMI, Intel hwmon): %w (run otelenergy-agent doctor to see why; -simulate runs without GPUs)", err)
 	}
 	nd := Node{Source: src, Resolver: procfs.FS{Root: cfg.ProcRoot}}
 	if ns, ok := src.(*nvmlsource.Source); ok {
