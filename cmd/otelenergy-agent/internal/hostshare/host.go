@@ -65,15 +65,15 @@ type Host struct {
 	cfg     Config
 	domains []*domain
 	whole   []*domain
-	gen     uint64
-	procs   map[key]*proc
-	primed  bool
-	busy    uint64
-	total   uint64
-	dBusy   uint64
-	dTotal  uint64
-	cpuOK   bool
-	failing bool
+	gen     uint64        // the pass, which marks the processes it was given
+	procs   map[key]*proc // every series until its last Observe
+	primed  bool          // busy and total hold a reading
+	busy    uint64        // the node's CPU ticks at the latest reading
+	total   uint64        //
+	dBusy   uint64        // and since the one before: this pass's interval
+	dTotal  uint64        //
+	cpuOK   bool          // this pass has a CPU-time interval to split by
+	failing bool          // /proc/stat's failure was reported
 
 	list  []*proc // this pass's processes, in the order given
 	ticks []uint64
