@@ -62,18 +62,16 @@ type Instruments struct {
 // Host splits the host's RAPL domains among the tracked processes. Create
 // one with [New]. See the package doc for its concurrency.
 type Host struct {
-	cfg     Config
-	domains []*domain
-	whole   []*domain
-	gen     uint64        // the pass, which marks the processes it was given
-	procs   map[key]*proc // every series until its last Observe
-	primed  bool          // busy and total hold a reading
-	busy    uint64        // the node's CPU ticks at the latest reading
-	total   uint64        //
-	dBusy   uint64        // and since the one before: this pass's interval
-	dTotal  uint64        //
-	cpuOK   bool          // this pass has a CPU-time interval to split by
-	failing bool          // /proc/stat's failure was reported
+	cfg           Config
+	domains       []*domain
+	whole         []*domain
+	gen           uint64        // the pass, which marks the processes it was given
+	procs         map[key]*proc // every series until its last Observe
+	primed        bool          // busy and total hold a reading
+	busy, total   uint64        // the node's busy and all CPU ticks at the latest reading
+	dBusy, dTotal uint64        // and since the reading before: this pass's interval
+	cpuOK         bool          // this pass has a CPU-time interval to split by
+	failing       bool          // /proc/stat's failure was reported
 
 	list  []*proc // this pass's processes, in the order given
 	ticks []uint64
