@@ -102,6 +102,25 @@ func TestAgentDaemonSet(t *testing.T) {
 	if cfg.Simulate {
 		t.Error("the DaemonSet simulates GPUs")
 	}
+	// RAPL and Intel hwmon read the host's /sys, mounted read-only where
+	// -sys-root points; no other hostPath.
+	sysMounted := false
+	for _, m := range c.VolumeMounts {
+		for _, v := range spec.Volumes {
+			if v.Name != m.Name || v.HostPath == nil {
+				continue
+			}
+			if v.HostPath.Path != "/sys" {
+				t.Errorf("hostPath %s mounted: the agent needs only /sys", v.HostPath.Path)
+			}
+			if m.MountPath == cfg.SysRoot && m.ReadOnly {
+				sysMounted = true
+			}
+		}
+	}
+	if !sysMounted {
+		t.Errorf("no read-only mount of the host's /sys at -sys-root %q", cfg.SysRoot)
+	}
 	_, p, err := net.SplitHostPort(cfg.AdminListen)
 	if err != nil {
 		t.Fatalf("-admin-listen=%q: %v", cfg.AdminListen, err)

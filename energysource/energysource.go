@@ -12,6 +12,7 @@ import (
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 	"github.com/otelenergy/otelenergy/internal/rapl"
 	"github.com/otelenergy/otelenergy/internal/source"
+	"github.com/otelenergy/otelenergy/internal/sourcekind"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -25,7 +26,7 @@ const (
 )
 
 // ErrUnknownKind reports a kind this package does not know.
-var ErrUnknownKind = errors.New("energysource: unknown source kind")
+var ErrUnknownKind = sourcekind.ErrUnknown
 
 // Option configures [Accelerator], [Host] and [Open].
 type Option interface{ apply(*config) }
@@ -36,17 +37,27 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	sysfs   string
+	devices []string
 	pids    []int
 	domains []string
 	kinds   []string
 	log     *slog.Logger
-	amdLib  amdsmi.Lib // tests
+	amdLib  amdsmi.Lib    // tests
+	raplOpt []rapl.Option // tests
 	amdOpts []amdsmi.Option
 }
 
 // WithSysfs sets where sysfs is mounted, for RAPL and Intel hwmon. The
 // default is "/sys".
 func WithSysfs(root string) Option { return optionFunc(func(c *config) { c.sysfs = root }) }
+
+// WithDevices names the NVIDIA GPUs NVML meters, as
+// [otelenergy.WithDevices] does: NVML indices, GPU- UUIDs, unique UUID
+// prefixes or MIG- UUIDs. The default is the GPUs this process can use.
+// Other sources meter every device they find.
+func WithDevices(ids ...string) Option {
+	return optionFunc(func(c *config) { c.devices = append([]string(nil), ids...) })
+}
 
 // WithProcesses names the processes whose work is attributed, by host
 // pid, with their descendants. NVML and AMD SMI split a shared board by
@@ -81,6 +92,20 @@ func newConfig(opts []Option) config {
 	}
 	return c
 }
+
+// Auto is the choice of sources that [ParseKinds] reads as "try each
+// known one".
+const Auto = sourcekind.Auto
+
+// ErrBadChoice reports a choice of sources [ParseKinds] cannot read.
+var ErrBadChoice = sourcekind.ErrBadChoice
+
+// ParseKinds reads a choice of sources as a command line gives it: "auto"
+// (nil: every known source, in the default order), or a comma-separated
+// list of kinds, each at most once, where "intel" is [IntelHwmon]. It
+// fails with an error wrapping [ErrBadChoice] and, for a kind it does not
+// know, [ErrUnknownKind].
+func ParseKinds(s string) ([]string, error) { return sourcekind.Parse(s) }
 
 // Finding says what one source found.
 type Finding struct {
@@ -152,6 +177,9 @@ func (c config) open(kind string) (otelenergy.Source, Finding, error) {
 	switch kind {
 	case NVML:
 		var o []nvmlsource.Option
+		if len(c.devices) > 0 {
+			o = append(o, nvmlsource.WithDevices(c.devices...))
+		}
 		if len(c.pids) > 0 {
 			o = append(o, nvmlsource.WithProcesses(c.pids...))
 		}
@@ -178,7 +206,8 @@ func (c config) open(kind string) (otelenergy.Source, Finding, error) {
 		}
 	case RAPL:
 		var rs *rapl.Source
-		if rs, err = rapl.New(rapl.WithRoot(c.sysfs), rapl.WithDomains(c.domains...), rapl.WithProcesses(c.pids...)); err == nil {
+		o := append([]rapl.Option{rapl.WithRoot(c.sysfs), rapl.WithDomains(c.domains...), rapl.WithProcesses(c.pids...)}, c.raplOpt...)
+		if rs, err = rapl.New(o...); err == nil {
 			s = rs
 		}
 	default:

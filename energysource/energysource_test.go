@@ -3,14 +3,18 @@ package energysource_test
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/amdsmi/amdsmitest"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
+	"github.com/otelenergy/otelenergy/internal/sourcekind"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -100,5 +104,86 @@ func TestHost(t *testing.T) {
 	}
 	if _, _, err := energysource.Host(energysource.WithSysfs(root), energysource.WithRAPLDomains("psys", "dram")); err == nil {
 		t.Fatal("psys with dram accepted")
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		err  error
+	}{
+		{"auto", nil, nil},
+		{"nvml", []string{"nvml"}, nil},
+		{"amdsmi, intel,rapl", []string{"amdsmi", "intel-hwmon", "rapl"}, nil},
+		{"intel-hwmon,nvml", []string{"intel-hwmon", "nvml"}, nil},
+		{"nvml,tpu", nil, energysource.ErrUnknownKind},
+		{"nvml,,rapl", nil, energysource.ErrBadChoice},
+		{"rapl,rapl", nil, energysource.ErrBadChoice},
+		{"", nil, energysource.ErrBadChoice},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := energysource.ParseKinds(tt.in)
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) || !errors.Is(err, energysource.ErrBadChoice) {
+					t.Fatalf("ParseKinds(%q) = %v, %v; want %v", tt.in, got, err, tt.err)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Fatalf("ParseKinds(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestHostRefused: a zone the kernel refuses (energy_uj is root-only since
+// CVE-2020-8694) is named in the finding and its log line, with the grant
+// that is missing; when every zone is refused, Host fails with that
+// reason.
+func TestHostRefused(t *testing.T) {
+	root := node(t)
+	refuse := func(dirs ...string) func(string) (*os.File, error) {
+		return func(name string) (*os.File, error) {
+			if slices.Contains(dirs, filepath.Base(filepath.Dir(name))) {
+				return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
+			}
+			return os.Open(name)
+		}
+	}
+	var log bytes.Buffer
+	lg := slog.New(slog.NewTextHandler(&log, nil))
+	s, f, err := energysource.Host(energysource.WithSysfs(root), energysource.WithLogger(lg), energysource.WithRAPLOpen(refuse("intel-rapl:1:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, out := range []string{f.String(), log.String()} {
+		for _, want := range []string{"3 device(s)", "left out intel-rapl:1:1", "CVE-2020-8694", "root", "udev"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%q lacks %q", out, want)
+			}
+		}
+	}
+	_, f, err = energysource.Host(energysource.WithSysfs(root), energysource.WithRAPLOpen(refuse("intel-rapl:0", "intel-rapl:0:1", "intel-rapl:1", "intel-rapl:1:1")))
+	if !errors.Is(err, fs.ErrPermission) || !errors.Is(err, otelenergy.ErrNoDevices) || !errors.Is(f.Err, fs.ErrPermission) {
+		t.Fatalf("Host with every zone refused = %v", err)
+	}
+	if !strings.Contains(f.String(), "unusable") || !strings.Contains(f.String(), "udev") {
+		t.Errorf("finding %q", f)
+	}
+}
+
+// TestKindNames keeps the leaf package's names, which the flag tables
+// read, those the sources report.
+func TestKindNames(t *testing.T) {
+	for _, k := range [][2]string{
+		{sourcekind.AMDSMI, energysource.AMDSMI}, {sourcekind.IntelHwmon, energysource.IntelHwmon},
+		{sourcekind.RAPL, energysource.RAPL}, {sourcekind.NVML, energysource.NVML},
+	} {
+		if k[0] != k[1] {
+			t.Errorf("sourcekind %q, source %q", k[0], k[1])
+		}
 	}
 }

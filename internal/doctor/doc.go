@@ -14,6 +14,10 @@
 //     processes can be listed (ERROR_NO_PERMISSION) and whether
 //     GetProcessUtilization is supported, and whether every listed pid is
 //     visible under -proc-root (the host's PID namespace).
+//   - The other sources: AMD SMI, Intel hwmon and the host's RAPL domains
+//     (and psys), each found, absent (ok: nothing to meter) or refused
+//     (a warning naming the grant that is missing), and each device
+//     left out, with the reason.
 //   - The metrics exporter the OTEL_* variables configure: whether the
 //     OTLP endpoint answers, or whether a Prometheus endpoint can be
 //     scraped from other hosts.

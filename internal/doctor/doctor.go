@@ -123,6 +123,9 @@ type Config struct {
 	Devices []string
 	// ProcRoot is where the host's /proc is mounted; "" is /proc.
 	ProcRoot string
+	// SysRoot is where the host's /sys is mounted, for RAPL and Intel
+	// hwmon; "" is /sys.
+	SysRoot string
 	// Window is how long the counters are watched; zero is 3 s.
 	Window time.Duration
 	// Poll is the time between two reads of the counters while they are
@@ -154,6 +157,9 @@ func (c *Config) defaults() {
 	}
 	if c.ProcRoot == "" {
 		c.ProcRoot = "/proc"
+	}
+	if c.SysRoot == "" {
+		c.SysRoot = "/sys"
 	}
 	if c.Window <= 0 {
 		c.Window = 3 * time.Second
@@ -199,8 +205,9 @@ func checkPIDNamespace(cfg Config, r *Report) {
 
 // Main runs the checks with the arguments that follow "doctor" and writes
 // the report to stdout; it returns the exit status: 0 when nothing failed,
-// 1 when something did, 2 for a bad argument. -proc-root and -devices
-// default to OTELENERGY_PROC_ROOT and OTELENERGY_DEVICES, the agent's own
+// 1 when something did, 2 for a bad argument. -proc-root, -sys-root and
+// -devices default to OTELENERGY_PROC_ROOT, OTELENERGY_SYS_ROOT and
+// OTELENERGY_DEVICES, the agent's own
 // variables, so that the checks see what the agent would.
 //
 // A binary calls it in one line:
@@ -220,12 +227,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEn
 	fs.SetOutput(stderr)
 	procRoot, _ := lookupEnv("OTELENERGY_PROC_ROOT")
 	devices, _ := lookupEnv("OTELENERGY_DEVICES")
+	sysRoot, _ := lookupEnv("OTELENERGY_SYS_ROOT")
+	fs.StringVar(&cfg.SysRoot, "sys-root", cmp.Or(sysRoot, "/sys"), "where the host's /sys is mounted, for RAPL and Intel hwmon (env OTELENERGY_SYS_ROOT)")
 	fs.StringVar(&cfg.ProcRoot, "proc-root", cmp.Or(procRoot, "/proc"), "where the host's /proc is mounted (env OTELENERGY_PROC_ROOT)")
 	fs.StringVar(&devices, "devices", devices, "GPUs to check: comma-separated NVML indices, GPU- or MIG- UUIDs; empty checks those the environment chooses (env OTELENERGY_DEVICES)")
 	fs.DurationVar(&cfg.Window, "window", 3*time.Second, "how long each energy counter is watched to measure its update period")
 	fs.BoolVar(&cfg.AnyPIDNamespace, "any-pid-namespace", false, "warn instead of failing when this is not the host's PID namespace (the proxy's case; the agent needs the host's)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: doctor [flags]\n\nChecks NVML, each GPU's energy counter, process listing, the PID namespace\nand the metrics exporter; exits 1 when a check fails, with a fix for each.\n\nFlags:\n")
+		fmt.Fprint(stderr, "Usage: doctor [flags]\n\nChecks NVML, each GPU's energy counter, process listing, the other energy\nsources (AMD SMI, Intel hwmon, RAPL), the PID namespace and the metrics\nexporter; exits 1 when a check fails, with a fix for each.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

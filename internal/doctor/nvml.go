@@ -27,6 +27,7 @@ func CheckNVML(ctx context.Context, lib nvml.Interface, cfg Config) Report {
 	cfg.defaults()
 	var r Report
 	checkLib(ctx, lib, cfg, &r)
+	checkHost(cfg, &r)
 	checkPIDNamespace(cfg, &r)
 	checkExporter(ctx, cfg, &r)
 	return r

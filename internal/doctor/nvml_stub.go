@@ -11,6 +11,7 @@ func Check(ctx context.Context, cfg Config) Report {
 	var r Report
 	r.fail("nvml", "use a build with CGO_ENABLED=1 for linux, such as the agent's image",
 		"not usable: this build has no cgo or is not for linux")
+	checkHost(cfg, &r)
 	checkPIDNamespace(cfg, &r)
 	checkExporter(ctx, cfg, &r)
 	return r

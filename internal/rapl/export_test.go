@@ -1,8 +1,5 @@
 package rapl
 
-// WithOpen exposes withOpen to the external tests.
-var WithOpen = withOpen
-
 // WithProc exposes withProc to the external tests.
 var WithProc = withProc
 

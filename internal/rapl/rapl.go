@@ -77,9 +77,11 @@ func WithDomains(domains ...string) Option {
 	return optionFunc(func(c *config) { c.domains = slices.Clone(domains) })
 }
 
-// withOpen replaces os.Open; tests use it to be refused as a non-root user
+// WithOpen replaces os.Open, which opens each energy_uj; tests use it to
+// be refused as a non-root user is, which a test running as root cannot
+// be by file modes.
 // is.
-func withOpen(open sysfscounter.OpenFunc) Option {
+func WithOpen(open sysfscounter.OpenFunc) Option {
 	return optionFunc(func(c *config) { c.open = open })
 }
 

@@ -7,12 +7,14 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/otelenergy/otelenergy/internal/carbonconf"
 	"github.com/otelenergy/otelenergy/internal/cli"
+	"github.com/otelenergy/otelenergy/internal/sourcekind"
 )
 
 // EnvPrefix begins the environment variable of every flag: -admin-listen
@@ -48,6 +50,8 @@ type Config struct {
 	Simulate        bool          // -simulate
 	SimulateDevices int           // -simulate-devices
 	Devices         []string      // -devices
+	Sources         []string      // -sources; nil is auto
+	SysRoot         string        // -sys-root
 	ProcRoot        string        // -proc-root
 	ProcessInterval time.Duration // -process-interval
 	SampleInterval  time.Duration // -sample-interval
@@ -80,6 +84,23 @@ var table = cli.Table[Config]{Program: "otelenergy-agent", EnvPrefix: EnvPrefix,
 		Set: func(c *Config, v string) error { return intIn(&c.SimulateDevices, v, 1, 64) }},
 	{Name: "devices", Usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs; empty meters every GPU NVML shows, narrowed by CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES",
 		Set: func(c *Config, v string) error { c.Devices = cli.List(v); return nil }},
+	{Name: "sources", Default: sourcekind.Auto, Usage: "energy sources: auto, or a comma-separated list of nvml, amdsmi, intel (i915 and xe hwmon) and rapl (the host's CPU packages and DRAM); the first accelerator listed that finds a readable GPU is metered, and rapl adds the host. auto tries nvml, amdsmi, intel, and adds rapl when it is readable. Each source tried logs one line: what it found, or why not",
+		Set: func(c *Config, v string) error {
+			ks, err := sourcekind.Parse(v)
+			if err != nil {
+				return errors.New("want auto, or a comma-separated list of nvml, amdsmi, intel and rapl, each once")
+			}
+			c.Sources = ks
+			return nil
+		}},
+	{Name: "sys-root", Default: "/sys", Usage: "where the host's /sys is mounted, for RAPL and Intel hwmon",
+		Set: func(c *Config, v string) error {
+			if v == "" {
+				return errors.New("want a directory")
+			}
+			c.SysRoot = v
+			return nil
+		}},
 	{Name: "proc-root", Default: "/proc", Usage: "where the host's /proc is mounted; the agent must share the host's PID namespace",
 		Set: func(c *Config, v string) error {
 			if v == "" {
@@ -162,6 +183,12 @@ func Parse(args []string, lookupEnv func(string) (string, bool), out io.Writer) 
 	}
 	if err := c.Carbon.Check(func(k string) string { v, _ := lookupEnv(k); return v }); err != nil {
 		return c, err
+	}
+	if c.Simulate && c.Sources != nil {
+		return c, cli.Invalid(fmt.Sprintf("invalid value %q for -sources: with -simulate the GPUs are simulated; leave -sources at auto", strings.Join(c.Sources, ",")))
+	}
+	if c.Sources != nil && !slices.ContainsFunc(c.Sources, func(k string) bool { return k != sourcekind.RAPL }) {
+		return c, cli.Invalid("invalid value \"rapl\" for -sources: the agent splits a GPU's energy and needs an accelerator beside rapl, such as nvml,rapl")
 	}
 	if c.Simulate && len(c.Devices) > 0 {
 		return c, cli.Invalid(fmt.Sprintf("invalid value %q for -devices: it chooses NVML GPUs; with -simulate, -simulate-devices sets their number", strings.Join(c.Devices, ",")))

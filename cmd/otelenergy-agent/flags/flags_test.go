@@ -57,6 +57,16 @@ func TestParse(t *testing.T) {
 		{name: "negative duration", args: []string{"-duration", "-1s"}, wantErr: "-duration"},
 		{name: "stray argument", args: []string{"now"}, wantErr: "now"},
 		{name: "NVML devices with -simulate", args: []string{"-simulate", "-devices", "0"}, wantErr: "-devices"},
+		{name: "sources by default", check: func(c flags.Config) bool { return c.Sources == nil && c.SysRoot == "/sys" }},
+		{name: "sources", args: []string{"-sources", "amdsmi,intel,rapl"}, env: map[string]string{"OTELENERGY_SYS_ROOT": "/host/sys"},
+			check: func(c flags.Config) bool {
+				return strings.Join(c.Sources, ",") == "amdsmi,intel-hwmon,rapl" && c.SysRoot == "/host/sys"
+			}},
+		{name: "sources from the environment", env: map[string]string{"OTELENERGY_SOURCES": "nvml"},
+			check: func(c flags.Config) bool { return strings.Join(c.Sources, ",") == "nvml" }},
+		{name: "unknown source", args: []string{"-sources", "nvml,tpu"}, wantErr: "-sources"},
+		{name: "rapl alone", args: []string{"-sources", "rapl"}, wantErr: "-sources"},
+		{name: "sources with -simulate", args: []string{"-simulate", "-sources", "nvml"}, wantErr: "-sources"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,12 +15,14 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/otelenergy/otelenergy/internal/carbonconf"
 	"github.com/otelenergy/otelenergy/internal/cli"
+	"github.com/otelenergy/otelenergy/internal/sourcekind"
 )
 
 // EnvPrefix begins the environment variable of every flag: -admin-listen
@@ -48,6 +50,7 @@ type Config struct {
 	BackendHealth    string        // -backend-health: path polled for readiness
 	BackendTimeout   time.Duration // -backend-timeout: wait for response headers
 	Devices          []string      // -devices
+	Sources          []string      // -sources; nil is auto
 	BackendPIDs      []int         // -backend-pid
 	Simulate         bool          // -simulate
 	ShutdownDelay    time.Duration // -shutdown-delay
@@ -109,6 +112,15 @@ var table = cli.Table[Config]{Program: "otelenergy-proxy", EnvPrefix: EnvPrefix,
 		}},
 	{Name: "backend-timeout", Default: "10m", Usage: "how long to wait for the backend's response headers (queueing and prefill included) before answering 504",
 		Set: func(c *Config, v string) error { return positive(&c.BackendTimeout, v) }},
+	{Name: "sources", Default: sourcekind.Auto, Usage: "the accelerator's energy source: auto (nvml, then amdsmi, then intel), or a comma-separated list of nvml, amdsmi and intel tried in that order; each source tried logs one line. The host's CPU and DRAM (rapl) are the node agent's, not the proxy's",
+		Set: func(c *Config, v string) error {
+			ks, err := sourcekind.Parse(v)
+			if err != nil || slices.Contains(ks, sourcekind.RAPL) {
+				return errors.New("want auto, or a comma-separated list of nvml, amdsmi and intel, each once")
+			}
+			c.Sources = ks
+			return nil
+		}},
 	{Name: "devices", Usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs (default: those CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name); with -simulate, one simulated GPU per entry",
 		Set: func(c *Config, v string) error { c.Devices = cli.List(v); return nil }},
 	{Name: "backend-pid", Usage: "comma-separated host pids of the backend's processes, whose share of a GPU other processes use is attributed (default: in wrapper mode the child's process tree; else the tree of the process listening on -backend's port, when one of this host is found)",

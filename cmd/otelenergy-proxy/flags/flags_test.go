@@ -163,3 +163,20 @@ func TestCarbonFlags(t *testing.T) {
 		t.Error("a flag takes the secret")
 	}
 }
+
+func TestSources(t *testing.T) {
+	c, err := Parse(nil, noEnv, io.Discard)
+	if err != nil || c.Sources != nil {
+		t.Fatalf("default -sources: %v, %v; want nil (auto)", c.Sources, err)
+	}
+	env := map[string]string{Env("sources"): "amdsmi,intel"}
+	c, err = Parse(nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil || strings.Join(c.Sources, ",") != "amdsmi,intel-hwmon" {
+		t.Fatalf("OTELENERGY_SOURCES=amdsmi,intel: %v, %v", c.Sources, err)
+	}
+	for _, bad := range []string{"rapl", "nvml,rapl", "tpu", "nvml,nvml"} {
+		if _, err := Parse([]string{"-sources", bad}, noEnv, io.Discard); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "-sources") {
+			t.Errorf("-sources %s: %v, want ErrInvalid naming -sources", bad, err)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
@@ -108,6 +109,10 @@ type Config struct {
 	// CarbonAge gives the age of the intensity, for
 	// otelenergy.carbon.intensity.age: the poller's Age; nil exports none.
 	CarbonAge func() (time.Duration, bool)
+	// Host, when not nil, splits the host's CPU and DRAM energy among the
+	// processes with a series of their own at every pass, and its figures
+	// are exported beside the boards' (see package hostshare).
+	Host *hostshare.Host
 }
 
 // ticksPerSecond is USER_HZ, the unit of /proc/<pid>/stat's start time:
@@ -131,6 +136,7 @@ type Agent struct {
 	inst       instruments
 	boot       time.Time
 	em         emissions
+	hostProcs  []hostshare.Proc // reused by each pass
 }
 
 // series is one process's total on one board, or one of a board's
@@ -141,7 +147,8 @@ type series struct {
 	mj     uint64
 	ug     uint64 // emissions, µg CO2e, with carbon on
 	opt    metric.ObserveOption
-	seen   uint64 // the pass that last saw it listed or sampled
+	ident  []attribute.KeyValue // opt's process attributes, for the host's series
+	seen   uint64               // the pass that last saw it listed or sampled
 	exited bool
 	// overflow marks a process beyond the cap: it has no series of its
 	// own, its energy goes to the board's overflow series, and it is
@@ -273,6 +280,9 @@ func (a *Agent) Pass() {
 	for i, b := range a.boards {
 		a.passBoard(i, b)
 	}
+	if a.cfg.Host != nil {
+		a.passHost()
+	}
 	a.passes.Add(1)
 }
 
@@ -386,6 +396,29 @@ func (a *Agent) passBoard(i int, b *board) {
 			a.retire(b, s)
 		}
 	}
+}
+
+// passHost gives the host's split the processes with a series of their
+// own: a process beyond the series cap has none on the host either, and
+// its CPU energy is the domain's unattributed energy.
+func (a *Agent) passHost() {
+	a.hostProcs = a.hostProcs[:0]
+	for _, b := range a.boards {
+		for _, s := range b.procs {
+			if !s.overflow {
+				a.hostProcs = append(a.hostProcs, hostshare.Proc{Pid: s.pid, Start: s.start, Attrs: s.ident})
+			}
+		}
+	}
+	a.cfg.Host.Pass(a.hostProcs)
+}
+
+// HostTotals returns the host's split domain i's figures as of the latest
+// pass; for tests and diagnostics. It panics without a Config.Host.
+func (a *Agent) HostTotals(i int) hostshare.Totals {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg.Host.Totals(i)
 }
 
 // alive reports whether the process of series s, which the latest listing
@@ -515,7 +548,7 @@ func (a *Agent) newSeries(b *board, p *nvmlsource.ProcessUsage, start uint64) *s
 		return nil
 	}
 	attrs := []attribute.KeyValue{
-		semconv.HwID(b.dev.ID),
+		semconv.HwID(b.dev.ID), // first: the host's series replace it
 		semconv.ProcessPID(int(p.Pid)),
 		semconv.ProcessExecutableName(info.Name),
 		// The pid and the start time together name the process, so that
@@ -529,13 +562,14 @@ func (a *Agent) newSeries(b *board, p *nvmlsource.ProcessUsage, start uint64) *s
 	if info.PodUID != "" {
 		attrs = append(attrs, semconv.K8SPodUID(info.PodUID))
 	}
+	ident := attrs[1:len(attrs):len(attrs)]
 	if b.shared {
 		attrs = append(attrs, SharedKey.Bool(true))
 	}
 	if p.Instance != "" {
 		attrs = append(attrs, InstanceKey.String(p.Instance))
 	}
-	s := &series{pid: p.Pid, start: start, seen: a.gen, opt: metric.WithAttributeSet(attribute.NewSet(attrs...))}
+	s := &series{pid: p.Pid, start: start, seen: a.gen, opt: metric.WithAttributeSet(attribute.NewSet(attrs...)), ident: ident}
 	a.series++
 	b.procs[p.Pid] = s
 	return s
@@ -665,25 +699,29 @@ func (a *Agent) observe(_ context.Context, o metric.Observer) error {
 		b.exiting = b.exiting[:0]
 	}
 	o.ObserveInt64(in.overflow, int64(a.overflowed.Load()))
+	if a.cfg.Host != nil {
+		a.cfg.Host.Observe(o, hostshare.Instruments{Energy: in.energy, Process: in.process, Idle: in.idle,
+			Unattributed: in.unattributed, HostEnergy: in.hostEnergy})
+	}
 	return nil
 }
 
 type instruments struct {
-	reg                                 metric.Registration
-	energy, process, idle, unattributed metric.Float64ObservableCounter
-	overflow, listErrors                metric.Int64ObservableCounter
-	processes                           metric.Int64ObservableGauge
-	model                               modelInstruments
-	em                                  *emissions
+	reg                                             metric.Registration
+	energy, process, idle, unattributed, hostEnergy metric.Float64ObservableCounter
+	overflow, listErrors                            metric.Int64ObservableCounter
+	processes                                       metric.Int64ObservableGauge
+	model                                           modelInstruments
+	em                                              *emissions
 }
 
 func (in *instruments) register(a *Agent) error {
 	m := a.cfg.MeterProvider.Meter(ScopeName)
-	var errs [7]error
+	var errs [8]error
 	in.energy, errs[0] = m.Float64ObservableCounter("hw.energy", metric.WithUnit("J"),
 		metric.WithDescription("Energy consumed by the device, from its cumulative energy counter, up to the newest counter step the agent has split."))
 	in.process, errs[1] = m.Float64ObservableCounter("otelenergy.process.energy", metric.WithUnit("J"),
-		metric.WithDescription("Each compute process's share of the board's energy above its static part, by SM utilization; even shares of a board without per-process utilization carry otelenergy.energy.shared."))
+		metric.WithDescription("Each compute process's share of a device's energy: of a GPU board above its static part, by SM utilization (even shares of a board without per-process utilization carry otelenergy.energy.shared); of a RAPL domain (hw.type cpu or memory) above its idle part, by the process's CPU time."))
 	in.idle, errs[2] = m.Float64ObservableCounter("otelenergy.energy.idle", metric.WithUnit("J"),
 		metric.WithDescription("The board's static part: its learned static power over each counter interval, capped at the interval's energy."))
 	in.unattributed, errs[3] = m.Float64ObservableCounter("otelenergy.energy.unattributed", metric.WithUnit("J"),
@@ -694,6 +732,8 @@ func (in *instruments) register(a *Agent) error {
 		metric.WithDescription("Failed listings of a board's processes."))
 	in.processes, errs[6] = m.Int64ObservableGauge("otelenergy.device.processes", metric.WithUnit("{process}"),
 		metric.WithDescription("Compute processes on the board at the latest successful listing; absent for a lost board."))
+	in.hostEnergy, errs[7] = m.Float64ObservableCounter("hw.host.energy", metric.WithUnit("J"),
+		metric.WithDescription("Energy of the whole host, from a platform counter (RAPL psys) that covers the CPUs, their memory and more; never a sum of hw.energy's parts."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return err
 	}
@@ -703,7 +743,7 @@ func (in *instruments) register(a *Agent) error {
 	if err := a.em.register(m); err != nil {
 		return err
 	}
-	observed := []metric.Observable{in.energy, in.process, in.idle, in.unattributed, in.overflow, in.listErrors, in.processes}
+	observed := []metric.Observable{in.energy, in.process, in.idle, in.unattributed, in.hostEnergy, in.overflow, in.listErrors, in.processes}
 	if a.em.on() {
 		observed = append(observed, a.em.process, a.em.rest)
 	}

@@ -52,6 +52,18 @@
 //     (Gauge, s), per hw.id and otelenergy.idle.source: the idle power the
 //     split uses and the data behind it.
 //
+// # The host's CPU and DRAM
+//
+// With [Config.Host], each pass also splits the host's RAPL domains
+// (hw.type cpu for a CPU package, memory for its DRAM) among the processes
+// that have a series of their own on some board, by their CPU time (see
+// package hostshare), and the same instruments export each domain per
+// hw.id: hw.energy, otelenergy.process.energy (one series per process and
+// domain, with the domain's hw.id and hw.type and the process's
+// attributes), otelenergy.energy.idle and otelenergy.energy.unattributed,
+// with the same exact identity per domain. A whole-host domain (psys) is
+// exported as hw.host.energy only.
+//
 // # Process identity and churn
 //
 // A process is a (board, pid, start time) triple: the start time, field

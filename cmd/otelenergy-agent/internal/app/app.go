@@ -1,12 +1,14 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
@@ -20,9 +22,11 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/admin"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/lifecycle"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/sim"
+	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/carbonconf"
 	"github.com/otelenergy/otelenergy/internal/doctor"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
@@ -32,11 +36,17 @@ import (
 
 // Node is what the agent meters: a Source and how to list and identify
 // its processes. Start starts any load of its own (the simulator's).
+// Host, when not nil, is the host's RAPL source (CPU packages and DRAM),
+// split among the processes by CPU time through CPU; Whole is a
+// whole-host RAPL domain (psys), exported as hw.host.energy.
 type Node struct {
 	Source   otelenergy.Source
 	Lister   agent.Lister
 	Resolver agent.Resolver
 	Start    func()
+	Host     otelenergy.Source
+	Whole    otelenergy.Source
+	CPU      hostshare.CPU
 }
 
 // Deps are the seams a test replaces; the zero value is the real world.
@@ -159,6 +169,9 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 			return nil, err
 		}
 		return func(context.Context) error {
+			// The host's sources are read by the agent's passes only,
+			// which have stopped by now.
+			closeHost(nd)
 			if mon != nil {
 				// The Monitor's Shutdown closes the source, and after a
 				// read that outlived it, closes it once that read returns:
@@ -182,9 +195,12 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 	}
 	var ag *agent.Agent
 	if err := st.Start("agent", func() (func(context.Context) error, error) {
-		var err error
+		host, err := newHost(nd)
+		if err != nil {
+			return nil, err
+		}
 		acfg := agent.Config{Rings: mon, Lister: nd.Lister, Resolver: nd.Resolver,
-			MaxSeries: cfg.MaxSeries, IdleWatts: cfg.IdleWatts, SampleHold: cfg.SampleHold, MeterProvider: mp}
+			MaxSeries: cfg.MaxSeries, IdleWatts: cfg.IdleWatts, SampleHold: cfg.SampleHold, MeterProvider: mp, Host: host}
 		if cb != nil {
 			acfg.Carbon, acfg.CarbonAge = cb.Model, cb.Age
 		}
@@ -241,7 +257,12 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 	return ag, nil
 }
 
-// OpenNode opens the simulator with -simulate, else NVML.
+// OpenNode opens the simulator with -simulate, else the first
+// accelerator of -sources that finds a readable GPU and, when -sources is
+// auto or names rapl, the host's RAPL domains. Each source tried logs one
+// line: what it found and left out, or why it is unusable. With auto, a
+// host whose RAPL cannot be read (a VM, no grant) is metered without it;
+// named, it is an error.
 func OpenNode(cfg flags.Config, log *slog.Logger) (Node, error) {
 	if cfg.Simulate {
 		nd, err := sim.New(cfg.SimulateDevices, nil)
@@ -251,15 +272,87 @@ func OpenNode(cfg flags.Config, log *slog.Logger) (Node, error) {
 		log.Info("metering simulated GPUs (-simulate): no figure is a real measurement", "devices", cfg.SimulateDevices)
 		return Node{Source: nd, Lister: nd, Resolver: nd, Start: nd.Start}, nil
 	}
-	var opts []nvmlsource.Option
+	sysRoot := cmp.Or(cfg.SysRoot, "/sys")
+	var accel []string
+	for _, k := range cfg.Sources {
+		if k != energysource.RAPL {
+			accel = append(accel, k)
+		}
+	}
+	opts := []energysource.Option{energysource.WithSysfs(sysRoot), energysource.WithLogger(log)}
 	if len(cfg.Devices) > 0 {
-		opts = append(opts, nvmlsource.WithDevices(cfg.Devices...))
+		opts = append(opts, energysource.WithDevices(cfg.Devices...))
 	}
-	src, err := nvmlsource.New(opts...)
+	if len(accel) > 0 {
+		opts = append(opts, energysource.WithKinds(accel...))
+	}
+	src, _, err := energysource.Accelerator(opts...)
 	if err != nil {
-		return Node{}, fmt.Errorf("NVML: %w (run otelenergy-agent doctor to see why; -simulate runs without GPUs)", err)
+		return Node{}, fmt.Errorf("no GPU energy source is usable (NVML, AMD SMI, Intel hwmon): %w (run otelenergy-agent doctor to see why; -simulate runs without GPUs)", err)
 	}
-	return Node{Source: src, Lister: src.NewProcessReader(), Resolver: procfs.FS{Root: cfg.ProcRoot}}, nil
+	nd := Node{Source: src, Resolver: procfs.FS{Root: cfg.ProcRoot}}
+	if ns, ok := src.(*nvmlsource.Source); ok {
+		nd.Lister = ns.NewProcessReader()
+	} else {
+		nd.Lister = noListing{kind: src.Kind()}
+		log.Warn("this source lists no processes to the agent: each GPU's energy is exported as idle and unattributed, not per process",
+			"otelenergy.source", src.Kind())
+	}
+	if cfg.Sources != nil && !slices.Contains(cfg.Sources, energysource.RAPL) {
+		return nd, nil
+	}
+	host, _, err := energysource.Host(energysource.WithSysfs(sysRoot), energysource.WithLogger(log))
+	if err != nil {
+		if cfg.Sources != nil {
+			src.Close()
+			return Node{}, fmt.Errorf("-sources names rapl: %w", err)
+		}
+		return nd, nil // auto: the line above said why
+	}
+	nd.Host, nd.CPU = host, procfs.FS{Root: cfg.ProcRoot}
+	// psys covers the packages and DRAM: it is opened on its own, and
+	// only where the platform has it.
+	if whole, f, err := energysource.Host(energysource.WithSysfs(sysRoot), energysource.WithRAPLDomains("psys")); err == nil {
+		nd.Whole = whole
+		log.Info("energy source found", "otelenergy.source", energysource.RAPL, "finding", f.String()+" (exported as hw.host.energy only)")
+	}
+	return nd, nil
+}
+
+// errNoListing is what a source that lists no processes to the agent
+// answers each pass: the board's active energy is then unattributed.
+var errNoListing = errors.New("app: this energy source lists no processes")
+
+// noListing is the Lister of a source that lists no processes to the
+// agent (AMD SMI, Intel hwmon).
+type noListing struct{ kind string }
+
+func (n noListing) Read(_ int, b *nvmlsource.BoardProcesses) error {
+	b.Reset()
+	return fmt.Errorf("%w: %s", errNoListing, n.kind)
+}
+
+// newHost builds the host's split over nd's RAPL sources, or nil without
+// them.
+func newHost(nd Node) (*hostshare.Host, error) {
+	if nd.Host == nil {
+		return nil, nil
+	}
+	cpu := nd.CPU
+	if cpu == nil {
+		cpu = procfs.FS{}
+	}
+	return hostshare.New(hostshare.Config{Domains: nd.Host, Whole: nd.Whole, CPU: cpu})
+}
+
+// closeHost closes nd's host sources.
+func closeHost(nd Node) {
+	if nd.Host != nil {
+		nd.Host.Close()
+	}
+	if nd.Whole != nil {
+		nd.Whole.Close()
+	}
 }
 
 // droppedMonitorInstruments are the library's request-oriented

@@ -10,9 +10,14 @@
 //  2. carbon: the carbon flags' model and its poller (internal/carbonconf),
 //     when carbon is on; stopped after the agent's final pass, which
 //     converts the last intervals at the readings they were metered at.
-//  3. GPU source: NVML or the simulator.
+//  3. GPU source: the accelerator -sources chooses (NVML, AMD SMI or
+//     Intel hwmon, through package energysource) or the simulator, and
+//     the host's RAPL domains where -sources allows and they are
+//     readable; its stop closes the host's sources, after the agent's
+//     final pass.
 //  4. monitor: the library's Monitor, whose sampler fills the rings.
-//  5. agent: the split; its stop takes a sample and makes the final pass,
+//  5. agent: the split (the boards', and the host's through package
+//     hostshare); its stop takes a sample and makes the final pass,
 //     while the source can still list processes, so the counter steps up
 //     to the shutdown are split and exported by the telemetry's final
 //     export.

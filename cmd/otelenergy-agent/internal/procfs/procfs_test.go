@@ -155,3 +155,40 @@ func BenchmarkStartTime(b *testing.B) {
 		}
 	})
 }
+
+func TestCPUTicks(t *testing.T) {
+	fs := procfs.FS{Root: "testdata/proc"}
+	// 102's stat: utime 25, stime 10, start time 6000, behind a command
+	// name holding spaces and parentheses.
+	ticks, start, err := fs.CPUTicks(102)
+	if err != nil || ticks != 35 || start != 6000 {
+		t.Fatalf("CPUTicks(102) = %d, %d, %v; want 35, 6000", ticks, start, err)
+	}
+	if _, _, err := fs.CPUTicks(999); !errors.Is(err, procfs.ErrGone) {
+		t.Fatalf("CPUTicks of a missing pid = %v, want ErrGone", err)
+	}
+	for _, bad := range []string{"", "1 (x) S 1", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 u 10 0 0 20 0 1 0 5"} {
+		if _, _, ok := procfs.ParseCPUTicks([]byte(bad)); ok {
+			t.Errorf("ParseCPUTicks(%q) accepted", bad)
+		}
+	}
+}
+
+func TestNodeTicks(t *testing.T) {
+	root := t.TempDir()
+	// user nice system idle iowait irq softirq steal guest guest_nice
+	stat := "cpu  100 5 30 1000 20 3 2 1 7 0\ncpu0 50 2 15 500 10 1 1 0 3 0\nbtime 1700000000\n"
+	if err := os.WriteFile(root+"/stat", []byte(stat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	busy, total, err := procfs.FS{Root: root}.NodeTicks()
+	if err != nil || busy != 100+5+30+3+2+1 || total != 100+5+30+1000+20+3+2+1 {
+		t.Fatalf("NodeTicks = %d, %d, %v; want 141, 1161", busy, total, err)
+	}
+	if err := os.WriteFile(root+"/stat", []byte("intr 1 2 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := (procfs.FS{Root: root}).NodeTicks(); !errors.Is(err, procfs.ErrFormat) {
+		t.Fatalf("NodeTicks without a cpu line = %v, want ErrFormat", err)
+	}
+}

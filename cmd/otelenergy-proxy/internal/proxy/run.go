@@ -18,6 +18,7 @@ import (
 
 	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-proxy/flags"
+	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/carbonconf"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/simgpu"
@@ -34,7 +35,8 @@ const idleTimeout = 2 * time.Minute
 // exporters to flush final figures.
 const flushSlack = 5 * time.Second
 
-// ErrNoNVML is returned when NVML cannot be used and -simulate is not set.
+// ErrNoNVML is returned when no accelerator source (NVML, AMD SMI, Intel
+// hwmon) can be used and -simulate is not set.
 var ErrNoNVML = errors.New("NVML is not available")
 
 // errChildExited is returned when the backend exits before it answers.
@@ -448,8 +450,10 @@ func (p *runner) findBackend() []int {
 	return nil
 }
 
-// openSource opens NVML, or the simulated GPU under -simulate. There is
-// no fallback: a host without NVML is an error.
+// openSource opens the first accelerator source of -sources (NVML, AMD
+// SMI, Intel hwmon by default) that finds a readable GPU, or the
+// simulated GPU under -simulate; each source tried logs one line. There is
+// no fallback to the simulator: a host without any is an error.
 func (p *runner) openSource(pids []int) (otelenergy.Source, error) {
 	if p.cfg.Simulate {
 		n := max(1, len(p.cfg.Devices))
@@ -457,19 +461,19 @@ func (p *runner) openSource(pids []int) (otelenergy.Source, error) {
 			slog.Int("devices", n), slog.String("otelenergy.source", simgpu.SourceKind))
 		return simgpu.New(simgpu.Config{Devices: n})
 	}
-	var opts []otelenergy.NVMLOption
+	opts := []energysource.Option{energysource.WithLogger(p.log)}
+	if len(p.cfg.Sources) > 0 {
+		opts = append(opts, energysource.WithKinds(p.cfg.Sources...))
+	}
 	if len(p.cfg.Devices) > 0 {
-		opts = append(opts, otelenergy.WithDevices(p.cfg.Devices...))
+		opts = append(opts, energysource.WithDevices(p.cfg.Devices...))
 	}
 	if len(pids) > 0 {
-		opts = append(opts, otelenergy.WithProcesses(pids...))
+		opts = append(opts, energysource.WithProcesses(pids...))
 	}
-	src, err := otelenergy.NewNVMLSource(opts...)
-	if errors.Is(err, otelenergy.ErrUnavailable) {
-		return nil, fmt.Errorf("%w (%w): run on the GPU's host with the NVIDIA driver (libnvidia-ml.so.1; in a container, NVIDIA_DRIVER_CAPABILITIES=utility), or pass -simulate to meter a simulated GPU", ErrNoNVML, err)
-	}
+	src, _, err := energysource.Accelerator(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("opening NVML: %w", err)
+		return nil, fmt.Errorf("%w (%w): run on the GPU's host with its driver (NVIDIA: libnvidia-ml.so.1, in a container NVIDIA_DRIVER_CAPABILITIES=utility; AMD: ROCm's libamd_smi.so; Intel: i915 or xe), or pass -simulate to meter a simulated GPU", ErrNoNVML, err)
 	}
 	return src, nil
 }

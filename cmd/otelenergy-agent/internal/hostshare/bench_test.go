@@ -1,0 +1,51 @@
+package hostshare_test
+
+import (
+	"testing"
+
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
+	"github.com/otelenergy/otelenergy/energysource"
+)
+
+// BenchmarkPass measures one pass over a two-socket host (4 domains) and
+// 8 tracked processes on the fake tree, against the baseline of the same
+// pass's counter reads alone: the rest is reading /proc (the node's stat
+// and each process's), and the split. On the fake tree every read is a
+// regular file's, not sysfs's or procfs's.
+func BenchmarkPass(b *testing.B) {
+	n := newNode(b)
+	var ps []hostshare.Proc
+	for p := uint32(10); p < 18; p++ {
+		n.process(p, uint64(p)*100, 1000)
+		ps = append(ps, procs(p)...)
+	}
+	src, _, err := energysource.Host(energysource.WithSysfs(n.sys))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	b.Run("baseline", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for i := range 4 {
+				if _, err := src.ReadEnergy(i); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("host", func(b *testing.B) {
+		clk := &fakeClock{}
+		h, err := hostshare.New(hostshare.Config{Domains: src, CPU: procfs.FS{Root: n.proc}, Now: clk.now})
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.Pass(ps)
+		h.Pass(ps)
+		b.ReportAllocs()
+		for b.Loop() {
+			h.Pass(ps)
+		}
+	})
+}

@@ -1,0 +1,52 @@
+// Package hostshare splits the host's CPU and DRAM energy, as RAPL meters
+// it per domain (a package's hw.type cpu, its DRAM's hw.type memory), among
+// the processes the agent tracks, by their CPU time, as Kepler splits a
+// node's CPU energy.
+//
+// # The split
+//
+// Once per agent pass, for each domain d of energy E (mJ, the tracker's
+// delta since the previous pass) and the node's CPU time since then
+// (/proc/stat, all CPUs: busy ticks B of T in all), [Split] gives
+//
+//   - idle: E × (T − B) / T, the part of the interval no CPU was busy;
+//   - each tracked process p: (E − idle) × t_p / max(B, Σ t), where t_p is
+//     its own utime + stime since the previous pass;
+//   - unattributed: the rest, (E − idle) less the processes' parts: the
+//     CPU time of processes the agent does not track, the kernel's
+//     interrupts, and the rounding down of each part.
+//
+// Every part is an integer number of millijoules, so per domain and at
+// every export Σ otelenergy.process.energy + otelenergy.energy.idle +
+// otelenergy.energy.unattributed = hw.energy exactly.
+//
+// # Which processes
+//
+// The processes are those the agent already tracks: the GPU processes
+// with a series of their own. Their identity (pid, start time, container,
+// pod) is known and their number is already capped by -max-series, so a
+// domain holds at most that many process series plus one exited series;
+// a node's thousands of short-lived CPU processes (shells, probes, the
+// kubelet) would churn series without bound. Their CPU energy is the
+// domain's unattributed energy. A process is given energy from its
+// second pass on: its CPU time before the agent first saw it is not in
+// any interval of the agent's.
+//
+// # Whole-host figures
+//
+// A psys domain (Intel's platform domain) covers the packages, their DRAM
+// and more, so it is never split nor summed with them: it is exported as
+// hw.host.energy only.
+//
+// # Failures
+//
+// A domain whose counter cannot be read keeps its figures; its next
+// reading's energy, which spans more than one pass, is unattributed. A
+// pass whose /proc/stat cannot be read makes every domain's energy
+// unattributed. No failure stops the agent.
+//
+// # Concurrency
+//
+// A [Host] is not safe for concurrent use: the agent calls Pass and
+// Observe under its own mutex.
+package hostshare

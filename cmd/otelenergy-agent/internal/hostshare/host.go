@@ -1,0 +1,342 @@
+package hostshare
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/otelenergy/otelenergy/otelenergy"
+	"github.com/otelenergy/otelenergy/tracker"
+)
+
+// ExitedKey marks a domain's series that holds the totals of processes
+// whose own series has ended, as the agent's GPU boards do.
+const ExitedKey = attribute.Key("otelenergy.process.exited")
+
+// CPU reads CPU time from /proc; the agent's procfs.FS implements it.
+type CPU interface {
+	// NodeTicks returns the node's busy and total CPU ticks since boot.
+	NodeTicks() (busy, total uint64, err error)
+	// CPUTicks returns pid's own CPU ticks (utime + stime) and its start
+	// time.
+	CPUTicks(pid uint32) (ticks, start uint64, err error)
+}
+
+// Proc is a process the agent tracks, as [Host.Pass] takes it.
+type Proc struct {
+	Pid uint32
+	// Start is its start time in ticks since boot; with the pid it names
+	// the process.
+	Start uint64
+	// Attrs are its identity attributes (process.pid,
+	// process.creation.time, ...), without hw.id, which the domain adds.
+	// Read once, when the process is first seen.
+	Attrs []attribute.KeyValue
+}
+
+// Config is what [New] needs.
+type Config struct {
+	// Domains is the RAPL source of the split domains (package and DRAM):
+	// energysource.Host's. Required.
+	Domains otelenergy.Source
+	// Whole, when not nil, is a whole-host source (RAPL psys), exported
+	// as hw.host.energy and never split.
+	Whole otelenergy.Source
+	// CPU reads the CPU times. Required.
+	CPU CPU
+	// Now is the monotonic clock the counters' tracker reads, in ns; nil
+	// is time since New.
+	Now func() int64
+}
+
+// Instruments are the agent's instruments the host's figures go to.
+type Instruments struct {
+	Energy, Process, Idle, Unattributed, HostEnergy metric.Float64ObservableCounter
+}
+
+// Host splits the host's RAPL domains among the tracked processes. Create
+// one with [New]. See the package doc for its concurrency.
+type Host struct {
+	cfg           Config
+	domains       []*domain
+	whole         []*domain
+	gen           uint64        // the pass, which marks the processes it was given
+	procs         map[key]*proc // every series until its last Observe
+	primed        bool          // busy and total hold a reading
+	busy, total   uint64        // the node's busy and all CPU ticks at the latest reading
+	dBusy, dTotal uint64        // and since the reading before: this pass's interval
+	cpuOK         bool          // this pass has a CPU-time interval to split by
+	failing       bool          // /proc/stat's failure was reported
+
+	list  []*proc // this pass's processes, in the order given
+	ticks []uint64
+	out   []uint64
+}
+
+type key struct {
+	pid   uint32
+	start uint64
+}
+
+type domain struct {
+	dev    otelenergy.Device
+	src    otelenergy.Source
+	i      int
+	tr     tracker.Tracker
+	stale  bool // a read failed since the previous split
+	hwOpt  metric.ObserveOption
+	idOpt  metric.ObserveOption
+	exOpt  metric.ObserveOption
+	energy uint64
+	idle   uint64
+	unattr uint64
+	exited uint64
+	errors uint64
+}
+
+type proc struct {
+	key
+	attrs   []attribute.KeyValue
+	opts    []metric.ObserveOption // per domain, built on first observe
+	mj      []uint64               // per domain
+	ticks   uint64
+	primed  bool
+	seen    uint64
+	exiting bool
+}
+
+// New returns a Host over cfg's sources; it reads nothing yet.
+func New(cfg Config) (*Host, error) {
+	if cfg.Domains == nil || cfg.CPU == nil {
+		return nil, errors.New("hostshare: Domains and CPU are required")
+	}
+	if cfg.Now == nil {
+		t0 := time.Now()
+		cfg.Now = func() int64 { return int64(time.Since(t0)) }
+	}
+	h := &Host{cfg: cfg, procs: make(map[key]*proc)}
+	h.domains = newDomains(cfg.Domains)
+	if cfg.Whole != nil {
+		h.whole = newDomains(cfg.Whole)
+	}
+	if len(h.domains) == 0 {
+		return nil, errors.New("hostshare: the host source has no domain")
+	}
+	return h, nil
+}
+
+func newDomains(s otelenergy.Source) []*domain {
+	var ds []*domain
+	for i, d := range s.Devices() {
+		id := semconv.HwID(d.ID)
+		attrs := []attribute.KeyValue{id, semconv.HwTypeKey.String(d.HWType()), semconv.HwName(d.Name)}
+		if d.Vendor != "" {
+			attrs = append(attrs, semconv.HwVendor(d.Vendor))
+		}
+		ds = append(ds, &domain{
+			dev: d, src: s, i: i,
+			// The library's tracker and plausibility guard: RAPL zones
+			// come unwrapped from the source, and the tracker turns a
+			// counter that restarts into a reset rather than a negative
+			// delta, and a jump past the power bound into a glitch.
+			tr:    tracker.New(tracker.Limits{CounterMax: d.CounterMax, MaxWatts: d.PowerBound(), MaxWattsFirm: d.MaxWattsFirm}),
+			hwOpt: metric.WithAttributeSet(attribute.NewSet(attrs...)),
+			idOpt: metric.WithAttributeSet(attribute.NewSet(id)),
+			exOpt: metric.WithAttributeSet(attribute.NewSet(id, semconv.HwTypeKey.String(d.HWType()), ExitedKey.Bool(true))),
+		})
+	}
+	return ds
+}
+
+// Devices returns the split domains, then the whole-host ones.
+func (h *Host) Devices() []otelenergy.Device {
+	var out []otelenergy.Device
+	for _, d := range h.domains {
+		out = append(out, d.dev)
+	}
+	for _, d := range h.whole {
+		out = append(out, d.dev)
+	}
+	return out
+}
+
+// Pass reads every domain's counter and the CPU times of the node and of
+// procs, and splits each domain's energy since the previous pass. A
+// process tracked before and not in procs has ended: its series is
+// observed once more by the next [Host.Observe], then its total moves to
+// the domain's exited series. procs may hold a process more than once
+// (a process on two boards).
+func (h *Host) Pass(procs []Proc) {
+	h.gen++
+	h.list = h.list[:0]
+	for i := range procs {
+		p := &procs[i]
+		k := key{p.Pid, p.Start}
+		s, ok := h.procs[k]
+		if ok && s.seen == h.gen {
+			continue
+		}
+		if !ok {
+			s = &proc{key: k, attrs: p.Attrs, mj: make([]uint64, len(h.domains))}
+			h.procs[k] = s
+		}
+		s.seen, s.exiting = h.gen, false
+		h.list = append(h.list, s)
+	}
+	for _, s := range h.procs {
+		if s.seen != h.gen {
+			s.exiting = true
+		}
+	}
+
+	busy, total, err := h.cfg.CPU.NodeTicks()
+	h.cpuOK = err == nil && h.primed && total > h.total
+	if err != nil {
+		if !h.failing {
+			otel.Handle(fmt.Errorf("hostshare: reading the node's CPU time: %w", err))
+		}
+		// The next pass takes new baselines rather than split a node
+		// interval of two passes by process intervals of one.
+		h.failing, h.primed = true, false
+	} else {
+		h.failing = false
+		if h.cpuOK {
+			h.dBusy, h.dTotal = busy-min(busy, h.busy), total-h.total
+		}
+		h.busy, h.total, h.primed = busy, total, true
+	}
+	if cap(h.ticks) < len(h.list) {
+		h.ticks = make([]uint64, len(h.list), 2*len(h.list))
+		h.out = make([]uint64, len(h.list), 2*len(h.list))
+	}
+	h.ticks, h.out = h.ticks[:len(h.list)], h.out[:len(h.list)]
+	for i, s := range h.list {
+		h.ticks[i] = 0
+		t, start, err := h.cfg.CPU.CPUTicks(s.pid)
+		if err != nil || start != s.start {
+			s.primed = false // gone; its series ends when the agent drops it
+			continue
+		}
+		if s.primed && h.cpuOK && t >= s.ticks {
+			h.ticks[i] = t - s.ticks
+		}
+		s.ticks, s.primed = t, true
+	}
+	// A pass without a CPU-time interval attributes nothing; the
+	// processes' baselines above are still taken, so that the next pass's
+	// ticks are those of its own interval.
+	now := h.cfg.Now()
+	for di, d := range h.domains {
+		e, ok := d.read(now)
+		if !ok {
+			continue
+		}
+		d.energy += e
+		if !h.cpuOK || d.stale {
+			d.stale = false
+			d.unattr += e
+			continue
+		}
+		idle, un := Split(e, h.dBusy, h.dTotal, h.ticks, h.out)
+		d.idle += idle
+		d.unattr += un
+		for i, s := range h.list {
+			s.mj[di] += h.out[i]
+		}
+	}
+	for _, d := range h.whole {
+		if e, ok := d.read(now); ok {
+			d.energy += e
+		}
+	}
+}
+
+// read returns the energy since the previous reading; false when the
+// counter could not be read (the domain is then stale: the interval of its
+// next reading spans more than one pass).
+func (d *domain) read(now int64) (uint64, bool) {
+	raw, err := d.src.ReadEnergy(d.i)
+	if err != nil {
+		if d.errors == 0 {
+			otel.Handle(fmt.Errorf("hostshare: %s (%s): %w", d.dev.ID, d.dev.Name, err))
+		}
+		d.errors++
+		d.stale = true
+		return 0, false
+	}
+	st, err := d.tr.Advance(raw, now)
+	if err != nil {
+		d.errors++
+		d.stale = true
+		return 0, false
+	}
+	return st.Delta, true
+}
+
+// Observe exports every domain's figures on in's instruments, then ends
+// the series of the processes that ended since the previous Observe.
+func (h *Host) Observe(o metric.Observer, in Instruments) {
+	j := func(mj uint64) float64 { return float64(mj) / 1000 }
+	for _, d := range h.domains {
+		o.ObserveFloat64(in.Energy, j(d.energy), d.hwOpt)
+		o.ObserveFloat64(in.Idle, j(d.idle), d.idOpt)
+		o.ObserveFloat64(in.Unattributed, j(d.unattr), d.idOpt)
+		o.ObserveFloat64(in.Process, j(d.exited), d.exOpt)
+	}
+	for _, d := range h.whole {
+		o.ObserveFloat64(in.HostEnergy, j(d.energy), d.hwOpt)
+	}
+	for k, s := range h.procs {
+		if s.opts == nil {
+			s.opts = make([]metric.ObserveOption, len(h.domains))
+			for di, d := range h.domains {
+				attrs := append([]attribute.KeyValue{semconv.HwID(d.dev.ID), semconv.HwTypeKey.String(d.dev.HWType())}, s.attrs...)
+				s.opts[di] = metric.WithAttributeSet(attribute.NewSet(attrs...))
+			}
+		}
+		for di := range h.domains {
+			o.ObserveFloat64(in.Process, j(s.mj[di]), s.opts[di])
+		}
+		if s.exiting {
+			for di, d := range h.domains {
+				d.exited += s.mj[di]
+			}
+			delete(h.procs, k)
+		}
+	}
+}
+
+// Totals are one domain's cumulative figures, in millijoules.
+type Totals struct {
+	Device                                     otelenergy.Device
+	EnergyMJ, IdleMJ, UnattributedMJ, ExitedMJ uint64
+	// Processes maps each live or ending process series to its total.
+	Processes map[Process]uint64
+	// ReadErrors counts the counter's failed reads.
+	ReadErrors uint64
+}
+
+// Process names a process series.
+type Process struct {
+	Pid       uint32
+	StartTime uint64
+}
+
+// Totals returns split domain i's figures; for tests and diagnostics.
+func (h *Host) Totals(i int) Totals {
+	d := h.domains[i]
+	t := Totals{Device: d.dev, EnergyMJ: d.energy, IdleMJ: d.idle, UnattributedMJ: d.unattr, ExitedMJ: d.exited,
+		ReadErrors: d.errors, Processes: map[Process]uint64{}}
+	for _, s := range h.procs {
+		t.Processes[Process{s.pid, s.start}] = s.mj[i]
+	}
+	return t
+}
+
+// WholeEnergyMJ returns whole-host domain i's energy.
+func (h *Host) WholeEnergyMJ(i int) uint64 { return h.whole[i].energy }

@@ -1,0 +1,4 @@
+package doctor
+
+// ReportSource exposes reportSource to the external tests.
+var ReportSource = reportSource
