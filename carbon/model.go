@@ -93,6 +93,11 @@ func (m *Model) Current() *Reading { return m.src.Current() }
 // PUE returns the model's PUE.
 func (m *Model) PUE() PUE { return m.pue }
 
+// Reader returns the reader the model was built over, so that a caller
+// can export what it knows besides the reading, such as a [*Poller]'s
+// ages and failures.
+func (m *Model) Reader() Reader { return m.src }
+
 // Note records the reading in force at t, the sampler's read instant on
 // the ledger's clock. The sampler calls it at every read, before it
 // pushes the read's steps: a lock, a comparison, no allocation.
