@@ -16,7 +16,7 @@ type Reader interface {
 // Model is what the sampler needs to turn each split interval into
 // emissions: where the intensity comes from, a timeline of it, the
 // PUE, and embodied emissions per device-hour. It is the one object the
-// Monitor holds; see docs/carbon.md, "How it plugs in".
+// Monitor holds; see docs/carbon.md, "How it works".
 //
 // Note and Interval must be called from one goroutine at a time (the
 // sampler's); Estimate and Current are safe from any goroutine, take no
