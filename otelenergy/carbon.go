@@ -32,6 +32,7 @@ type co2State struct {
 	// sampleMu).
 	op, emb []uint64
 	sets    map[co2SetKey]metric.RecordOption
+	recOpts [1]metric.RecordOption // the histogram Record's options
 
 	gauge atomic.Pointer[co2Gauge] // the intensity gauge's attributes, for the last reading observed
 }

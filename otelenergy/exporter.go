@@ -286,7 +286,11 @@ func (m *Monitor) finalize(lr *ledger.Account) {
 	m.inst.requestEnergy.Record(ctx, float64(st.EnergyMJ())/1000, opt)
 	if c := m.co2; c != nil {
 		if r := st.reading(c); r != nil {
-			m.inst.requestCo2e.Record(ctx, float64(st.co2UG.Load())/1e6, c.recordOpt(opt, r))
+			// The options go in the state's own one-element slice: a
+			// variadic argument to an interface method would escape and
+			// cost an allocation per request.
+			c.recOpts[0] = c.recordOpt(opt, r)
+			m.inst.requestCo2e.Record(ctx, float64(st.co2UG.Load())/1e6, c.recOpts[:]...)
 		}
 	}
 	end, ended := st.Ended()
