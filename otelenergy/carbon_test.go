@@ -581,3 +581,54 @@ func TestCarbonConcurrentSafe(t *testing.T) {
 	}
 	t.Logf("%d requests, %d intervals: %d µg in [%d, %d]", len(reqs), n, total, lo, hi)
 }
+
+// TestCarbonNoIntensityYet: with carbon from a provider that has not
+// answered (no fallback), a request gets no figure (HasCo2e false, no
+// span attribute, nothing recorded) rather than 0 g; once the provider
+// answers, the next request gets one.
+func TestCarbonNoIntensityYet(t *testing.T) {
+	rd, mp := newReader()
+	sr, tp := newTracing()
+	defer tp.Shutdown(context.Background())
+	clock := newFakeClock()
+	pl := quietPoller(t, carbon.NewStatic(carbon.Intensity{MgPerKWh: 300_000}), clock.Now)
+	r := newRig(t, ideal(simgpu.Config{}), WithMeterProvider(mp), WithCarbon(newCarbonModel(t, pl)))
+	s := newScripted(r, func(h http.Handler) http.Handler {
+		return otelhttp.NewHandler(NewMiddleware(r.m)(h), "op", otelhttp.WithTracerProvider(tp))
+	})
+	serve := func(path string) Result {
+		s.begin(path)
+		for range 5 {
+			s.tokens(path, 4)
+			r.tick(step)
+		}
+		s.end(path)
+		r.settle(t)
+		return (&Request{Context: context.Background(), st: s.st[path]}).End()
+	}
+	r.m.Sample()
+	before := serve("/before")
+	if !before.HasEnergy || before.EnergyMJ == 0 {
+		t.Fatalf("no energy: %+v", before)
+	}
+	if before.HasCo2e || before.Co2eMicrograms != 0 {
+		t.Errorf("no intensity in force: Result %+v, want no emissions figure", before)
+	}
+	if _, ok := findMetric(collect(t, rd), "otelenergy.request.co2e"); ok {
+		t.Error("otelenergy.request.co2e recorded without an intensity")
+	}
+	if err := pl.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after := serve("/after")
+	if !after.HasCo2e || after.Co2eMicrograms == 0 {
+		t.Errorf("after the provider answered: Result %+v, want a figure", after)
+	}
+	spans := spansByPath(sr.Ended())
+	if _, ok := spans["/before"][co2eKey]; ok {
+		t.Error("/before carries energy.co2e.milligrams")
+	}
+	if _, ok := spans["/after"][co2eKey]; !ok {
+		t.Error("/after lacks energy.co2e.milligrams")
+	}
+}
