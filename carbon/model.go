@@ -16,7 +16,7 @@ type Reader interface {
 // Model is what the sampler needs to turn each split interval into
 // emissions: where the intensity comes from, a timeline of it, the
 // PUE, and embodied emissions per device-hour. It is the one object the
-// Monitor holds; see docs/carbon.md, "How it plugs in".
+// Monitor holds; see docs/carbon.md, "How it works".
 //
 // Note and Interval must be called from one goroutine at a time (the
 // sampler's); Estimate and Current are safe from any goroutine, take no
@@ -92,6 +92,11 @@ func (m *Model) Current() *Reading { return m.src.Current() }
 
 // PUE returns the model's PUE.
 func (m *Model) PUE() PUE { return m.pue }
+
+// Reader returns the reader the model was built over, so that a caller
+// can export what it knows besides the reading, such as a [*Poller]'s
+// ages and failures.
+func (m *Model) Reader() Reader { return m.src }
 
 // Note records the reading in force at t, the sampler's read instant on
 // the ledger's clock. The sampler calls it at every read, before it

@@ -113,7 +113,10 @@
 //
 //   - Conservation: requests + Unattributed + OtherProcesses = SplitMJ,
 //     exactly, in integer millijoules. Each part is split by cumulative
-//     rounding, so the shares telescope.
+//     rounding, so the shares telescope. With [Config].OnSplit, every
+//     interval of SplitMJ is handed over once, as split (shares, rest and
+//     time covers), so that a converter (package carbon) conserves what it
+//     converts; the provisional split never calls it.
 //   - The request path ([Ledger.Add], [Account.AddOutput],
 //     [Account.AddInput], [Ledger.End], [Account.End], [Ledger.Estimate]) takes no lock
 //     and allocates nothing: Add is an atomic add on its shard's count of

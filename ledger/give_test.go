@@ -44,7 +44,7 @@ func TestGiveCumulativeFloor(t *testing.T) {
 					}
 					total += w
 				}
-				if got := give(tt.e, parts, by, total); got != tt.e {
+				if got := give(tt.e, parts, by, total, nil); got != tt.e {
 					t.Fatalf("give returned %d mJ, want all %d", got, tt.e)
 				}
 				for i, p := range parts {
@@ -63,7 +63,7 @@ func TestGiveCumulativeFloor(t *testing.T) {
 func TestGivePartialTotal(t *testing.T) {
 	parts := []part{{r: NewAccount(0, nil), cov: 1}, {r: NewAccount(0, nil), cov: 2}}
 	// W = 10: ⌊100·1/10⌋ = 10, ⌊100·3/10⌋ = 30.
-	if got := give(100, parts, byCoverage, 10); got != 30 {
+	if got := give(100, parts, byCoverage, 10, nil); got != 30 {
 		t.Fatalf("given %d mJ, want 30", got)
 	}
 	if a, b := parts[0].r.EnergyMJ(), parts[1].r.EnergyMJ(); a != 10 || b != 20 {
@@ -76,7 +76,7 @@ func TestGivePartialTotal(t *testing.T) {
 func TestGiveRefusesBadTotals(t *testing.T) {
 	for _, total := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
 		parts := []part{{r: NewAccount(0, nil), cov: 1}}
-		if got := give(100, parts, byCoverage, total); got != 0 || parts[0].r.EnergyMJ() != 0 {
+		if got := give(100, parts, byCoverage, total, nil); got != 0 || parts[0].r.EnergyMJ() != 0 {
 			t.Errorf("total %v: gave %d mJ (part %d), want nothing", total, got, parts[0].r.EnergyMJ())
 		}
 	}

@@ -43,6 +43,21 @@ type Config struct {
 	// dynamic split instead of the learned model.
 	OutputWeight, InputWeight float64
 	WeightsFixed              bool
+	// OnSplit, when set, is called once for every interval as it is
+	// finally split (never for the provisional split behind the
+	// estimates), on the sampler's goroutine, after the interval's shares
+	// are given: dev is the device's index in Rings and (a, b] the
+	// interval on the ledger's clock. reqs[i] got sharesMJ[i] of its
+	// energy (static and dynamic parts summed) and was active for
+	// coverNS[i] of its time, shared equally at every instant among the
+	// requests active then (the rest of b − a was idle); restMJ is the
+	// energy no request got (unattributed and other processes'), so that
+	// Σ sharesMJ + restMJ is the interval's energy. Every interval of
+	// SplitMJ is handed over once. The slices are the ledger's scratch,
+	// valid only during the call and not to be modified. A package that
+	// converts energy (such as carbon) hooks in here, so that the ledger
+	// stays free of it.
+	OnSplit func(dev int, a, b int64, reqs []*Account, sharesMJ []uint64, restMJ uint64, coverNS []uint64)
 }
 
 // Ledger splits metered energy among requests. See the package
@@ -92,6 +107,10 @@ type Ledger struct {
 	// provisional pass gave it: mJ, and the output tokens (seen or
 	// extrapolated) with their modelled energy in J.
 	provAcc []struct{ mj, tok, tokJ float64 }
+	// hookReqs, hookMJ and hookCov are OnSplit's scratch.
+	hookReqs []*Account
+	hookMJ   []uint64
+	hookCov  []uint64
 
 	// Published.
 	unattributed atomic.Uint64
@@ -137,6 +156,7 @@ type Ledger struct {
 }
 
 type device struct {
+	idx  int // its index in Config.Rings
 	ring *ring.Ring
 	next uint64 // logical index of the next point to split up to
 	// The model learns ahead of the split: learnNext is the next point to
@@ -209,7 +229,7 @@ func New(cfg Config) *Ledger {
 	l := &Ledger{cfg: cfg, devs: make([]device, len(cfg.Rings))}
 	for i, r := range cfg.Rings {
 		d := &l.devs[i]
-		d.ring, d.frac, d.split = r, 1, true
+		d.idx, d.ring, d.frac, d.split = i, r, 1, true
 		for c := range d.cands {
 			m := &d.cands[c]
 			if cfg.IdleFixed {

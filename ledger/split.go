@@ -564,16 +564,48 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	l.other.Add(e - attr)
 	if b <= a {
 		l.unattributed.Add(attr)
+		l.onSplit(d, a, b, nil, e)
 		return
 	}
 	w := l.weigh(d, a, b, attr, minKnown, true, false)
 	parts := l.parts
-	given := give(w.static, parts, byCoverage, w.dt)
-	given += give(attr-w.static, parts, w.by, w.total)
+	var got []uint64
+	if l.cfg.OnSplit != nil {
+		got = slices.Grow(l.hookMJ[:0], len(parts))[:len(parts)]
+		clear(got)
+		l.hookMJ = got
+	}
+	given := give(w.static, parts, byCoverage, w.dt, got)
+	given += give(attr-w.static, parts, w.by, w.total, got)
 	l.unattributed.Add(attr - given)
 	if l.running > 0 {
 		l.noteShares(w, attr, false)
 	}
+	l.onSplit(d, a, b, parts, e-given)
+}
+
+// onSplit hands the interval (a, b] of d, just split among parts (their
+// shares in l.hookMJ), to Config.OnSplit, with rest the mJ no part got.
+func (l *Ledger) onSplit(d *device, a, b int64, parts []part, rest uint64) {
+	if l.cfg.OnSplit == nil {
+		return
+	}
+	n := len(parts)
+	reqs := slices.Grow(l.hookReqs[:0], n)[:n]
+	cov := slices.Grow(l.hookCov[:0], n)[:n]
+	for i := range parts {
+		reqs[i] = parts[i].r
+		// cov is a share of (a, b] in ns, at most b − a; the covers sum
+		// to at most b − a, which truncation keeps.
+		if c := parts[i].cov; c > 0 {
+			cov[i] = uint64(min(c, float64(b-a)))
+		} else {
+			cov[i] = 0
+		}
+	}
+	l.hookReqs, l.hookCov = reqs, cov
+	l.cfg.OnSplit(d.idx, a, b, reqs, l.hookMJ[:n], rest, cov)
+	clear(reqs) // hold no request past its split
 }
 
 // weighing is how an interval's attributable energy is to be split: its
@@ -868,8 +900,9 @@ const (
 
 // give splits e among parts in proportion to their coverage or weight out
 // of total, by cumulative rounding: the shares telescope, so exactly
-// floor(e·Σw/total) is given, and it returns that.
-func give(e uint64, parts []part, by int, total float64) uint64 {
+// floor(e·Σw/total) is given, and it returns that. With got, it also adds
+// part i's share to got[i].
+func give(e uint64, parts []part, by int, total float64, got []uint64) uint64 {
 	if e == 0 || total <= 0 || math.IsNaN(total) || math.IsInf(total, 0) {
 		return 0
 	}
@@ -884,6 +917,9 @@ func give(e uint64, parts []part, by int, total float64) uint64 {
 		s := uint64(math.Floor(float64(e) * min(1, cum/total)))
 		s = min(max(s, given), e)
 		parts[i].r.mj.Add(s - given)
+		if got != nil {
+			got[i] += s - given
+		}
 		given = s
 	}
 	return given

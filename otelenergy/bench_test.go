@@ -18,6 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
 
@@ -126,21 +127,46 @@ func floorMiddleware(next http.Handler) http.Handler {
 // handlerCases builds the handlers BenchmarkHandler and
 // BenchmarkHandlerParallel compare, over a Monitor on the real clock. The
 // caller samples it: by hand outside the timer, or by starting it.
-func handlerCases(b *testing.B) (*Monitor, map[string]http.Handler) {
+func handlerCases(b *testing.B) ([]*Monitor, map[string]http.Handler) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropExporter{}))
 	b.Cleanup(func() { tp.Shutdown(context.Background()) })
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	m := realtimeMonitor(b)
-	var h http.HandlerFunc = func(w http.ResponseWriter, req *http.Request) {
-		m.AddTokens(req.Context(), 1)
-		w.WriteHeader(http.StatusOK)
+	mc := realtimeMonitor(b, WithCarbon(benchCarbonModel(b)))
+	handler := func(m *Monitor) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			m.AddTokens(req.Context(), 1)
+			w.WriteHeader(http.StatusOK)
+		})
 	}
+	h := handler(m)
 	o := []otelhttp.Option{otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp)}
-	return m, map[string]http.Handler{
-		"otelhttp":        otelhttp.NewHandler(h, "op", o...),
-		"floor":           otelhttp.NewHandler(floorMiddleware(h), "op", o...),
-		"otelhttp+energy": otelhttp.NewHandler(NewMiddleware(m)(h), "op", o...),
+	return []*Monitor{m, mc}, map[string]http.Handler{
+		"otelhttp":               otelhttp.NewHandler(h, "op", o...),
+		"floor":                  otelhttp.NewHandler(floorMiddleware(h), "op", o...),
+		"otelhttp+energy":        otelhttp.NewHandler(NewMiddleware(m)(h), "op", o...),
+		"otelhttp+energy+carbon": otelhttp.NewHandler(NewMiddleware(mc)(handler(mc)), "op", o...),
 	}
+}
+
+// benchCarbonModel is a carbon model as a deployment builds it: a Poller
+// (here polled once, over a static provider) with a PUE and embodied
+// emissions, so that the request path reads the intensity as it would
+// from a live provider.
+func benchCarbonModel(b *testing.B) *carbon.Model {
+	b.Helper()
+	pl, err := carbon.NewPoller(carbon.NewStatic(carbon.Intensity{MgPerKWh: 436_000}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pl.Poll(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	model, err := carbon.NewModel(pl, carbon.WithPUE(1_135_000), carbon.WithEmbodied(12_500_000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return model
 }
 
 // BenchmarkHandler compares the energy middleware inside otelhttp with
@@ -148,9 +174,13 @@ func handlerCases(b *testing.B) (*Monitor, map[string]http.Handler) {
 // span attribute), on one goroutine. The sampler's work runs outside the
 // timer, every 1024 requests, as on its own goroutine in a server;
 // BenchmarkHandlerParallel runs it live.
+//
+// otelhttp+energy+carbon is otelhttp+energy with WithCarbon (a Poller's
+// intensity, a PUE and embodied emissions): its ratio to otelhttp+energy
+// is carbon's cost on the request path.
 func BenchmarkHandler(b *testing.B) {
-	m, cases := handlerCases(b)
-	for _, name := range []string{"otelhttp", "floor", "otelhttp+energy"} {
+	ms, cases := handlerCases(b)
+	for _, name := range []string{"otelhttp", "floor", "otelhttp+energy", "otelhttp+energy+carbon"} {
 		h := cases[name]
 		b.Run(name, func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, "/v1/completions", nil)
@@ -159,7 +189,9 @@ func BenchmarkHandler(b *testing.B) {
 				h.ServeHTTP(httptest.NewRecorder(), req)
 				if i%1024 == 1023 {
 					b.StopTimer()
-					m.Sample()
+					for _, m := range ms {
+						m.Sample()
+					}
 					b.StartTimer()
 				}
 			}
@@ -168,9 +200,11 @@ func BenchmarkHandler(b *testing.B) {
 }
 
 func BenchmarkHandlerParallel(b *testing.B) {
-	m, cases := handlerCases(b)
-	if err := m.Start(); err != nil {
-		b.Fatal(err)
+	ms, cases := handlerCases(b)
+	for _, m := range ms {
+		if err := m.Start(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	for _, name := range []string{"floor", "otelhttp+energy"} {
 		h := cases[name]
@@ -189,7 +223,7 @@ func BenchmarkHandlerParallel(b *testing.B) {
 // realtimeMonitor is a Monitor on the real clock over a counter that draws
 // 300 W and steps every 20 ms, as a GPU does: the request-path benchmarks
 // measure the library, not a test clock's lock.
-func realtimeMonitor(b *testing.B) *Monitor {
+func realtimeMonitor(b *testing.B, opts ...Option) *Monitor {
 	b.Helper()
 	t0 := time.Now()
 	src, err := NewFuncSource([]Device{{ID: "GPU-bench", Name: "bench"}}, func(int) (uint64, error) {
@@ -199,7 +233,7 @@ func realtimeMonitor(b *testing.B) *Monitor {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := NewMonitor(src, WithMeterProvider(noop.NewMeterProvider()))
+	m, err := NewMonitor(src, append([]Option{WithMeterProvider(noop.NewMeterProvider())}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -213,7 +247,10 @@ func realtimeMonitor(b *testing.B) *Monitor {
 // ns/op is a request's whole cost; path leaves the sampler's work out;
 // parallel runs on every P with the real sampler running; and sampling is serial while another goroutine samples
 // without pause over 10,000 other active requests that stream tokens: a
-// request must never wait for the sampler's pass.
+// request must never wait for the sampler's pass. Each of serial, path
+// and parallel has a twin with WithCarbon, name+carbon, in the same run:
+// the ratio is carbon's cost (serial+carbon includes the conversion of
+// the requests' intervals).
 func BenchmarkStartEnd(b *testing.B) {
 	ctx := context.Background()
 	// serial counts the sampler's work for its requests (adopting,
@@ -222,9 +259,14 @@ func BenchmarkStartEnd(b *testing.B) {
 	for _, c := range []struct {
 		name         string
 		timedSampler bool
-	}{{"serial", true}, {"path", false}} {
+		carbon       bool
+	}{{"serial", true, false}, {"path", false, false}, {"serial+carbon", true, true}, {"path+carbon", false, true}} {
 		b.Run(c.name, func(b *testing.B) {
-			m := realtimeMonitor(b)
+			var opts []Option
+			if c.carbon {
+				opts = append(opts, WithCarbon(benchCarbonModel(b)))
+			}
+			m := realtimeMonitor(b, opts...)
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				req := m.StartRequest(ctx)
@@ -240,20 +282,26 @@ func BenchmarkStartEnd(b *testing.B) {
 			}
 		})
 	}
-	b.Run("parallel", func(b *testing.B) {
-		m := realtimeMonitor(b)
-		if err := m.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				req := m.StartRequest(ctx)
-				m.AddTokens(req, 1)
-				req.End()
+	for _, name := range []string{"parallel", "parallel+carbon"} {
+		b.Run(name, func(b *testing.B) {
+			var opts []Option
+			if name == "parallel+carbon" {
+				opts = append(opts, WithCarbon(benchCarbonModel(b)))
 			}
+			m := realtimeMonitor(b, opts...)
+			if err := m.Start(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req := m.StartRequest(ctx)
+					m.AddTokens(req, 1)
+					req.End()
+				}
+			})
 		})
-	})
+	}
 	b.Run("sampling", func(b *testing.B) {
 		m := realtimeMonitor(b)
 		others := make([]*Request, 10_000)

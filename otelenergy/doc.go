@@ -30,6 +30,17 @@
 // at its end are split, up to the horizon ([WithHorizon]) later;
 // [NewSpanExporter] waits for it and puts it on the span.
 //
+// # Emissions
+//
+// With [WithCarbon], every interval the ledger splits is converted into
+// emissions (package carbon) at the grid intensity in force when it was
+// metered, times the PUE, plus embodied emissions by device time: each
+// request carries its µg ([Result].Co2eMicrograms, the span attribute
+// energy.co2e.milligrams, the histogram otelenergy.request.co2e), and
+// what no request got is exported as otelenergy.co2e.unattributed, so
+// that, interval by interval, the two add up to the interval's figure
+// exactly. docs/carbon.md explains the arithmetic.
+//
 // # Metrics
 //
 // NewMonitor registers observable instruments on the configured
@@ -67,9 +78,11 @@
 //     shared counter, for those), so [Monitor.Totals] and the exported
 //     token counter show a report from the next sample on, like energy.
 //     No lock, no allocation.
-//   - [Request.End]: atomic stores and loads. No lock, no allocation.
+//   - [Request.End]: atomic stores and loads; with [WithCarbon], one
+//     atomic load of the intensity and an integer conversion besides. No
+//     lock, no allocation.
 //   - The middleware and interceptors: StartRequest, End, one span
-//     attribute set of at most six attributes, and, with [NewSpanExporter]
+//     attribute set of at most seven attributes, and, with [NewSpanExporter]
 //     in the pipeline, one insertion into a map sharded 32 ways by span id
 //     (one small lock, never one shared by every request).
 //

@@ -236,9 +236,9 @@ func (s finalSpan) Attributes() []attribute.KeyValue { return s.attrs }
 
 func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktrace.ReadOnlySpan {
 	old := s.Attributes()
-	attrs := make([]attribute.KeyValue, 0, len(old)+1)
+	attrs := make([]attribute.KeyValue, 0, len(old)+2)
 	for _, kv := range old {
-		if kv.Key != EnergyMillijoulesKey && kv.Key != approximateKey && kv.Key != sharedKey {
+		if kv.Key != EnergyMillijoulesKey && kv.Key != approximateKey && kv.Key != sharedKey && kv.Key != co2eKey {
 			attrs = append(attrs, kv)
 		}
 	}
@@ -249,6 +249,12 @@ func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktra
 	if shared {
 		attrs = append(attrs, sharedKey.Bool(true))
 	}
+	if c := e.m.co2; c != nil {
+		// r is final: its µg are complete.
+		if ug, ok := c.requestCo2e(r.co2UG.Load(), r.co2Flags.Load(), true, 0, 0); ok {
+			attrs = append(attrs, co2eKey.Float64(float64(ug)/1000))
+		}
+	}
 	return finalSpan{ReadOnlySpan: s, attrs: attrs}
 }
 
@@ -256,7 +262,9 @@ func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktra
 func (e *spanExporter) Shutdown(ctx context.Context) error { return e.next.Shutdown(ctx) }
 
 // finalize is the ledger's callback for a request whose figure became
-// final: it records the request-energy histogram, and with
+// final: it records the request-energy histogram (with WithCarbon, the
+// request-emissions histogram beside it, under the same attributes plus
+// the intensity's source and kind), and with
 // WithGenAIMetrics the GenAI server metrics, in the context of the
 // request's span, so that their exemplars link to the trace.
 func (m *Monitor) finalize(lr *ledger.Account) {
@@ -276,6 +284,15 @@ func (m *Monitor) finalize(lr *ledger.Account) {
 		opt = m.models.recordOpt(st.run, st.attrs, model)
 	}
 	m.inst.requestEnergy.Record(ctx, float64(st.EnergyMJ())/1000, opt)
+	if c := m.co2; c != nil {
+		if r := st.reading(c); r != nil {
+			// The options go in the state's own one-element slice: a
+			// variadic argument to an interface method would escape and
+			// cost an allocation per request.
+			c.recOpts[0] = c.recordOpt(opt, r)
+			m.inst.requestCo2e.Record(ctx, float64(st.co2UG.Load())/1e6, c.recOpts[:]...)
+		}
+	}
 	end, ended := st.Ended()
 	if g := m.inst.genai; g != nil && ended && st.Output() > 0 && st.Flags()&(ledger.FlagFlushed|ledger.FlagExpired) == 0 {
 		g.Duration.Inst().Record(ctx, time.Duration(end-st.Start()).Seconds(), st.run.genaiOpt)

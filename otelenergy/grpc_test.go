@@ -3,6 +3,7 @@ package otelenergy
 import (
 	"context"
 	"io"
+	"math"
 	"net"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
 
@@ -64,9 +66,13 @@ func genService(rig *testRig) *grpc.ServiceDesc {
 	}
 }
 
+// TestGRPCInterceptorsBesideOtelgrpc serves a unary call and a stream
+// with otelgrpc's stats handler and the energy interceptors, with carbon
+// at 436 g/kWh: each server span carries its tokens, its energy and its
+// emissions, the latter End's energy at that intensity.
 func TestGRPCInterceptorsBesideOtelgrpc(t *testing.T) {
 	sr, tp := newTracing()
-	rig := newRig(t, ideal(simgpu.Config{}))
+	rig := newRig(t, ideal(simgpu.Config{}), WithCarbon(newCarbonModel(t, carbon.NewStatic(carbon.Intensity{MgPerKWh: 436_000}))))
 	rig.m.Sample()
 
 	srv := grpc.NewServer(
@@ -137,6 +143,13 @@ func TestGRPCInterceptorsBesideOtelgrpc(t *testing.T) {
 		}
 		if a["otelenergy.run.id"].AsString() != rig.m.Run().ID() {
 			t.Errorf("%s: run id %q", s.Name(), a["otelenergy.run.id"].AsString())
+		}
+		// µg = mJ × 436 000 mg/kWh / 3.6e6, each interval's share and the
+		// estimated rest rounded once: within a few µg.
+		mg, ok := a[co2eKey]
+		want := float64(mj.AsInt64()) * 436_000 / 3.6e6
+		if got := mg.AsFloat64() * 1000; !ok || math.Abs(got-want) > 5+want/1000 {
+			t.Errorf("%s: energy.co2e.milligrams = %v (%v), want %d mJ at 436 g/kWh, %.3f mg", s.Name(), mg.AsFloat64(), ok, mj.AsInt64(), want/1000)
 		}
 	}
 	if seen != 2 {

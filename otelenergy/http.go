@@ -21,8 +21,10 @@ import (
 // handler returns (or panics), the middleware sets on the current span
 // energy.millijoules (the figure known then, see [Request.End]),
 // gen_ai.usage.output_tokens, gen_ai.usage.input_tokens (when reported),
-// otelenergy.run.id and otelenergy.energy.approximate; [NewSpanExporter]
-// replaces the energy with the exact figure. Without a recording span it
+// otelenergy.run.id and otelenergy.energy.approximate, and with
+// [WithCarbon] energy.co2e.milligrams (the request's emissions in mg
+// CO2e, a float64); [NewSpanExporter] replaces the energy and emissions
+// with the exact figures. Without a recording span it
 // sets nothing. When no energy could be attributed energy.millijoules is
 // absent rather than 0.
 //
@@ -52,7 +54,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // attrPool holds the arrays finish stages span attributes in, so that the
 // variadic SetAttributes call costs no allocation: the SDK copies the
 // attributes, so an array is free again once the call returns.
-var attrPool = sync.Pool{New: func() any { return new([6]attribute.KeyValue) }}
+var attrPool = sync.Pool{New: func() any { return new([7]attribute.KeyValue) }}
 
 // finish ends r and reports it on the span in r's context. The histogram
 // of request energy is recorded when the figure is final.
@@ -62,7 +64,7 @@ func (m *Monitor) finish(r *Request) {
 	if !span.IsRecording() {
 		return
 	}
-	kv := attrPool.Get().(*[6]attribute.KeyValue)
+	kv := attrPool.Get().(*[7]attribute.KeyValue)
 	defer attrPool.Put(kv)
 	kv[0] = r.st.run.spanAttr
 	kv[1] = outputTokensKey.Int64(int64(res.OutputTokens))
@@ -77,6 +79,10 @@ func (m *Monitor) finish(r *Request) {
 		n += 2
 		if res.Shared {
 			kv[n] = sharedKey.Bool(true)
+			n++
+		}
+		if res.HasCo2e {
+			kv[n] = co2eKey.Float64(float64(res.Co2eMicrograms) / 1000)
 			n++
 		}
 	}

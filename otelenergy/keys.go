@@ -11,6 +11,11 @@ import (
 // attribute and instrument this package sets.
 const EnergyMillijoulesKey = attribute.Key("energy.millijoules")
 
+// co2eKey is the span attribute that carries a request's emissions in mg
+// CO2e (float64), with [WithCarbon]. It is unexported so that the package
+// grows no exported name; docs/metrics.md lists it.
+const co2eKey = attribute.Key("energy.co2e.milligrams")
+
 // Attribute keys this package sets besides EnergyMillijoulesKey. The hw.*
 // keys come from the semconv package matching the SDK; the gen_ai.* keys
 // are GenAI semantic convention keys that the Go semconv packages stopped
@@ -27,5 +32,7 @@ const (
 	coefficientKey  = attribute.Key("otelenergy.ledger.coefficient")
 	anomalyKey      = attribute.Key("otelenergy.anomaly")
 	reasonKey       = attribute.Key("otelenergy.reason")
+	carbonSourceKey = attribute.Key("otelenergy.carbon.source")
+	carbonKindKey   = attribute.Key("otelenergy.carbon.kind")
 	runIDKey        = runscope.RunIDKey
 )

@@ -10,6 +10,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/semconv/v1.43.0/hwconv"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/internal/genai"
 	"github.com/otelenergy/otelenergy/ring"
 )
@@ -18,6 +19,10 @@ import (
 // short chat turn costs tens of joules on a data-centre GPU, a long
 // generation thousands.
 var requestEnergyBuckets = []float64{0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000}
+
+// requestCo2eBuckets are the request-emissions histogram's bounds in g
+// CO2e: those energies at 50 to 700 g/kWh (1 J at 400 g/kWh is 0.11 mg).
+var requestCo2eBuckets = []float64{1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
 
 // instruments are a Monitor's process-cumulative instruments. Attribute
 // sets and observe options are built once; the callback does no attribute
@@ -32,6 +37,14 @@ type instruments struct {
 	processes                                    metric.Int64ObservableGauge
 	requestEnergy                                metric.Float64Histogram
 	genai                                        *genai.Server // with WithGenAIMetrics
+
+	// With WithCarbon; the ages and fetch errors only when the model
+	// reads a *carbon.Poller.
+	requestCo2e                     metric.Float64Histogram
+	intensity, intensityAge, figAge metric.Float64ObservableGauge
+	co2Unattributed                 metric.Float64ObservableCounter
+	fetchErrors                     metric.Int64ObservableCounter
+	poller                          *carbon.Poller
 
 	devOpts, idOpts         []metric.ObserveOption
 	anomalyOpts             [][4]metric.ObserveOption
@@ -122,6 +135,29 @@ func newInstruments(m *Monitor) (*instruments, error) {
 		metric.WithDescription("Energy attributed to each request once final, recorded in the request's span context so exemplars link to its trace."),
 		metric.WithExplicitBucketBoundaries(requestEnergyBuckets...))
 	errs = append(errs, err)
+	observed := []metric.Observable{in.energy, in.power, in.tokens, in.perToken, in.errs, in.anomalies, in.age, in.duration, in.period,
+		in.unattributed, in.other, in.rejected, in.dropped, in.coef, in.processes}
+	if c := m.co2; c != nil {
+		in.requestCo2e, err = meter.Float64Histogram("otelenergy.request.co2e",
+			metric.WithUnit("g"),
+			metric.WithDescription("Emissions (CO2e) of each request's energy once final, times the PUE and the grid intensity in force when each of its intervals was metered, plus its share of embodied emissions; recorded in the request's span context."),
+			metric.WithExplicitBucketBoundaries(requestCo2eBuckets...))
+		errs = append(errs, err)
+		in.intensity = fg("otelenergy.carbon.intensity", "g/kW.h",
+			"Grid carbon intensity in force, as its source gives it (before the PUE); absent while none is.")
+		in.co2Unattributed = fc("otelenergy.co2e.unattributed", "g",
+			"Emissions (CO2e) attributed to no request: of unattributed energy, of other processes' share of shared devices, and the embodied emissions of idle device time.")
+		observed = append(observed, in.intensity, in.co2Unattributed)
+		if pl, ok := c.model.Reader().(*carbon.Poller); ok {
+			in.poller = pl
+			in.intensityAge = fg("otelenergy.carbon.intensity.age", "s",
+				"Time since the intensity provider's last good answer; absent before the first.")
+			in.figAge = fg("otelenergy.carbon.intensity.figure_age", "s",
+				"How long ago the period the provider's last figure describes ended (0 while it runs); absent before the first figure or for one with no time.")
+			in.fetchErrors = ic("otelenergy.carbon.fetch_errors", "{error}", "Failed fetches of the carbon intensity.")
+			observed = append(observed, in.intensityAge, in.figAge, in.fetchErrors)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -129,9 +165,7 @@ func newInstruments(m *Monitor) (*instruments, error) {
 		s := genai.NewServer(meter)
 		in.genai = &s
 	}
-	in.reg, err = meter.RegisterCallback(in.observe,
-		in.energy, in.power, in.tokens, in.perToken, in.errs, in.anomalies, in.age, in.duration, in.period,
-		in.unattributed, in.other, in.rejected, in.dropped, in.coef, in.processes)
+	in.reg, err = meter.RegisterCallback(in.observe, observed...)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +235,26 @@ func (in *instruments) observe(_ context.Context, o metric.Observer) error {
 	if jpt, ok := ring.JoulesPerToken(satSub(cur.TotalEnergyMJ(), base.TotalEnergyMJ()), satSub(cur.OutputTokens, base.OutputTokens)); ok {
 		o.ObserveFloat64(in.perToken, jpt, ri.jptOpt)
 	}
+	if c := m.co2; c != nil {
+		in.observeCarbon(c, o)
+	}
 	return nil
+}
+
+func (in *instruments) observeCarbon(c *co2State, o metric.Observer) {
+	if r := c.model.Current(); r != nil {
+		o.ObserveFloat64(in.intensity, r.GramsPerKWh(), c.gaugeOpt(r))
+	}
+	o.ObserveFloat64(in.co2Unattributed, float64(c.unattributed.Load())/1e6)
+	if pl := in.poller; pl != nil {
+		if age, ok := pl.Age(); ok {
+			o.ObserveFloat64(in.intensityAge, age.Seconds())
+		}
+		if age, ok := pl.FigureAge(); ok {
+			o.ObserveFloat64(in.figAge, age.Seconds())
+		}
+		o.ObserveInt64(in.fetchErrors, int64(pl.Failures()))
+	}
 }
 
 // liveWindow returns the ring's last window of the given length, ending at

@@ -86,6 +86,7 @@ type Monitor struct {
 	pending pendingSpans
 	bag     *baggageAttrs // with WithBaggageAttributes
 	models  modelAttrs    // request models on otelenergy.request.energy
+	co2     *co2State     // with WithCarbon
 	inst    *instruments
 	sharer  source.Sharer
 	stamper source.Stamper // src, when its counters stamp their updates
@@ -149,7 +150,7 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 	if len(devices) == 0 {
 		return nil, fmt.Errorf("%w: source %q has no devices", ErrNoDevices, src.Kind())
 	}
-	m := &Monitor{cfg: cfg, src: src, epoch: cfg.now(), bag: newBaggageAttrs(cfg)}
+	m := &Monitor{cfg: cfg, src: src, epoch: cfg.now(), bag: newBaggageAttrs(cfg), co2: newCo2State(cfg.carbon)}
 	m.sharer, _ = src.(source.Sharer)
 	m.stamper, _ = src.(source.Stamper)
 	m.lastSample.Store(-1)
@@ -172,6 +173,9 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 	}
 	if cfg.weightsSet {
 		lc.OutputWeight, lc.InputWeight, lc.WeightsFixed = cfg.weights.Output, cfg.weights.Input, true
+	}
+	if m.co2 != nil {
+		lc.OnSplit = m.convertSplit
 	}
 	m.ledger = ledger.New(lc)
 	if m.inst, err = newInstruments(m); err != nil {
@@ -355,6 +359,12 @@ func (m *Monitor) sampleLocked() {
 	t := m.now()
 	if last := m.lastSample.Load(); last >= 0 && t < last {
 		t = last // a clock that went backwards must not break the rings' order
+	}
+	if c := m.co2; c != nil {
+		// An interval is converted at the reading last noted at or
+		// before its end: the one in force when its counter step was
+		// read, to within a pass, however long it waits to be split.
+		c.model.Note(t)
 	}
 	stepped := false
 	for i, d := range m.devs {

@@ -2,11 +2,14 @@ package otelenergy
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/ledger"
+	"github.com/otelenergy/otelenergy/otelenergy/internal/reqcarbon"
 	"github.com/otelenergy/otelenergy/otelenergy/internal/reqmodel"
 )
 
@@ -35,6 +38,14 @@ type requestState struct {
 	tracked bool              // handed to the ledger
 	attrs   *requestAttrs     // immutable; nil without baggage attributes
 	model   reqmodel.Slot     // the model the request names, once read
+
+	// With WithCarbon: the µg of the intervals split so far and the co2
+	// flags, written by the sampler (co2State.convertSplit) before it
+	// marks the request final; and the reading of its last interval that
+	// had one, sampler-only.
+	co2UG    atomic.Uint64
+	co2Flags atomic.Uint32
+	co2Last  *carbon.Reading
 }
 
 type requestKey struct{}
@@ -50,6 +61,8 @@ func (r *Request) Value(key any) any {
 			return (*reqmodel.Slot)(nil)
 		}
 		return &r.st.model
+	case reqcarbon.Key{}:
+		return r.st != nil && r.st.m != nil && r.st.m.co2 != nil
 	}
 	return r.Context.Value(key)
 }
@@ -82,7 +95,9 @@ type Result struct {
 	// stepped past it and the requests active then have reported), and for
 	// good when the request ran for less than the counter's update period,
 	// ran on a shared device whose energy could not be split, or was
-	// finalized by Shutdown, the horizon or its maximum age.
+	// finalized by Shutdown, the horizon or its maximum age. With
+	// [WithCarbon] it is also true when an interval that gave the request
+	// energy had no intensity known for its time.
 	Approximate bool
 	// Shared is true when a device the request ran on is used by other
 	// processes and its energy could not be split among them.
@@ -93,8 +108,12 @@ type Result struct {
 	RunID string
 	// Co2eMicrograms is the request's emissions in µg CO2e: its energy
 	// times the PUE and the grid's intensity over the intervals it ran in,
-	// plus its share of embodied emissions. It is meaningful only when
-	// HasCo2e is true, which needs [WithCarbon] and an intensity in force.
+	// each interval at the intensity in force when it was metered, plus
+	// its share of embodied emissions by device time. Before the figure
+	// is final, the energy not split yet is converted at the intensity in
+	// force now (operational emissions only), like the energy estimate.
+	// It is meaningful only when HasCo2e is true, which needs [WithCarbon]
+	// and an intensity in force during the request or now.
 	Co2eMicrograms uint64
 	// HasCo2e is true when Co2eMicrograms carries a figure.
 	HasCo2e bool
@@ -199,10 +218,21 @@ func (r *Request) result(final bool) Result {
 	if !final && m.shut.Load() {
 		return res
 	}
+	// The emissions are loaded before the energy: the sampler adds an
+	// interval's mJ before its µg, so an interval split meanwhile is left
+	// out of the estimate's unsplit part rather than counted in both.
+	var ug, splitMJ uint64
+	if m.co2 != nil {
+		ug = st.co2UG.Load()
+		splitMJ = st.EnergyMJ()
+	}
 	res.EnergyMJ, res.HasEnergy = m.ledger.Estimate(&st.Account, end), true
 	res.Approximate, res.Shared = st.approximate(m)
 	if !final {
 		res.Approximate, res.Shared = true, res.Shared || m.sharedUnsplit()
+	}
+	if c := m.co2; c != nil {
+		res.Co2eMicrograms, res.HasCo2e = c.requestCo2e(ug, st.co2Flags.Load(), final, splitMJ, res.EnergyMJ)
 	}
 	return res
 }
@@ -225,6 +255,7 @@ func (st *requestState) approximate(m *Monitor) (approx, shared bool) {
 	shared = f&ledger.FlagShared != 0
 	end, _ := st.Ended()
 	approx = f&(ledger.FlagExpired|ledger.FlagFlushed|ledger.FlagForced|ledger.FlagShared) != 0 ||
-		end-st.Start() < m.counterPeriod()
+		end-st.Start() < m.counterPeriod() ||
+		st.co2Flags.Load()&co2Unknown != 0
 	return approx, shared
 }

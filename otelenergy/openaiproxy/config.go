@@ -137,8 +137,11 @@ func WithErrorLog(l *log.Logger) Option {
 // the HTTP trailers [TrailerEnergy] (the request's energy in whole
 // millijoules as [otelenergy.Request.End] estimates it when the response
 // ends; absent when no energy could be attributed) and [TrailerApproximate]
-// ("true" or "false", as [otelenergy.Result.Approximate]). The body is not
-// touched. The trailers are announced in the Trailer header, and the
+// ("true" or "false", as [otelenergy.Result.Approximate]), and, when the
+// Monitor was built with otelenergy.WithCarbon, [TrailerCo2e] (the
+// request's emissions in mg CO2e with three decimals, absent when no
+// figure could be given). The body is not touched. The trailers are
+// announced in the Trailer header, and the
 // backend's Content-Length is dropped so that HTTP/1.1 responses are
 // chunked, which trailers need; HTTP/2 carries them as a final HEADERS
 // frame. The default is false.

@@ -3,6 +3,7 @@ package openaiproxy_test
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -75,6 +77,16 @@ func newFinalRig(t *testing.T, mon *otelenergy.Monitor, backend http.Handler, wa
 // spanMJ returns the energy.millijoules of the one exported span.
 func (fr *finalRig) spanMJ(t *testing.T) int64 {
 	t.Helper()
+	v, ok := fr.spanAttr(t, "energy.millijoules")
+	if !ok {
+		t.Fatal("no energy.millijoules on the span")
+	}
+	return v.AsInt64()
+}
+
+// spanAttr returns the attribute key of the one exported span.
+func (fr *finalRig) spanAttr(t *testing.T, key attribute.Key) (attribute.Value, bool) {
+	t.Helper()
 	if err := fr.tp.ForceFlush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +95,11 @@ func (fr *finalRig) spanMJ(t *testing.T) int64 {
 		t.Fatalf("%d spans exported, want 1", len(spans))
 	}
 	for _, a := range spans[0].Attributes {
-		if a.Key == "energy.millijoules" {
-			return a.Value.AsInt64()
+		if a.Key == key {
+			return a.Value, true
 		}
 	}
-	t.Fatalf("no energy.millijoules on the span: %v", spans[0].Attributes)
-	return 0
+	return attribute.Value{}, false
 }
 
 func protoName(h2c, stream bool) string {
@@ -98,62 +109,92 @@ func protoName(h2c, stream bool) string {
 // TestFinalTrailers: with the final-figure trailers on a running sampler,
 // the Energy-Millijoules trailer is the span's energy.millijoules (the
 // ledger's final figure) within 0.1%, for streamed and whole completions
-// over HTTP/1.1 and h2c, and the body is the backend's.
+// over HTTP/1.1 and h2c, and the body is the backend's. With carbon, the
+// Energy-Co2e-Milligrams trailer is the span's energy.co2e.milligrams
+// (the span exporter's final figure) within 0.1% too.
 func TestFinalTrailers(t *testing.T) {
-	for _, h2c := range []bool{false, true} {
-		for _, stream := range []bool{true, false} {
-			t.Run(protoName(h2c, stream), func(t *testing.T) {
-				// A short horizon: the ledger settles an end within it
-				// however the request reported.
-				mon := shortHorizonMonitor(t)
-				if err := mon.Start(); err != nil {
-					t.Fatal(err)
+	for _, withCarbon := range []bool{false, true} {
+		for _, h2c := range []bool{false, true} {
+			for _, stream := range []bool{true, false} {
+				name := protoName(h2c, stream)
+				if withCarbon {
+					name += "/carbon"
 				}
-				s := &script{tokens: 20, prompt: 9, json: !stream, pace: 5 * time.Millisecond}
-				fr := newFinalRig(t, mon, s, 5*time.Second)
-				c := clientFor(h2c)
-				defer c.CloseIdleConnections()
-				resp, err := c.Post(fr.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatRequest(stream, "")))
-				if err != nil {
-					t.Fatal(err)
-				}
-				body, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := chatJSON(9, 20)
-				if stream {
-					want = strings.Join(s.events(false), "")
-				}
-				if string(body) != want {
-					t.Fatalf("body\n%q\nwant\n%q", body, want)
-				}
-				<-fr.ended
-				got, err := strconv.ParseInt(resp.Trailer.Get(openaiproxy.TrailerEnergy), 10, 64)
-				if err != nil {
-					t.Fatalf("trailers %v: %v", resp.Trailer, err)
-				}
-				span := fr.spanMJ(t)
-				if span <= 0 {
-					t.Fatalf("span energy.millijoules %d, want > 0", span)
-				}
-				if d := got - span; d*1000 > span || -d*1000 > span {
-					t.Fatalf("trailer %d mJ, span %d mJ: more than 0.1%% apart (trailers %v)", got, span, resp.Trailer)
-				}
-				t.Logf("trailer %d mJ, span %d mJ, %s %s", got, span, openaiproxy.TrailerApproximate, resp.Trailer.Get(openaiproxy.TrailerApproximate))
-			})
+				t.Run(name, func(t *testing.T) { testFinalTrailers(t, h2c, stream, withCarbon) })
+			}
 		}
 	}
 }
 
-func shortHorizonMonitor(t testing.TB) *otelenergy.Monitor {
+func testFinalTrailers(t *testing.T, h2c, stream, withCarbon bool) {
+	// A short horizon: the ledger settles an end within it
+	// however the request reported.
+	var opts []otelenergy.Option
+	if withCarbon {
+		opts = append(opts, otelenergy.WithCarbon(staticModel(t, 436_000)))
+	}
+	mon := shortHorizonMonitor(t, opts...)
+	if err := mon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &script{tokens: 20, prompt: 9, json: !stream, pace: 5 * time.Millisecond}
+	fr := newFinalRig(t, mon, s, 5*time.Second)
+	c := clientFor(h2c)
+	defer c.CloseIdleConnections()
+	resp, err := c.Post(fr.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatRequest(stream, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := chatJSON(9, 20)
+	if stream {
+		want = strings.Join(s.events(false), "")
+	}
+	if string(body) != want {
+		t.Fatalf("body\n%q\nwant\n%q", body, want)
+	}
+	<-fr.ended
+	got, err := strconv.ParseInt(resp.Trailer.Get(openaiproxy.TrailerEnergy), 10, 64)
+	if err != nil {
+		t.Fatalf("trailers %v: %v", resp.Trailer, err)
+	}
+	span := fr.spanMJ(t)
+	if span <= 0 {
+		t.Fatalf("span energy.millijoules %d, want > 0", span)
+	}
+	if d := got - span; d*1000 > span || -d*1000 > span {
+		t.Fatalf("trailer %d mJ, span %d mJ: more than 0.1%% apart (trailers %v)", got, span, resp.Trailer)
+	}
+	t.Logf("trailer %d mJ, span %d mJ, %s %s", got, span, openaiproxy.TrailerApproximate, resp.Trailer.Get(openaiproxy.TrailerApproximate))
+	spanCo2, hasCo2 := fr.spanAttr(t, "energy.co2e.milligrams")
+	trailerCo2 := resp.Trailer.Get(openaiproxy.TrailerCo2e)
+	if !withCarbon {
+		if hasCo2 || trailerCo2 != "" {
+			t.Fatalf("carbon off: span energy.co2e.milligrams %v, trailer %q; want neither", spanCo2.Emit(), trailerCo2)
+		}
+		return
+	}
+	mg, err := strconv.ParseFloat(trailerCo2, 64)
+	if err != nil || !hasCo2 {
+		t.Fatalf("carbon on: trailer %q (%v), span energy.co2e.milligrams present %v", trailerCo2, err, hasCo2)
+	}
+	if smg := spanCo2.AsFloat64(); smg <= 0 || math.Abs(mg-smg) > smg/1000 {
+		t.Fatalf("trailer %s mg, span %v mg: more than 0.1%% apart", trailerCo2, smg)
+	}
+	t.Logf("trailer %s mg, span %v mg", trailerCo2, spanCo2.AsFloat64())
+}
+
+func shortHorizonMonitor(t testing.TB, opts ...otelenergy.Option) *otelenergy.Monitor {
 	t.Helper()
 	src, err := simgpu.New(simgpu.Config{Devices: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mon, err := otelenergy.NewMonitor(src, otelenergy.WithMeterProvider(sdkmetric.NewMeterProvider()), otelenergy.WithHorizon(200*time.Millisecond))
+	mon, err := otelenergy.NewMonitor(src, append([]otelenergy.Option{otelenergy.WithMeterProvider(sdkmetric.NewMeterProvider()), otelenergy.WithHorizon(200 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,13 +23,13 @@ import (
 
 // newMonitor returns a Monitor over a simulated GPU. It is the one place
 // the tests build a source.
-func newMonitor(t testing.TB) *otelenergy.Monitor {
+func newMonitor(t testing.TB, opts ...otelenergy.Option) *otelenergy.Monitor {
 	t.Helper()
 	src, err := simgpu.New(simgpu.Config{Devices: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mon, err := otelenergy.NewMonitor(src, otelenergy.WithMeterProvider(sdkmetric.NewMeterProvider()))
+	mon, err := otelenergy.NewMonitor(src, append([]otelenergy.Option{otelenergy.WithMeterProvider(sdkmetric.NewMeterProvider())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
 )
@@ -30,12 +32,12 @@ type trailerRig struct {
 	results chan otelenergy.Result
 }
 
-func newTrailerRig(t *testing.T, backend http.Handler) *trailerRig {
+func newTrailerRig(t *testing.T, backend http.Handler, opts ...otelenergy.Option) *trailerRig {
 	t.Helper()
 	b := httptest.NewServer(backend)
 	t.Cleanup(b.Close)
 	u, _ := url.Parse(b.URL)
-	mon := newMonitor(t)
+	mon := newMonitor(t, opts...)
 	if err := mon.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -68,53 +70,99 @@ func clientFor(h2c bool) *http.Client {
 // TestEnergyTrailers reads the trailers of streamed and whole completions
 // over HTTP/1.1 and h2c, and of a completion whose backend is down, and
 // compares them with what the request's End reported when the response
-// ended: the same figure, the body untouched.
+// ended: the same figure, the body untouched. With carbon, the
+// Energy-Co2e-Milligrams trailer is announced and carries End's µg as mg
+// with three decimals; without, it is neither announced nor sent.
 func TestEnergyTrailers(t *testing.T) {
-	for _, h2c := range []bool{false, true} {
-		for _, stream := range []bool{true, false} {
-			name := map[bool]string{false: "http1", true: "h2c"}[h2c] + map[bool]string{false: "/whole", true: "/stream"}[stream]
-			t.Run(name, func(t *testing.T) {
-				s := &script{tokens: 20, prompt: 9, json: !stream, pace: 5 * time.Millisecond}
-				tr := newTrailerRig(t, s)
-				c := clientFor(h2c)
-				defer c.CloseIdleConnections()
-				resp, err := c.Post(tr.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatRequest(stream, "")))
-				if err != nil {
-					t.Fatal(err)
+	for _, withCarbon := range []bool{false, true} {
+		for _, h2c := range []bool{false, true} {
+			for _, stream := range []bool{true, false} {
+				name := map[bool]string{false: "http1", true: "h2c"}[h2c] + map[bool]string{false: "/whole", true: "/stream"}[stream]
+				if withCarbon {
+					name += "/carbon"
 				}
-				body, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if want := map[bool]int{false: 1, true: 2}[h2c]; resp.ProtoMajor != want {
-					t.Fatalf("protocol %s, want HTTP/%d", resp.Proto, want)
-				}
-				// A stated length would let a client end the response at its
-				// last byte and never read the trailers (curl does, over h2).
-				if resp.ContentLength != -1 {
-					t.Fatalf("Content-Length %d on a response with trailers, want none", resp.ContentLength)
-				}
-				want := chatJSON(9, 20)
-				if stream {
-					want = strings.Join(s.events(false), "")
-				}
-				if string(body) != want {
-					t.Fatalf("body\n%q\nwant\n%q", body, want)
-				}
-				res := <-tr.results
-				if !res.HasEnergy {
-					t.Fatal("the request got no energy")
-				}
-				if got := resp.Trailer.Get(openaiproxy.TrailerEnergy); got != strconv.FormatUint(res.EnergyMJ, 10) {
-					t.Fatalf("%s trailer %q, want End's %d mJ (trailers %v)", openaiproxy.TrailerEnergy, got, res.EnergyMJ, resp.Trailer)
-				}
-				if got := resp.Trailer.Get(openaiproxy.TrailerApproximate); got != strconv.FormatBool(res.Approximate) {
-					t.Fatalf("%s trailer %q, want %t", openaiproxy.TrailerApproximate, got, res.Approximate)
-				}
-			})
+				t.Run(name, func(t *testing.T) { testEnergyTrailers(t, h2c, stream, withCarbon) })
+			}
 		}
 	}
+}
+
+func testEnergyTrailers(t *testing.T, h2c, stream, withCarbon bool) {
+	var opts []otelenergy.Option
+	if withCarbon {
+		opts = append(opts, otelenergy.WithCarbon(staticModel(t, 436_000)))
+	}
+	s := &script{tokens: 20, prompt: 9, json: !stream, pace: 5 * time.Millisecond}
+	tr := newTrailerRig(t, s, opts...)
+	c := clientFor(h2c)
+	defer c.CloseIdleConnections()
+	resp, err := c.Post(tr.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatRequest(stream, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client takes the announced trailers' names out of the header
+	// into resp.Trailer, with no value until the body is read.
+	_, announced := resp.Trailer[http.CanonicalHeaderKey(openaiproxy.TrailerCo2e)]
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[bool]int{false: 1, true: 2}[h2c]; resp.ProtoMajor != want {
+		t.Fatalf("protocol %s, want HTTP/%d", resp.Proto, want)
+	}
+	// A stated length would let a client end the response at its
+	// last byte and never read the trailers (curl does, over h2).
+	if resp.ContentLength != -1 {
+		t.Fatalf("Content-Length %d on a response with trailers, want none", resp.ContentLength)
+	}
+	want := chatJSON(9, 20)
+	if stream {
+		want = strings.Join(s.events(false), "")
+	}
+	if string(body) != want {
+		t.Fatalf("body\n%q\nwant\n%q", body, want)
+	}
+	res := <-tr.results
+	if !res.HasEnergy {
+		t.Fatal("the request got no energy")
+	}
+	if got := resp.Trailer.Get(openaiproxy.TrailerEnergy); got != strconv.FormatUint(res.EnergyMJ, 10) {
+		t.Fatalf("%s trailer %q, want End's %d mJ (trailers %v)", openaiproxy.TrailerEnergy, got, res.EnergyMJ, resp.Trailer)
+	}
+	if got := resp.Trailer.Get(openaiproxy.TrailerApproximate); got != strconv.FormatBool(res.Approximate) {
+		t.Fatalf("%s trailer %q, want %t", openaiproxy.TrailerApproximate, got, res.Approximate)
+	}
+	got := resp.Trailer.Values(openaiproxy.TrailerCo2e)
+	sent := len(got) > 0
+	if !withCarbon {
+		if announced || sent || res.HasCo2e {
+			t.Fatalf("carbon off: %s announced %v, sent %q, End's HasCo2e %v; want none", openaiproxy.TrailerCo2e, announced, got, res.HasCo2e)
+		}
+		return
+	}
+	if !announced || !res.HasCo2e {
+		t.Fatalf("carbon on: %s announced %v, End's HasCo2e %v; want both", openaiproxy.TrailerCo2e, announced, res.HasCo2e)
+	}
+	wantCo2 := fmt.Sprintf("%d.%03d", res.Co2eMicrograms/1000, res.Co2eMicrograms%1000)
+	if len(got) != 1 || got[0] != wantCo2 {
+		t.Fatalf("%s trailer %q, want End's %d µg as %q", openaiproxy.TrailerCo2e, got, res.Co2eMicrograms, wantCo2)
+	}
+	if res.EnergyMJ > 0 && res.Co2eMicrograms == 0 {
+		t.Fatalf("%d mJ at 436 g/kWh gave 0 µg", res.EnergyMJ)
+	}
+	t.Logf("%s %s mJ, %s %s mg", openaiproxy.TrailerEnergy, resp.Trailer.Get(openaiproxy.TrailerEnergy), openaiproxy.TrailerCo2e, got[0])
+}
+
+// staticModel returns a carbon model at a static intensity of mg per
+// kWh, with a PUE of 1.
+func staticModel(t testing.TB, mg uint64) *carbon.Model {
+	t.Helper()
+	m, err := carbon.NewModel(carbon.NewStatic(carbon.Intensity{MgPerKWh: mg}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // syncBuf is a bytes.Buffer safe for the proxy's goroutines.
