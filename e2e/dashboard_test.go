@@ -44,6 +44,10 @@ func TestDashboard(t *testing.T) {
 		"gen_ai_server_request_duration_seconds",    // GenAI server metrics
 		"gen_ai_server_time_to_first_token_seconds", //
 		"gen_ai_server_time_per_output_token_seconds",
+		"otelenergy_request_co2e_grams_sum",          // emissions per request, tenant, token
+		"otelenergy_carbon_intensity_grams_per_kW_h", // the intensity in force
+		"otelenergy_carbon_intensity_age_seconds",    // and its age
+		"otelenergy_process_co2e_grams_total",        // the agent's per-process emissions
 	} {
 		if !slices.ContainsFunc(queries, func(q dashboardQuery) bool { return strings.Contains(q.Expr, want) }) {
 			t.Errorf("no dashboard query reads %s", want)
@@ -230,9 +234,11 @@ func checkLayout(t *testing.T, d *dashboard.Dashboard) {
 }
 
 // optionalMetric matches the metrics that dashboard panels may query before
-// the demo emits them: the GenAI server histograms. A query naming one that
-// Prometheus does not have is skipped, with a log line, instead of failing.
-var optionalMetric = regexp.MustCompile(`\bgen_ai_server_[a-z0-9_]+`)
+// the demo emits them: the GenAI server histograms, the agent's
+// per-process emissions, and the age of a polled intensity (the demo's is
+// static). A query naming one that Prometheus does not have is skipped,
+// with a log line, instead of failing.
+var optionalMetric = regexp.MustCompile(`\bgen_ai_server_[a-z0-9_]+|\botelenergy_process_co2e_[a-z0-9_]+|\botelenergy_carbon_intensity_age_[a-z0-9_]+`)
 
 // missingOptional returns the optional metrics expr reads that are not in
 // names (the metric names a Prometheus has).

@@ -132,7 +132,8 @@ func TestEndToEnd(t *testing.T) {
 
 	appStart := time.Now()
 	app := startProcess(t, "app", root, appEnv(ports.OTLPGRPC), appBin,
-		"-addr", appAddr, "-duration", appDuration.String(), "-swap-every", swapEvery.String())
+		"-addr", appAddr, "-duration", appDuration.String(), "-swap-every", swapEvery.String(),
+		"-carbon-intensity", carbonGPerKWh, "-pue", carbonPUE)
 	if err := app.wait(ctx, appDuration+appExitSlack); err != nil {
 		t.Fatalf("app did not exit 0 by itself within %v: %v", appDuration+appExitSlack, err)
 	}
@@ -169,10 +170,19 @@ func TestEndToEnd(t *testing.T) {
 			t.Run("per-run series carry the run id", c.runIDs)
 			t.Run("exemplars link to Jaeger traces", c.exemplars)
 			t.Run("every dashboard query returns data", c.dashboard)
+			t.Run("request + unattributed emissions = split energy × intensity × PUE", c.emissions)
 		})
 		clk.mark("asserts: " + path.name)
 	}
 }
+
+// The static carbon intensity and PUE the example app and the fleet's
+// proxies run with, and the factor they give, in g CO2e per J.
+const (
+	carbonGPerKWh = "436"
+	carbonPUE     = "1.135"
+	gPerJ         = 436 * 1.135 / 3.6e6
+)
 
 // checks are the assertions on what the backends stored after one app run.
 type checks struct {
@@ -188,13 +198,14 @@ type checks struct {
 // serverSpans: Jaeger has server spans carrying the request's energy and
 // output tokens.
 func (c *checks) serverSpans(t *testing.T) {
-	var n, withEnergy int
+	var n, withEnergy, withCo2e int
+	var badCo2e []string
 	err := poll(c.ctx, assertTimeout, func() error {
 		spans, err := jaegerSpans(c.ctx, c.jaegerURL, serviceName, c.appStart.Add(-time.Minute), time.Now().Add(time.Minute), 20)
 		if err != nil {
 			return err
 		}
-		n, withEnergy = 0, 0
+		n, withEnergy, withCo2e, badCo2e = 0, 0, 0, nil
 		for _, s := range spans {
 			if !s.server() {
 				continue
@@ -205,6 +216,14 @@ func (c *checks) serverSpans(t *testing.T) {
 			if ok && mj > 0 && tokens {
 				withEnergy++
 			}
+			// The span's emissions are its energy at the static intensity,
+			// to one µg per counter interval and the span's rounding.
+			if mg, ok2 := s.number("energy.co2e.milligrams"); ok && ok2 {
+				withCo2e++
+				if want := mj * gPerJ; math.Abs(mg-want) > 0.05+0.001*want {
+					badCo2e = append(badCo2e, fmt.Sprintf("%v mJ → %v mg, want %.3f", mj, mg, want))
+				}
+			}
 		}
 		if withEnergy == 0 {
 			return fmt.Errorf("%d spans, %d server spans, none with energy.millijoules > 0 and gen_ai.usage.output_tokens", len(spans), n)
@@ -214,7 +233,42 @@ func (c *checks) serverSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d of %d server spans carry energy.millijoules > 0 and gen_ai.usage.output_tokens", withEnergy, n)
+	t.Logf("%d of %d server spans carry energy.millijoules > 0 and gen_ai.usage.output_tokens; %d carry energy.co2e.milligrams", withEnergy, n, withCo2e)
+	if withCo2e == 0 || len(badCo2e) > 0 {
+		t.Errorf("%d spans with energy.co2e.milligrams; %d off their energy at %s g/kWh × %s: %q", withCo2e, len(badCo2e), carbonGPerKWh, carbonPUE, badCo2e)
+	}
+}
+
+// emissions: the requests' emissions plus the unattributed ones equal the
+// energy the ledger split (requests, unattributed, other processes) times
+// the intensity and the PUE. Each counter interval's emissions are rounded
+// to the µg once, so the two sides may differ by half a µg per interval.
+func (c *checks) emissions(t *testing.T) {
+	last := func(m string) float64 {
+		var sum float64
+		for _, s := range c.prom.poll(c.ctx, t, fmt.Sprintf(`sum(last_over_time(%s%s[%s]))`, m, c.sel, c.window)) {
+			sum += s.value()
+		}
+		return sum
+	}
+	reqG, unG := last("otelenergy_request_co2e_grams_sum"), last("otelenergy_co2e_unattributed_grams_total")
+	reqJ, unJ := last("otelenergy_request_energy_joules_sum"), last("otelenergy_energy_unattributed_joules_total")
+	var otherJ float64
+	if res, err := c.prom.query(c.ctx, fmt.Sprintf(`sum(last_over_time(otelenergy_energy_other_processes_joules_total%s[%s]))`, c.sel, c.window)); err == nil && len(res) > 0 {
+		otherJ = res[0].value()
+	}
+	want := (reqJ + unJ + otherJ) * gPerJ
+	// At most one µg per counter interval: a 100 ms counter on each of
+	// the GPUs over the run, generously.
+	tol := 2e-6 * 2 * 10 * (time.Since(c.appStart).Seconds() + 60)
+	t.Logf("emissions: requests %.6f g + unattributed %.6f g = %.6f g; split energy (%.3f + %.3f + %.3f) J × %s g/kWh × %s = %.6f g (tolerance %.6f g)",
+		reqG, unG, reqG+unG, reqJ, unJ, otherJ, carbonGPerKWh, carbonPUE, want, tol)
+	if reqG <= 0 || want <= 0 {
+		t.Fatalf("no emissions (%v g) or no energy (%v g worth)", reqG, want)
+	}
+	if math.Abs(reqG+unG-want) > tol {
+		t.Errorf("requests + unattributed emissions %.6f g, want %.6f g ± %.6f g", reqG+unG, want, tol)
+	}
 }
 
 // energyCounters: hw.energy arrives per GPU, grows, and never resets across

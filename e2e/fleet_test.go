@@ -104,7 +104,8 @@ func TestFleet(t *testing.T) {
 		)
 		proxies = append(proxies, startProcess(t, "proxy-"+host, root, env, proxyBin, "-simulate", "-backend", "http://"+appAddr,
 			"-listen", api, "-admin-listen", admin, "-baggage-keys", "tenant", "-horizon", fleetHorizon.String(),
-			"-shutdown-delay", "0s")) // no load balancer to wait for: stop within stopGrace
+			"-shutdown-delay", "0s", // no load balancer to wait for: stop within stopGrace
+			"-carbon-intensity", carbonGPerKWh, "-pue", carbonPUE))
 		apis = append(apis, "http://"+api)
 		if err := poll(ctx, startTimeout, func() error { return httpOK(ctx, "http://"+admin+"/readyz") }); err != nil {
 			t.Fatalf("proxy %s not ready: %v", host, err)
@@ -218,6 +219,49 @@ func TestFleet(t *testing.T) {
 				t.Errorf("%s: hw.energy %.3f J − split %.3f J = %.3f J, outside [0, %.1f J]", host, hw[host], split, gap, bound)
 			}
 		}
+	})
+
+	t.Run("per host and per tenant, emissions = split energy × intensity × PUE", func(t *testing.T) {
+		sel := fmt.Sprintf(`{job=%q}`, fleetService)
+		by := func(q, label string) map[string]float64 {
+			out := map[string]float64{}
+			for _, s := range prom.poll(ctx, t, q) {
+				out[s.Metric[label]] = s.value()
+			}
+			return out
+		}
+		reqG := by(`sum by (instance) (otelenergy_request_co2e_grams_sum`+sel+`)`, "instance")
+		unG := by(`sum by (instance) (otelenergy_co2e_unattributed_grams_total`+sel+`)`, "instance")
+		reqJ := by(`sum by (instance) (otelenergy_request_energy_joules_sum`+sel+`)`, "instance")
+		unJ := by(`sum by (instance) (otelenergy_energy_unattributed_joules_total`+sel+`)`, "instance")
+		otherJ := by(`sum by (instance) (otelenergy_energy_other_processes_joules_total`+sel+`) or sum by (instance) (hw_energy_joules_total`+sel+`) * 0`, "instance")
+		power := by(`sum by (instance) (hw_power_watts`+sel+`)`, "instance")
+		for _, host := range hosts {
+			want := (reqJ[host] + unJ[host] + otherJ[host]) * gPerJ
+			// One export may see an interval's energy and not yet its
+			// emissions (or a request's final figure and not its
+			// histogram): a few counter periods at the board's power.
+			tol := 0.5*power[host]*gPerJ + 1e-6
+			got := reqG[host] + unG[host]
+			t.Logf("%s: requests %.6f g + unattributed %.6f g = %.6f g; split energy × %s g/kWh × %s = %.6f g (tolerance %.6f g)",
+				host, reqG[host], unG[host], got, carbonGPerKWh, carbonPUE, want, tol)
+			if reqG[host] <= 0 || math.Abs(got-want) > tol {
+				t.Errorf("%s: emissions %.6f g, want %.6f g ± %.6f g", host, got, want, tol)
+			}
+		}
+		tenantG := by(`sum by (tenant) (otelenergy_request_co2e_grams_sum`+sel+`)`, "tenant")
+		tenantJ := by(`sum by (tenant) (otelenergy_request_energy_joules_sum`+sel+`)`, "tenant")
+		for _, tenant := range []string{"tenant-0", "tenant-1", "tenant-2"} {
+			// A request's emissions are its intervals' shares at the one
+			// intensity: its energy × the factor, to within a µg per
+			// interval (the rounding telescopes per interval over all the
+			// requests, not over one tenant's).
+			want := tenantJ[tenant] * gPerJ
+			if g := tenantG[tenant]; g <= 0 || math.Abs(g-want) > 0.02*want+1e-4 {
+				t.Errorf("%s: emissions %.6f g, want its energy %.3f J × the factor = %.6f g", tenant, g, tenantJ[tenant], want)
+			}
+		}
+		t.Logf("emissions by tenant: %v g", tenantG)
 	})
 
 	t.Run("energy by tenant sums to the attributed total", func(t *testing.T) {
