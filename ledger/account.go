@@ -192,13 +192,30 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 			pn := l.provN.Load()
 			n0 := float64(max(1, uint32(pn)))
 			n1, ends, endOff := l.runningNow()
-			if _, ended := r.Ended(); ended {
-				n1++ // its own end is counted; it ran until t
-			}
 			// The ends in (thru, t]: those the last settle saw after
 			// provThru, and those counted since, with their times.
 			pThru, liveT := l.provThru.Load(), l.liveT.Load()
-			k := float64(uint32(pn>>32)) + float64(ends)
+			thruEnded, thruOff := int64(uint32(pn>>32)), l.provOff.Load()
+			if e, ended := r.Ended(); ended {
+				// The request ran until t: it is among the running, not
+				// among the ends that thin them out. Its own end was
+				// counted with the others (Ledger.End), after the last
+				// settle or, before it, among those of the requests
+				// active at provThru; counted as an end too, it made n0
+				// one more than there were when it started after
+				// provThru (a lone request's static power halved) and
+				// pulled the ends' mean time towards t.
+				n1++
+				switch {
+				case e > liveT && ends > 0:
+					ends--
+					endOff -= e - liveT
+				case r.start < pThru && e > pThru && thruEnded > 0:
+					thruEnded--
+					thruOff -= e - pThru
+				}
+			}
+			k := float64(thruEnded) + float64(ends)
 			if thru > pThru {
 				// provN counts the requests active at provThru, not at
 				// thru: this request, and any that started with it, came
@@ -214,7 +231,7 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 			}
 			var mean float64
 			if k > 0 {
-				mean = (float64(l.provOff.Load()) + float64(uint32(pn>>32))*float64(pThru-thru) +
+				mean = (float64(thruOff) + float64(thruEnded)*float64(pThru-thru) +
 					float64(endOff) + float64(ends)*float64(liveT-thru)) / k
 			}
 			tau := float64(t - thru)
