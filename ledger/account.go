@@ -49,6 +49,14 @@ type Account struct {
 	powPrice atomic.Uint64
 	seenRate atomic.Uint64
 	extFrom  atomic.Int64
+	// pfIn holds two float32s: the part of estMJ that was its prefill's
+	// in mJ (low bits), and the prompt length in tokens that part was
+	// weighed for while its prompt was not reported (high; 0 when it
+	// was), so that a prompt reported late reprices it (see Estimate).
+	// pfTF holds the length of the prefill placed for it then, in s
+	// (low), and its mean share of the prefill pool over it (high).
+	pfIn atomic.Uint64
+	pfTF atomic.Uint64
 }
 
 // Flags say why a request's figure is approximate, or that it got none.
@@ -251,6 +259,17 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 		price = math.Float64frombits(l.jOutBits.Load())
 	}
 	add += price * tokens * 1000
+	// A prompt reported after the sampler last weighed the request (a
+	// client that reports its usage only at its end) was weighed as the
+	// recent prompts were: its prefill's part is repriced for the prompt
+	// it reported. The split shares a prefill pool by input-token rate,
+	// so over its prefill a request's share goes with its prompt's
+	// tokens, whatever its prefill's length.
+	if pf, inHat := unpackPair(r.pfIn.Load()); pf > 0 && inHat > 0 {
+		if in := float64(r.Input()); in > 0 {
+			add += pf * (l.repricePrefill(in, inHat, r.pfTF.Load()) - 1)
+		}
+	}
 	switch {
 	case add >= 0:
 		return est + uint64(min(add, 1<<62))
@@ -259,6 +278,36 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	default:
 		return est - uint64(-add)
 	}
+}
+
+// repricePrefill returns how many times its prefill's part a request
+// that reported a prompt of in tokens gets, against what it was given
+// weighed as a prompt of inHat tokens over a prefill of |tHat| s with a
+// mean share f of the prefill pool (tf packs tHat and f; tHat < 0 when
+// its own first token placed the prefill). The pool is shared by
+// input-token rate: over its prefill, of T s, the request's rate is
+// ρ = in/T against the others' R = ρ̂(1−f)/f, where ρ̂ = inHat/|tHat|, so
+// its part goes from |tHat|·f to T·ρ/(ρ+R) of the pool's power. T is the
+// placed prefill's length when its first token placed it, and otherwise
+// the prefill time learned for the prompt (a + b·n + c·n²). In a crowd
+// of prefills that is in/inHat, the prompt's tokens; alone, the
+// prefill's time. Without a prefill time it is in/inHat.
+func (l *Ledger) repricePrefill(in, inHat float64, tf uint64) float64 {
+	ratio := in / inHat
+	tHat, f := unpackPair(tf)
+	T := -tHat
+	if tHat > 0 {
+		T = 0
+		if th, ok := l.prefillCoefs(); ok {
+			T = prefillSeconds(th, in)
+		}
+	}
+	if T > 0 && f > 0 {
+		f = min(f, 1)
+		rho, others := in/T, inHat/math.Abs(tHat)*(1-f)/f
+		ratio = T * rho / (rho + others) / (math.Abs(tHat) * f)
+	}
+	return min(max(ratio, 0), maxPromptRatio)
 }
 
 // staticTime returns ∫ ds/n(s) over a span of tau ns in which the number
@@ -312,6 +361,33 @@ type sampled struct {
 	// the fields every sampler pass reads.
 	escTok float64
 	escHi  int64
+	// pfMJ sums the prefill part of the energy split to it, and inHat is
+	// the prompt length its prefill was weighed for while its prompt was
+	// not reported (0 once it is); see Account.pfIn.
+	pfMJ  float64
+	inHat float64
+	tHat  float64 // s
+	// pfS and pfT sum, over the intervals split, its rate-weighted share
+	// of the prefill time and its time in prefill, ns: their ratio is its
+	// mean share of the prefill pool.
+	pfS, pfT float64
+}
+
+// maxPromptRatio bounds how many times the prefill part weighed for an
+// assumed prompt a reported prompt may make it: prompts differ by two
+// orders of magnitude, the prefill part of one weighed before its prompt
+// was known is too rough a base to scale further.
+const maxPromptRatio = 20
+
+// packPair packs two non-negative figures as float32s into one word, so
+// that a reader loads them as a pair.
+func packPair(lo, hi float64) uint64 {
+	return uint64(math.Float32bits(float32(lo))) | uint64(math.Float32bits(float32(hi)))<<32
+}
+
+// unpackPair undoes packPair.
+func unpackPair(v uint64) (float64, float64) {
+	return float64(math.Float32frombits(uint32(v))), float64(math.Float32frombits(uint32(v >> 32)))
 }
 
 // packSeenRate packs tokens seen and a rate in tokens per ns into one
