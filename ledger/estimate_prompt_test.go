@@ -97,3 +97,34 @@ func TestSamplerNotesAssumedPrompt(t *testing.T) {
 		t.Fatalf("a request that reported its prompt: %v tokens noted as assumed", inHat)
 	}
 }
+
+// TestEstimateSilentBeforeModel checks End's estimate for a request that
+// reports nothing until its end, before the model is learned, beside one
+// that did the same and has ended: the two have drawn alike all along
+// (the board is told nothing else), so the one still silent is estimated
+// about half of what the board metered. By tokens alone it took none of
+// it: the ended request's tokens, spread back over its run, weighed the
+// whole board's energy, and its own nothing.
+func TestEstimateSilentBeforeModel(t *testing.T) {
+	g := newRig(t, Config{Horizon: 1e12})
+	g.step(0, 0, nil)
+	ended, silent := NewAccount(1e6, nil), NewAccount(1e6, nil)
+	g.l.Add(ended)
+	g.l.Add(silent)
+	const steps, stepMJ = 40, 5000
+	for i := int64(1); i <= steps; i++ {
+		g.step(i*5e7, stepMJ, nil)
+	}
+	end := int64(steps * 5e7)
+	ended.AddInput(500)
+	ended.AddOutput(100)
+	g.l.End(ended, end)
+	g.step(end+5e7, stepMJ, nil)
+	if g.l.devs[0].m.usable {
+		t.Fatal("the model is learned: the case is before it")
+	}
+	half := float64((steps+1)*stepMJ) / 2
+	if got := float64(g.l.Estimate(silent, end+5e7)); math.Abs(got-half) > 0.1*half {
+		t.Errorf("silent request: estimate %.0f mJ, want about %.0f (half of the board's)", got, half)
+	}
+}

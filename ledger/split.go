@@ -660,6 +660,9 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 		}
 		total += p.weight
 	}
+	if prov && !learned && !l.cfg.WeightsFixed {
+		total += l.weighSilent(parts, b)
+	}
 	var unownedW float64
 	switch {
 	case l.cfg.WeightsFixed:
@@ -681,6 +684,37 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 		}
 	}
 	return w
+}
+
+// weighSilent gives, in a provisional split before the model is learned,
+// each request that has reported nothing past b and weighs nothing (its
+// prompt not reported, its output not extrapolated: no rate or prefill
+// time is known yet) the mean weight per ns of active time of the
+// requests that weigh something, and returns the weight it added. By
+// tokens alone such a request would take none of the dynamic energy, and
+// no static power is known to give it: when every client reports only
+// at its end, the first to end took the whole board's energy in the
+// estimates of the others, which got none (End's estimate −100%).
+func (l *Ledger) weighSilent(parts []part, b int64) float64 {
+	var w, cov float64
+	for i := range parts {
+		if p := &parts[i]; p.weight > 0 {
+			w += p.weight
+			cov += p.cov
+		}
+	}
+	if w <= 0 || cov <= 0 {
+		return 0
+	}
+	var added float64
+	for i := range parts {
+		p := &parts[i]
+		if s := &p.r.st; p.weight == 0 && !s.endSeen && s.known < b {
+			p.weight = w / cov * p.cov
+			added += p.weight
+		}
+	}
+	return added
 }
 
 // noteShares records, for each request in l.parts, the power it was given
