@@ -258,6 +258,22 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	if price <= 0 {
 		price = math.Float64frombits(l.jOutBits.Load())
 	}
+	if out := float64(r.Output()); seen == 0 && tokens > 0 && out > 0 {
+		// A request that reports its output only at its end: its tokens
+		// beyond those extrapolated say it decoded faster than taken,
+		// not that the board drew more, so they cost at most its power
+		// over the time its tokens came in, per token. The price from
+		// the provisional split can be far above that while the
+		// batch's rate is young and few tokens are extrapolated (the
+		// decode pool over them). A streaming request's own tokens
+		// priced its share: it keeps that price.
+		if w := float64(math.Float32frombits(uint32(r.powPrice.Load()))); w > 0 {
+			span := float64(t - max(r.extFrom.Load(), r.start))
+			if span > 0 {
+				price = min(price, w*span/nsPerSecond/out)
+			}
+		}
+	}
 	add += price * tokens * 1000
 	// A prompt reported after the sampler last weighed the request (a
 	// client that reports its usage only at its end) was weighed as the

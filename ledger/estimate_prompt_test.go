@@ -128,3 +128,45 @@ func TestEstimateSilentBeforeModel(t *testing.T) {
 		t.Errorf("silent request: estimate %.0f mJ, want about %.0f (half of the board's)", got, half)
 	}
 }
+
+// TestEstimateEndOnlyTokensBoundedByPower checks the price of the tokens
+// a request reports only at its end, beyond those its estimate
+// extrapolated: decoding faster than taken does not make the board draw
+// more, so they cost at most its power over the time they came in. The
+// sampler's figures for it are published by hand: its provisional share
+// 2000 mJ through the newest step, its power 50 W, and 10 J per token
+// from a provisional split that extrapolated few tokens. It then reports
+// 100 tokens in the 1 s since it was taken to decode: at the published
+// price that is 1000 J, far more than the 50 J its power gives in that
+// second. A request that reported tokens before (streaming) keeps the
+// price its own tokens gave it.
+func TestEstimateEndOnlyTokensBoundedByPower(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		seen uint64
+		want float64 // mJ added for the tokens
+	}{
+		{"end-only", 0, 50 * 1000},
+		{"streaming", 10, 90 * 10 * 1000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newRig(t, Config{Horizon: 1e12})
+			g.step(0, 0, nil)
+			r := NewAccount(0, nil)
+			g.l.Add(r)
+			const from, end = int64(1e9), int64(2e9)
+			r.AddOutput(c.seen)
+			r.estMJ.Store(2000)
+			r.through.Store(end) // nothing to carry past the newest step
+			r.seenRate.Store(packSeenRate(c.seen, 0))
+			r.extFrom.Store(from)
+			r.powPrice.Store(packPair(50, 10))
+			base := float64(g.l.Estimate(r, end))
+			r.AddOutput(100 - c.seen)
+			got := float64(g.l.Estimate(r, end)) - base
+			if math.Abs(got-c.want) > 0.01*c.want {
+				t.Fatalf("100 tokens, %d seen before: %.0f mJ added, want %.0f", c.seen, got, c.want)
+			}
+		})
+	}
+}
