@@ -485,10 +485,11 @@ func TestAttributionAccuracy(t *testing.T) {
 		// Production traces (production_test.go), at the smoke size.
 		"prod-conversation/streaming":   {1.4, 6, 1.4, 6},
 		"prod-conversation/endonly30":   {2.3, 11.5, 3.8, 17},
-		"prod-conversation/endonly-all": {13, 50, 12, 55},
+		"prod-conversation/endonly-all": {13, 50, 10.5, 35},
 		"prod-code/streaming":           {2.7, 12.5, 5.5, 25},
 		"prod-code/chunks16":            {8.5, 45, 15, 90},
-		"prod-code/endonly-all":         {8.5, 75, 20, 105},
+		"prod-code/endonly-all":         {8.5, 75, 20, 90},
+		"prod-long-prompts/endonly-all": {8.5, 65, 21, 100},
 		"prod-code-control/streaming":   {1.9, 15, 2.3, 21},
 		// Every client non-streaming on the ledger's own physics: End's
 		// estimate of the first requests, before the model is learned.
