@@ -49,6 +49,14 @@ type Account struct {
 	powPrice atomic.Uint64
 	seenRate atomic.Uint64
 	extFrom  atomic.Int64
+	// pfIn holds two float32s: the part of estMJ that was its prefill's
+	// in mJ (low bits), and the prompt length in tokens that part was
+	// weighed for while its prompt was not reported (high; 0 when it
+	// was), so that a prompt reported late reprices it (see Estimate).
+	// pfTF holds the length of the prefill placed for it then, in s
+	// (low), and its mean share of the prefill pool over it (high).
+	pfIn atomic.Uint64
+	pfTF atomic.Uint64
 }
 
 // Flags say why a request's figure is approximate, or that it got none.
@@ -192,13 +200,30 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 			pn := l.provN.Load()
 			n0 := float64(max(1, uint32(pn)))
 			n1, ends, endOff := l.runningNow()
-			if _, ended := r.Ended(); ended {
-				n1++ // its own end is counted; it ran until t
-			}
 			// The ends in (thru, t]: those the last settle saw after
 			// provThru, and those counted since, with their times.
 			pThru, liveT := l.provThru.Load(), l.liveT.Load()
-			k := float64(uint32(pn>>32)) + float64(ends)
+			thruEnded, thruOff := int64(uint32(pn>>32)), l.provOff.Load()
+			if e, ended := r.Ended(); ended {
+				// The request ran until t: it is among the running, not
+				// among the ends that thin them out. Its own end was
+				// counted with the others (Ledger.End), after the last
+				// settle or, before it, among those of the requests
+				// active at provThru; counted as an end too, it made n0
+				// one more than there were when it started after
+				// provThru (a lone request's static power halved) and
+				// pulled the ends' mean time towards t.
+				n1++
+				switch {
+				case e > liveT && ends > 0:
+					ends--
+					endOff -= e - liveT
+				case r.start < pThru && e > pThru && thruEnded > 0:
+					thruEnded--
+					thruOff -= e - pThru
+				}
+			}
+			k := float64(thruEnded) + float64(ends)
 			if thru > pThru {
 				// provN counts the requests active at provThru, not at
 				// thru: this request, and any that started with it, came
@@ -214,7 +239,7 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 			}
 			var mean float64
 			if k > 0 {
-				mean = (float64(l.provOff.Load()) + float64(uint32(pn>>32))*float64(pThru-thru) +
+				mean = (float64(thruOff) + float64(thruEnded)*float64(pThru-thru) +
 					float64(endOff) + float64(ends)*float64(liveT-thru)) / k
 			}
 			tau := float64(t - thru)
@@ -233,7 +258,34 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	if price <= 0 {
 		price = math.Float64frombits(l.jOutBits.Load())
 	}
+	if out := float64(r.Output()); seen == 0 && tokens > 0 && out > 0 {
+		// A request that reports its output only at its end: its tokens
+		// beyond those extrapolated say it decoded faster than taken,
+		// not that the board drew more, so they cost at most its power
+		// over the time its tokens came in, per token. The price from
+		// the provisional split can be far above that while the
+		// batch's rate is young and few tokens are extrapolated (the
+		// decode pool over them). A streaming request's own tokens
+		// priced its share: it keeps that price.
+		if w := float64(math.Float32frombits(uint32(r.powPrice.Load()))); w > 0 {
+			span := float64(t - max(r.extFrom.Load(), r.start))
+			if span > 0 {
+				price = min(price, w*span/nsPerSecond/out)
+			}
+		}
+	}
 	add += price * tokens * 1000
+	// A prompt reported after the sampler last weighed the request (a
+	// client that reports its usage only at its end) was weighed as the
+	// recent prompts were: its prefill's part is repriced for the prompt
+	// it reported. The split shares a prefill pool by input-token rate,
+	// so over its prefill a request's share goes with its prompt's
+	// tokens, whatever its prefill's length.
+	if pf, inHat := unpackPair(r.pfIn.Load()); pf > 0 && inHat > 0 {
+		if in := float64(r.Input()); in > 0 {
+			add += pf * (l.repricePrefill(in, inHat, r.pfTF.Load()) - 1)
+		}
+	}
 	switch {
 	case add >= 0:
 		return est + uint64(min(add, 1<<62))
@@ -242,6 +294,36 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	default:
 		return est - uint64(-add)
 	}
+}
+
+// repricePrefill returns how many times its prefill's part a request
+// that reported a prompt of in tokens gets, against what it was given
+// weighed as a prompt of inHat tokens over a prefill of |tHat| s with a
+// mean share f of the prefill pool (tf packs tHat and f; tHat < 0 when
+// its own first token placed the prefill). The pool is shared by
+// input-token rate: over its prefill, of T s, the request's rate is
+// ρ = in/T against the others' R = ρ̂(1−f)/f, where ρ̂ = inHat/|tHat|, so
+// its part goes from |tHat|·f to T·ρ/(ρ+R) of the pool's power. T is the
+// placed prefill's length when its first token placed it, and otherwise
+// the prefill time learned for the prompt (a + b·n + c·n²). In a crowd
+// of prefills that is in/inHat, the prompt's tokens; alone, the
+// prefill's time. Without a prefill time it is in/inHat.
+func (l *Ledger) repricePrefill(in, inHat float64, tf uint64) float64 {
+	ratio := in / inHat
+	tHat, f := unpackPair(tf)
+	T := -tHat
+	if tHat > 0 {
+		T = 0
+		if th, ok := l.prefillCoefs(); ok {
+			T = prefillSeconds(th, in)
+		}
+	}
+	if T > 0 && f > 0 {
+		f = min(f, 1)
+		rho, others := in/T, inHat/math.Abs(tHat)*(1-f)/f
+		ratio = T * rho / (rho + others) / (math.Abs(tHat) * f)
+	}
+	return min(max(ratio, 0), maxPromptRatio)
 }
 
 // staticTime returns ∫ ds/n(s) over a span of tau ns in which the number
@@ -295,6 +377,33 @@ type sampled struct {
 	// the fields every sampler pass reads.
 	escTok float64
 	escHi  int64
+	// pfMJ sums the prefill part of the energy split to it, and inHat is
+	// the prompt length its prefill was weighed for while its prompt was
+	// not reported (0 once it is); see Account.pfIn.
+	pfMJ  float64
+	inHat float64
+	tHat  float64 // s
+	// pfS and pfT sum, over the intervals split, its rate-weighted share
+	// of the prefill time and its time in prefill, ns: their ratio is its
+	// mean share of the prefill pool.
+	pfS, pfT float64
+}
+
+// maxPromptRatio bounds how many times the prefill part weighed for an
+// assumed prompt a reported prompt may make it: prompts differ by two
+// orders of magnitude, the prefill part of one weighed before its prompt
+// was known is too rough a base to scale further.
+const maxPromptRatio = 20
+
+// packPair packs two non-negative figures as float32s into one word, so
+// that a reader loads them as a pair.
+func packPair(lo, hi float64) uint64 {
+	return uint64(math.Float32bits(float32(lo))) | uint64(math.Float32bits(float32(hi)))<<32
+}
+
+// unpackPair undoes packPair.
+func unpackPair(v uint64) (float64, float64) {
+	return float64(math.Float32frombits(uint32(v))), float64(math.Float32frombits(uint32(v >> 32)))
 }
 
 // packSeenRate packs tokens seen and a rate in tokens per ns into one

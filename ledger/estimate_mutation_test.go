@@ -8,18 +8,21 @@ import (
 // TestEstimateEndedRequestCountsItselfUntilEnd checks the static power
 // Estimate gives a request that has ended, priced up to its own end: it
 // was running until then, so the number of requests at the end of the
-// span counts it. Three requests share a board drawing 90 W, all of it
+// span counts it, and its own end is not one of the ends that thinned
+// the others out. Three requests share a board drawing 90 W, all of it
 // static, for the first 100 ms (settled: 9000 mJ, 3000 each); then one
 // ends 50 ms later and the request under test 100 ms later. The estimate
 // prices the static power over those 100 ms at static/n(s), n(s) going
 // from n0 = 3 to n1 = 2 (the other running request and itself) over the
-// part of the span centred on the ends' mean time, 75 ms in: n = 3 for
-// the first 50 ms, then linear from 3 to 2, so
+// part of the span centred on the ends' mean time: one end, 50 ms in, so
+// linear over the whole span:
 //
-//	3000 mJ + 90 W × (50 ms/3 + 50 ms × ln(3/2)/(3−2)) ≈ 6324.6 mJ.
+//	3000 mJ + 90 W × 100 ms × ln(3/2)/(3−2) ≈ 6649.2 mJ
 //
-// Counting the request out of n1 (n1 = 1) would price its last 50 ms as
-// if it ran alone at the end, 6972 mJ.
+// (the truth, a step at 50 ms, is 6750 mJ). Counting the request out of
+// n1 (n1 = 1) would price its last part as if it ran alone, and counting
+// its own end among the ends (a mean end time of 75 ms) kept n = 3 for
+// the first half, 6324.6 mJ.
 func TestEstimateEndedRequestCountsItselfUntilEnd(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
@@ -35,7 +38,7 @@ func TestEstimateEndedRequestCountsItselfUntilEnd(t *testing.T) {
 	g.l.End(rs[2], 150e6)
 	g.l.End(a, 200e6)
 
-	want := firstMJ/3 + staticW*(spanMS/2/3.0+spanMS/2*math.Log(3.0/2)/(3-2))
+	want := firstMJ/3 + staticW*spanMS*math.Log(3.0/2)/(3-2)
 	got := float64(g.l.Estimate(a, 200e6))
 	// The request's recent power is stored as a float32: a few mJ.
 	if math.Abs(got-want) > 3 {

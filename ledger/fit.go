@@ -310,19 +310,36 @@ func (t *ttft) meanTokens() float64 {
 // predict returns the expected time to first token in seconds, and false
 // while neither fit has seen enough requests.
 func (t *ttft) predict(tokens float64) (float64, bool) {
+	th, ok := t.coefs()
+	if !ok {
+		return 0, false
+	}
+	return prefillSeconds(th, tokens), true
+}
+
+// coefs returns the coefficients predict uses (a, b, c of a + b·k + c·k²
+// seconds for k thousand tokens), and false while neither fit has seen
+// enough requests.
+func (t *ttft) coefs() ([3]float64, bool) {
 	f := &t.direct
 	if f.n < minDirect {
 		f = &t.whole
 		if f.n < minWhole || f.r2() < minWholeR2 {
 			if t.direct.n < 1 {
-				return 0, false
+				return [3]float64{}, false
 			}
 			f = &t.direct
 		}
 	}
 	th := f.solved()
+	return [3]float64{th[0], th[1], th[2]}, true
+}
+
+// prefillSeconds returns the prefill time of a prompt of tokens under
+// the coefficients th of ttft.coefs.
+func prefillSeconds(th [3]float64, tokens float64) float64 {
 	k := tokens / 1000
-	return max(0, th[0]+th[1]*k+th[2]*k*k), true
+	return max(0, th[0]+th[1]*k+th[2]*k*k)
 }
 
 // unknowable reports whether no prefill time can be predicted although

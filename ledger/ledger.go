@@ -106,7 +106,7 @@ type Ledger struct {
 	// provAcc holds, per active request by its index, what the
 	// provisional pass gave it: mJ, and the output tokens (seen or
 	// extrapolated) with their modelled energy in J.
-	provAcc []struct{ mj, tok, tokJ float64 }
+	provAcc []struct{ mj, tok, tokJ, pf, pfS, pfT float64 }
 	// hookReqs, hookMJ and hookCov are OnSplit's scratch.
 	hookReqs []*Account
 	hookMJ   []uint64
@@ -123,6 +123,10 @@ type Ledger struct {
 	avgW         atomic.Uint64        // float64 bits: recent attributable power, summed over devices
 	jOutBits     atomic.Uint64        // float64 bits of jOut
 	provThru     atomic.Int64         // the provisional split covers every request up to here
+	// pfCoef publishes the prefill time's coefficients (ttft.coefs) for
+	// Estimate, once pfCoefOK says they are learned.
+	pfCoef   [3]atomic.Uint64
+	pfCoefOK atomic.Bool
 
 	// retiredOut and retiredIn sum the tokens of the requests let go, as
 	// counted when they were (see retire); tokOut and tokIn publish them
@@ -846,7 +850,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 			// far more than a load. With nothing pending (the pass had
 			// nothing to weigh) it is the split part alone, and the power
 			// the split gave last.
-			var acc struct{ mj, tok, tokJ float64 }
+			var acc struct{ mj, tok, tokJ, pf, pfS, pfT float64 }
 			if i < len(l.provAcc) {
 				acc = l.provAcc[i]
 			}
@@ -860,6 +864,16 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 			}
 			if v := uint64(math.Float32bits(s.powW)) | uint64(math.Float32bits(price))<<32; v != old {
 				r.powPrice.Store(v)
+			}
+			if v := packPair(s.pfMJ+acc.pf, s.inHat); v != r.pfIn.Load() {
+				r.pfIn.Store(v)
+			}
+			var f float64
+			if t := s.pfT + acc.pfT; t > 0 {
+				f = (s.pfS + acc.pfS) / t
+			}
+			if v := packPair(s.tHat, f); v != r.pfTF.Load() {
+				r.pfTF.Store(v)
 			}
 		}
 		if r.end.Load() == notEnded {
@@ -881,6 +895,12 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 	l.active = l.active[:kept]
 	l.prune(&l.unowned, through)
 	l.setActive(kept)
+	if th, ok := l.ttft.coefs(); ok {
+		for i, v := range th {
+			l.pfCoef[i].Store(math.Float64bits(v))
+		}
+		l.pfCoefOK.Store(true)
+	}
 	for i := range nFeat {
 		var sum float64
 		for d := range l.devs {
@@ -963,6 +983,19 @@ func (l *Ledger) prune(r *Account, through int64) {
 		n := copy(pts, pts[k:])
 		r.st.pts = pts[:n]
 	}
+}
+
+// prefillCoefs returns the prefill time's coefficients as the sampler
+// last published them, and false before they are learned.
+func (l *Ledger) prefillCoefs() ([3]float64, bool) {
+	if !l.pfCoefOK.Load() {
+		return [3]float64{}, false
+	}
+	var th [3]float64
+	for i := range th {
+		th[i] = math.Float64frombits(l.pfCoef[i].Load())
+	}
+	return th, true
 }
 
 // SplitMJ returns the energy, in mJ, of every interval split so far, summed

@@ -78,6 +78,17 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 		}
 		if p.pfHi > p.pfLo {
 			p.rho = l.prefillRate(r, in, pfEnd)
+			// Without its prompt it weighs, over the prefill placed for
+			// it, as a prompt of rate × length tokens: noted, for the
+			// estimate to reprice when it reports its own (Estimate).
+			s.inHat, s.tHat = 0, 0
+			if in <= 0 {
+				dur := float64(max(pfHi-pfLo, minPrefillNS))
+				s.inHat, s.tHat = p.rho*dur, dur/nsPerSecond
+				if s.pfEnd >= 0 {
+					s.tHat = -s.tHat // placed by its own first token
+				}
+			}
 		}
 		if !s.endSeen {
 			running++
@@ -681,6 +692,9 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 		}
 		total += p.weight
 	}
+	if prov && !learned && !l.cfg.WeightsFixed {
+		total += l.weighSilent(parts, b)
+	}
 	var unownedW float64
 	switch {
 	case l.cfg.WeightsFixed:
@@ -702,6 +716,37 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 		}
 	}
 	return w
+}
+
+// weighSilent gives, in a provisional split before the model is learned,
+// each request that has reported nothing past b and weighs nothing (its
+// prompt not reported, its output not extrapolated: no rate or prefill
+// time is known yet) the mean weight per ns of active time of the
+// requests that weigh something, and returns the weight it added. By
+// tokens alone such a request would take none of the dynamic energy, and
+// no static power is known to give it: when every client reports only
+// at its end, the first to end took the whole board's energy in the
+// estimates of the others, which got none (End's estimate −100%).
+func (l *Ledger) weighSilent(parts []part, b int64) float64 {
+	var w, cov float64
+	for i := range parts {
+		if p := &parts[i]; p.weight > 0 {
+			w += p.weight
+			cov += p.cov
+		}
+	}
+	if w <= 0 || cov <= 0 {
+		return 0
+	}
+	var added float64
+	for i := range parts {
+		p := &parts[i]
+		if s := &p.r.st; p.weight == 0 && !s.endSeen && s.known < b {
+			p.weight = w / cov * p.cov
+			added += p.weight
+		}
+	}
+	return added
 }
 
 // noteShares records, for each request in l.parts, the power it was given
@@ -729,23 +774,39 @@ func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
 		if s.endSeen {
 			continue // no estimate is wanted after End
 		}
+		// The part of its share that is its prefill's and its prompt's.
+		var pf float64
+		if modelled := p.tokJ + p.pfJ; modelled > 0 && w.total > 0 && w.by == byWeight {
+			pf = max(0, dyn*p.weight/w.total*min(1, (p.pfJ+p.inJ)/modelled))
+		}
+		var pfS, pfT float64
+		if pf > 0 {
+			pfS, pfT = p.pfShare, float64(p.pfHi-p.pfLo)
+		}
 		if prov {
 			acc := &l.provAcc[p.idx]
 			acc.mj += mj
+			acc.pf += pf
+			acc.pfS += pfS
+			acc.pfT += pfT
 			if p.out > 0 {
 				acc.tok += p.out
 				acc.tokJ += w.tokPrice * p.out
 			}
+		} else {
+			s.pfMJ += pf
+			s.pfS += pfS
+			s.pfT += pfT
 		}
 		if span := p.hi - p.lo; span > 0 {
 			pw := mj
-			if modelled := p.tokJ + p.pfJ; p.pfHi < p.hi && modelled > 0 && w.total > 0 && w.by == byWeight {
+			if p.pfHi < p.hi {
 				// Its prefill is over: the power carried past the newest
 				// step is its decode's and its static share, not the
 				// prefill's, nor its prompt's cost, which a long prompt
 				// makes many times its decode's in the interval where it
 				// ran.
-				pw -= dyn * p.weight / w.total * min(1, (p.pfJ+p.inJ)/modelled)
+				pw -= pf
 			}
 			s.powW = float32(max(0, pw) / float64(span) * 1e6) // mJ/ns to W
 		}
