@@ -104,8 +104,11 @@ type Ledger struct {
 	// pfSpans and decSpans are learnFeatures' scratch.
 	pfSpans, decSpans []span
 	// provAcc holds, per active request by its index, what the
-	// provisional pass gave it: mJ, and the output tokens (seen or
-	// extrapolated) with their modelled energy in J.
+	// provisional pass gave it: mJ, the output tokens (seen or
+	// extrapolated) with their modelled energy in J, and its prefill part
+	// (pf mJ, its share of the prefill pool pfS summed over intervals, and
+	// the prefill time pfT in ns) for End to reprice once the prompt is
+	// known.
 	provAcc []struct{ mj, tok, tokJ, pf, pfS, pfT float64 }
 	// hookReqs, hookMJ and hookCov are OnSplit's scratch.
 	hookReqs []*Account
