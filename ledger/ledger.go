@@ -43,6 +43,18 @@ type Config struct {
 	// dynamic split instead of the learned model.
 	OutputWeight, InputWeight float64
 	WeightsFixed              bool
+	// TimeRings holds rings split among the requests by time alone, as
+	// the static part of an interval is: at every instant equally among
+	// the requests active then, and time with none to no request. Their
+	// energy is wholly the requests' (scale it to the attributed
+	// processes' share before pushing it), nothing of it is learned, and
+	// an interval is split as soon as its end is pushed. A request is
+	// final only once these too are split past its end. Each share goes
+	// to TimeGive, not to [Account.EnergyMJ].
+	TimeRings []*ring.Ring
+	// TimeGive receives, on the sampler side, each share of
+	// TimeRings[i]'s energy given to a request, in mJ.
+	TimeGive func(r *Account, i int, mj uint64)
 }
 
 // Ledger splits metered energy among requests. See the package
@@ -67,6 +79,7 @@ type Ledger struct {
 	// Sampler-owned.
 	active    []*Account
 	devs      []device
+	times     []timeDev
 	unowned   Account
 	prevRead  int64
 	firstRead int64
@@ -226,6 +239,7 @@ func New(cfg Config) *Ledger {
 		d.alt = d.cands[0]
 		d.m = d.cands[0]
 	}
+	l.newTimes()
 	l.setActive(0)
 	return l
 }
@@ -771,9 +785,11 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 		}
 		through = min(through, dThrough-d.lag)
 	}
+	tThrough, timeStall := l.settleTimes(t, horizon)
 	if through == math.MaxInt64 {
 		through = t // every device lost: nothing more will be split
 	}
+	through = min(through, tThrough)
 	if flipSeen {
 		l.maybeFlip()
 	}
@@ -800,6 +816,9 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 		if s.endSeen && s.end <= through {
 			if s.end > stall {
 				r.setFlag(FlagForced)
+			}
+			if s.end > timeStall {
+				r.setFlag(FlagTimeForced)
 			}
 			r.through.Store(s.end)
 			l.release(r)
