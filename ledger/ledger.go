@@ -55,6 +55,10 @@ type Config struct {
 	// TimeGive receives, on the sampler side, each share of
 	// TimeRings[i]'s energy given to a request, in mJ.
 	TimeGive func(r *Account, i int, mj uint64)
+	// TimeHorizon, in ns, is how long a time ring may go without a point
+	// before it stops holding requests back (see [FlagTimeForced]). Zero
+	// selects Horizon; set it above the rings' period.
+	TimeHorizon int64
 }
 
 // Ledger splits metered energy among requests. See the package
@@ -218,6 +222,9 @@ func New(cfg Config) *Ledger {
 	}
 	if cfg.MaxActive <= 0 {
 		cfg.MaxActive = DefaultMaxActive
+	}
+	if cfg.TimeHorizon <= 0 {
+		cfg.TimeHorizon = cfg.Horizon
 	}
 	l := &Ledger{cfg: cfg, devs: make([]device, len(cfg.Rings))}
 	for i, r := range cfg.Rings {
@@ -785,7 +792,11 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 		}
 		through = min(through, dThrough-d.lag)
 	}
-	tThrough, timeStall := l.settleTimes(t, horizon)
+	timeHorizon := l.cfg.TimeHorizon
+	if force {
+		timeHorizon = horizon
+	}
+	tThrough, timeStall := l.settleTimes(t, timeHorizon)
 	if through == math.MaxInt64 {
 		through = t // every device lost: nothing more will be split
 	}

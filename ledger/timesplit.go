@@ -32,9 +32,9 @@ func (l *Ledger) newTimes() {
 
 // settleTimes splits every interval of the time rings pushed so far and
 // returns how far they let requests become final: the oldest newest point
-// among them, except that a ring that has not stepped for a horizon (its
-// source stalled or failing) holds nothing back, and then timeStall is
-// the time up to which its balances are complete. A ring's interval is
+// among them, except that a ring that has not stepped for horizon (its
+// source stalled or failing; Config.TimeHorizon) holds nothing back, and
+// then timeStall is the time up to which its balances are complete. A ring's interval is
 // ready as soon as its end is pushed: a split by time needs no report.
 func (l *Ledger) settleTimes(t, horizon int64) (through, timeStall int64) {
 	through, timeStall = math.MaxInt64, math.MaxInt64

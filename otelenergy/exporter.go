@@ -238,7 +238,7 @@ func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktra
 	old := s.Attributes()
 	attrs := make([]attribute.KeyValue, 0, len(old)+1)
 	for _, kv := range old {
-		if kv.Key != EnergyMillijoulesKey && kv.Key != approximateKey && kv.Key != sharedKey {
+		if kv.Key != EnergyMillijoulesKey && kv.Key != approximateKey && kv.Key != sharedKey && !isHostKey(kv.Key) {
 			attrs = append(attrs, kv)
 		}
 	}
@@ -249,6 +249,7 @@ func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktra
 	if shared {
 		attrs = append(attrs, sharedKey.Bool(true))
 	}
+	attrs = e.m.appendHostAttrs(attrs, r)
 	return finalSpan{ReadOnlySpan: s, attrs: attrs}
 }
 
@@ -276,6 +277,7 @@ func (m *Monitor) finalize(lr *ledger.Account) {
 		opt = m.models.recordOpt(st.run, st.attrs, model)
 	}
 	m.inst.requestEnergy.Record(ctx, float64(st.EnergyMJ())/1000, opt)
+	m.recordHost(ctx, st, opt)
 	end, ended := st.Ended()
 	if g := m.inst.genai; g != nil && ended && st.Output() > 0 && st.Flags()&(ledger.FlagFlushed|ledger.FlagExpired) == 0 {
 		g.Duration.Inst().Record(ctx, time.Duration(end-st.Start()).Seconds(), st.run.genaiOpt)
