@@ -195,85 +195,98 @@ func refTimeShares(e uint64, a, b int64, spans []timeSpan) []float64 {
 // get, in integer mJ, their exact time shares to within a millijoule per
 // interval, and the ring's energy is conserved exactly.
 func TestTimeRingsAgainstReference(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 9))
-	for trial := range 20 {
-		g := newTimeRig(t, Config{Horizon: 1 << 40})
-		g.l.SetLost(0)
-		type req struct {
-			acc    *Account
-			lo, hi int64
-		}
-		var reqs []req
-		n := 1 + rng.IntN(12)
-		for range n {
-			lo := rng.Int64N(900)
-			reqs = append(reqs, req{lo: lo, hi: lo + 1 + rng.Int64N(1000-lo)})
-		}
-		// Intervals: ring points at random instants in [0, 1000].
-		pts := []int64{0}
-		for x := int64(0); x < 1000; {
-			x = min(1000, x+1+rng.Int64N(200))
-			pts = append(pts, x)
-		}
-		energy := make([]uint64, len(pts))
-		for k := 1; k < len(pts); k++ {
-			energy[k] = energy[k-1] + uint64(rng.IntN(5000))
-		}
-		for _, r := range []*ring.Ring{g.dev, g.times[0], g.times[1]} {
-			if err := r.Push(ring.Point{T: 0}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		g.l.Observe(0, 0, 0)
-		g.l.Settle(0, nil)
-		for i := range reqs {
-			reqs[i].acc = NewAccount(reqs[i].lo, nil)
-			g.l.Add(reqs[i].acc)
-		}
-		g.l.Observe(0, 0, 0)
-		for i := range reqs {
-			reqs[i].acc.End(reqs[i].hi)
-		}
-		g.l.Observe(1000, 0, 0)
-		for k := 1; k < len(pts); k++ {
-			if err := g.times[0].Push(ring.Point{T: pts[k], EnergyMJ: energy[k]}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := g.times[1].Push(ring.Point{T: 1000}); err != nil {
+	for seed := range uint64(20) {
+		checkTimeRings(t, seed)
+	}
+}
+
+// FuzzTimeRings is TestTimeRingsAgainstReference over any seed.
+func FuzzTimeRings(f *testing.F) {
+	f.Add(uint64(1))
+	f.Add(uint64(99))
+	f.Fuzz(checkTimeRings)
+}
+
+// checkTimeRings splits a time ring of random intervals among random
+// requests, drawn from seed, and checks the shares against
+// refTimeShares and the conservation of the ring's energy.
+func checkTimeRings(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 9))
+	g := newTimeRig(t, Config{Horizon: 1 << 40})
+	g.l.SetLost(0)
+	type req struct {
+		acc    *Account
+		lo, hi int64
+	}
+	var reqs []req
+	n := 1 + rng.IntN(12)
+	for range n {
+		lo := rng.Int64N(900)
+		reqs = append(reqs, req{lo: lo, hi: lo + 1 + rng.Int64N(1000-lo)})
+	}
+	// Intervals: ring points at random instants in [0, 1000].
+	pts := []int64{0}
+	for x := int64(0); x < 1000; {
+		x = min(1000, x+1+rng.Int64N(200))
+		pts = append(pts, x)
+	}
+	energy := make([]uint64, len(pts))
+	for k := 1; k < len(pts); k++ {
+		energy[k] = energy[k-1] + uint64(rng.IntN(5000))
+	}
+	for _, r := range []*ring.Ring{g.dev, g.times[0], g.times[1]} {
+		if err := r.Push(ring.Point{T: 0}); err != nil {
 			t.Fatal(err)
 		}
-		if err := g.dev.Push(ring.Point{T: 1000}); err != nil {
+	}
+	g.l.Observe(0, 0, 0)
+	g.l.Settle(0, nil)
+	for i := range reqs {
+		reqs[i].acc = NewAccount(reqs[i].lo, nil)
+		g.l.Add(reqs[i].acc)
+	}
+	g.l.Observe(0, 0, 0)
+	for i := range reqs {
+		reqs[i].acc.End(reqs[i].hi)
+	}
+	g.l.Observe(1000, 0, 0)
+	for k := 1; k < len(pts); k++ {
+		if err := g.times[0].Push(ring.Point{T: pts[k], EnergyMJ: energy[k]}); err != nil {
 			t.Fatal(err)
 		}
-		g.l.Settle(1000, nil)
-		want := make([]float64, len(reqs))
-		for k := 1; k < len(pts); k++ {
-			var spans []timeSpan
-			for _, r := range reqs {
-				spans = append(spans, timeSpan{r.lo, r.hi})
-			}
-			for i, s := range refTimeShares(energy[k]-energy[k-1], pts[k-1], pts[k], spans) {
-				want[i] += s
-			}
+	}
+	for _, r := range []*ring.Ring{g.dev, g.times[1]} {
+		if err := r.Push(ring.Point{T: 1000}); err != nil {
+			t.Fatal(err)
 		}
-		var sum uint64
-		for i, r := range reqs {
-			if !r.acc.Final() {
-				t.Fatalf("trial %d: request %d not final", trial, i)
-			}
-			got := g.time(r.acc, 0)
-			sum += got
-			// Cumulative rounding is off by less than a millijoule per
-			// interval either way.
-			if d := float64(got) - want[i]; d >= float64(len(pts)) || d <= -float64(len(pts)) {
-				t.Errorf("trial %d: request %d [%d, %d) got %d mJ, want %.3f", trial, i, r.lo, r.hi, got, want[i])
-			}
+	}
+	g.l.Settle(1000, nil)
+	var spans []timeSpan
+	for _, r := range reqs {
+		spans = append(spans, timeSpan{r.lo, r.hi})
+	}
+	want := make([]float64, len(reqs))
+	for k := 1; k < len(pts); k++ {
+		for i, s := range refTimeShares(energy[k]-energy[k-1], pts[k-1], pts[k], spans) {
+			want[i] += s
 		}
-		split, un := g.l.TimeSplit(0)
-		if split != energy[len(energy)-1] || sum+un != split {
-			t.Errorf("trial %d: split %d of %d; requests %d + unattributed %d", trial, split, energy[len(energy)-1], sum, un)
+	}
+	var sum uint64
+	for i, r := range reqs {
+		if !r.acc.Final() {
+			t.Fatalf("seed %d: request %d not final", seed, i)
 		}
+		got := g.time(r.acc, 0)
+		sum += got
+		// Cumulative rounding is off by less than a millijoule per
+		// interval either way.
+		if d := float64(got) - want[i]; d >= float64(len(pts)) || d <= -float64(len(pts)) {
+			t.Errorf("seed %d: request %d [%d, %d) got %d mJ, want %.3f", seed, i, r.lo, r.hi, got, want[i])
+		}
+	}
+	split, un := g.l.TimeSplit(0)
+	if split != energy[len(energy)-1] || sum+un != split {
+		t.Errorf("seed %d: split %d of %d; requests %d + unattributed %d", seed, split, energy[len(energy)-1], sum, un)
 	}
 }
 
