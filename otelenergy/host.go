@@ -27,6 +27,16 @@ import (
 // to this long after its end.
 const defaultHostInterval = 250 * time.Millisecond
 
+// The /proc walk runs on the sampler's goroutine, after the accelerator's
+// reads, and takes about a millisecond per hundred processes: the host
+// interval stretches to hostCostRatio times the walk's last duration, so
+// that it takes at most a twentieth of the sampler's time, up to
+// maxHostInterval.
+const (
+	hostCostRatio   = 20
+	maxHostInterval = 2 * time.Second
+)
+
 // Host energy classes: the hw.type of a host device, and the request
 // attribute its share goes to.
 const (
@@ -60,9 +70,11 @@ type hostConfig struct {
 // Host opens, and give each request its share of them beside its
 // accelerator energy, which stays energy.millijoules.
 //
-// Every 250 ms the sampler reads src and the CPU time of the attributed
-// processes (pids and their descendants; by default this process) and of
-// the whole node, from /proc: the processes' share of each device's
+// Every 250 ms (longer on a node whose /proc takes long to walk, so that
+// the walk takes at most a twentieth of the sampler's time, up to 2 s) the
+// sampler reads src and the CPU time of the attributed processes (pids and
+// their descendants; by default this process) and of the whole node, from
+// /proc: the processes' share of each device's
 // energy in that window is its energy times their CPU time over the
 // node's, as Kepler splits it, and the rest is exported as
 // otelenergy.energy.other_processes. The ledger splits the processes'
@@ -91,7 +103,9 @@ type hostMeter struct {
 	src   Source
 	devs  []*hostDevice
 	cpu   func() (tree, node uint64, err error)
-	every int64
+	every int64 // the host interval, ns; stretched by the walk's cost when adapt
+	base  int64
+	adapt bool
 	has   [hostClasses]bool
 	reg   metric.Registration
 
@@ -147,6 +161,7 @@ func newHostMeter(m *Monitor, c *hostConfig) (*hostMeter, error) {
 	if h.every <= 0 {
 		h.every = int64(defaultHostInterval)
 	}
+	h.base = h.every
 	for _, d := range devices {
 		var class int
 		switch d.HWType() {
@@ -182,7 +197,7 @@ func newHostMeter(m *Monitor, c *hostConfig) (*hostMeter, error) {
 			}
 			meter.Pids = append(meter.Pids, uint32(p))
 		}
-		h.cpu = meter.Times
+		h.cpu, h.adapt = meter.Times, true
 	}
 	for class, t := range []string{"cpu", "memory"} {
 		h.typeOpts[class] = metric.WithAttributeSet(attribute.NewSet(semconv.HwTypeKey.String(t)))
@@ -232,7 +247,11 @@ func (h *hostMeter) sample(m *Monitor, t int64) bool {
 		return false
 	}
 	h.started, h.last = true, t
+	began := time.Now()
 	tree, node, cpuErr := h.cpu()
+	if h.adapt {
+		h.every = min(max(h.base, hostCostRatio*int64(time.Since(began))), int64(maxHostInterval))
+	}
 	if cpuErr != nil && !h.cpuErr {
 		otel.Handle(fmt.Errorf("otelenergy: reading CPU time for the host's share: %w", cpuErr))
 	}

@@ -382,11 +382,14 @@ func TestHostShareConcurrentSafe(t *testing.T) {
 	var mu sync.Mutex
 	var reqs []*Request
 	var wg sync.WaitGroup
+	// Long enough for several host windows, which stretch with the cost
+	// of walking /proc under the race detector.
+	deadline := time.Now().Add(time.Second)
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for k := range 200 {
+			for k := 0; time.Now().Before(deadline); k++ {
 				req := m.StartRequest(context.Background())
 				m.AddTokens(req, 1)
 				if k%3 == 0 {
@@ -455,5 +458,30 @@ func TestHostShareFinalIsComplete(t *testing.T) {
 	r.tick(2 * time.Second)
 	if later := req.WaitFinal(context.Background()); later.CPUMJ != res.CPUMJ || later.MemoryMJ != res.MemoryMJ {
 		t.Errorf("a final figure grew: %+v after %+v", later, res)
+	}
+}
+
+// TestHostIntervalStretches: a slow walk of /proc stretches the host
+// interval to twenty times its cost, within 250 ms and 2 s.
+func TestHostIntervalStretches(t *testing.T) {
+	h := &fakeHost{}
+	r := newRig(t, ideal(simgpu.Config{}), WithHostSource(h.source(t)))
+	hm := r.m.host
+	if !hm.adapt || hm.every != int64(defaultHostInterval) {
+		t.Fatalf("adapt %v every %v, want true and the default", hm.adapt, time.Duration(hm.every))
+	}
+	for _, c := range []struct{ walk, want time.Duration }{
+		{30 * time.Millisecond, 600 * time.Millisecond},
+		{time.Millisecond, defaultHostInterval},
+		{200 * time.Millisecond, maxHostInterval},
+	} {
+		hm.cpu = func() (uint64, uint64, error) {
+			time.Sleep(c.walk)
+			return h.times()
+		}
+		r.tick(maxHostInterval)
+		if got := time.Duration(hm.every); got < c.want || (c.want != maxHostInterval && got > c.want*2) {
+			t.Errorf("a walk of %v: interval %v, want about %v", c.walk, got, c.want)
+		}
 	}
 }

@@ -179,9 +179,10 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 			return nil, err
 		}
 		lc.TimeRings, lc.TimeGive = m.host.rings(), m.host.give
-		// A host read every quarter second must not count as stalled
-		// under a horizon shorter than a few of its windows.
-		lc.TimeHorizon = max(lc.Horizon, 4*m.host.every)
+		// A host read every quarter second (or every few, on a node
+		// whose /proc is slow to walk) must not count as stalled under a
+		// horizon shorter than a few of its windows.
+		lc.TimeHorizon = max(lc.Horizon, 4*m.host.every, 2*int64(maxHostInterval))
 	}
 	m.ledger = ledger.New(lc)
 	if m.inst, err = newInstruments(m); err != nil {
