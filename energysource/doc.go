@@ -11,8 +11,11 @@
 //
 // A request's energy.millijoules is the accelerator's figure, so
 // [Accelerator] and [Host] open separate sources: give the accelerator
-// source to the Monitor whose requests are attributed, and the host's to a
-// Monitor of its own (or to the agent). [Accelerator] tries NVML, AMD SMI
+// source to the Monitor whose requests are attributed, and the host's to
+// the same Monitor through otelenergy.WithHostSource, which gives each
+// request its CPU and DRAM share as well (open it without [WithProcesses]
+// then: the Monitor splits it by CPU time itself), or to a Monitor of its
+// own (or to the agent) for the node's figures alone. [Accelerator] tries NVML, AMD SMI
 // and Intel hwmon in that order and takes the first that finds a readable
 // device; [WithKinds] chooses which, and in what order.
 //

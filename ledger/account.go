@@ -76,6 +76,10 @@ const (
 	// FlagShared: a device the request ran on is shared with other
 	// processes and could not be split.
 	FlagShared
+	// FlagTimeForced: a ring of [Config.TimeRings] had not stepped past
+	// the request's end for a horizon when it was finalized, so its
+	// shares of those rings lack the time since their last point.
+	FlagTimeForced
 )
 
 // NewAccount returns the account of a request that started at t, in ns

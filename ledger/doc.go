@@ -96,6 +96,20 @@
 // (an input token a tenth of an output token), and time when no token was
 // produced.
 //
+// # Time rings
+//
+// [Config.TimeRings] are rings whose energy follows requests by presence
+// alone, such as the attributed processes' share of a host's CPU and DRAM
+// energy. Each interval is split as the static part is, at every instant
+// equally among the requests active then, as soon as its end is pushed
+// (no report is awaited and nothing is learned), and each share goes to
+// [Config.TimeGive], not to [Account.EnergyMJ]. A request is final only
+// once the time rings too are split past its end; a time ring that has
+// not stepped for [Config.TimeHorizon] stops holding requests back, and
+// those it released are flagged [FlagTimeForced]. Per time ring, the
+// requests' shares + its unattributed = its split energy, exactly
+// ([Ledger.TimeSplit]).
+//
 // # Estimates
 //
 // At every Settle the sampler also splits, provisionally and with the

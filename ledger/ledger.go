@@ -58,6 +58,22 @@ type Config struct {
 	// converts energy (such as carbon) hooks in here, so that the ledger
 	// stays free of it.
 	OnSplit func(dev int, a, b int64, reqs []*Account, sharesMJ []uint64, restMJ uint64, coverNS []uint64)
+	// TimeRings holds rings split among the requests by time alone, as
+	// the static part of an interval is: at every instant equally among
+	// the requests active then, and time with none to no request. Their
+	// energy is wholly the requests' (scale it to the attributed
+	// processes' share before pushing it), nothing of it is learned, and
+	// an interval is split as soon as its end is pushed. A request is
+	// final only once these too are split past its end. Each share goes
+	// to TimeGive, not to [Account.EnergyMJ].
+	TimeRings []*ring.Ring
+	// TimeGive receives, on the sampler side, each share of
+	// TimeRings[i]'s energy given to a request, in mJ.
+	TimeGive func(r *Account, i int, mj uint64)
+	// TimeHorizon, in ns, is how long a time ring may go without a point
+	// before it stops holding requests back (see [FlagTimeForced]). Zero
+	// selects Horizon; set it above the rings' period.
+	TimeHorizon int64
 }
 
 // Ledger splits metered energy among requests. See the package
@@ -82,6 +98,7 @@ type Ledger struct {
 	// Sampler-owned.
 	active    []*Account
 	devs      []device
+	times     []timeDev
 	unowned   Account
 	prevRead  int64
 	firstRead int64
@@ -233,6 +250,9 @@ func New(cfg Config) *Ledger {
 	if cfg.MaxActive <= 0 {
 		cfg.MaxActive = DefaultMaxActive
 	}
+	if cfg.TimeHorizon <= 0 {
+		cfg.TimeHorizon = cfg.Horizon
+	}
 	l := &Ledger{cfg: cfg, devs: make([]device, len(cfg.Rings))}
 	for i, r := range cfg.Rings {
 		d := &l.devs[i]
@@ -253,6 +273,7 @@ func New(cfg Config) *Ledger {
 		d.alt = d.cands[0]
 		d.m = d.cands[0]
 	}
+	l.newTimes()
 	l.setActive(0)
 	return l
 }
@@ -798,9 +819,15 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 		}
 		through = min(through, dThrough-d.lag)
 	}
+	timeHorizon := l.cfg.TimeHorizon
+	if force {
+		timeHorizon = horizon
+	}
+	tThrough, timeStall := l.settleTimes(t, timeHorizon)
 	if through == math.MaxInt64 {
 		through = t // every device lost: nothing more will be split
 	}
+	through = min(through, tThrough)
 	if flipSeen {
 		l.maybeFlip()
 	}
@@ -827,6 +854,9 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 		if s.endSeen && s.end <= through {
 			if s.end > stall {
 				r.setFlag(FlagForced)
+			}
+			if s.end > timeStall {
+				r.setFlag(FlagTimeForced)
 			}
 			r.through.Store(s.end)
 			l.release(r)

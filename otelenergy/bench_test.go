@@ -429,3 +429,84 @@ func BenchmarkSample(b *testing.B) {
 		r.tick(step)
 	}
 }
+
+// BenchmarkStartEndHost is BenchmarkStartEnd's serial and path cases
+// without and with WithHostSource, in one run so that their ratio can be
+// read: the host share adds no work on the request path but a larger
+// allocation for the request's state, and on the sampler a host pass
+// every 250 ms (its CPU times come from a function here; see
+// BenchmarkHostPass for /proc).
+func BenchmarkStartEndHost(b *testing.B) {
+	ctx := context.Background()
+	for _, host := range []bool{false, true} {
+		for _, c := range []struct {
+			name         string
+			timedSampler bool
+		}{{"serial", true}, {"path", false}} {
+			name := "off/" + c.name
+			if host {
+				name = "on/" + c.name
+			}
+			b.Run(name, func(b *testing.B) {
+				var opts []Option
+				if host {
+					opts = append(opts, benchHost(b))
+				}
+				m := realtimeMonitor(b, opts...)
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					req := m.StartRequest(ctx)
+					m.AddTokens(req, 1)
+					req.End()
+					if i%1024 == 1023 {
+						if !c.timedSampler {
+							b.StopTimer()
+						}
+						m.Sample()
+						b.StartTimer()
+					}
+				}
+			})
+		}
+	}
+}
+
+// benchHost is a host of a CPU package and its DRAM at 150 W and 20 W,
+// whose tree uses a third of the node's CPU time, on the real clock.
+func benchHost(b *testing.B) Option {
+	t0 := time.Now()
+	src, err := NewFuncSource(hostDevices, func(i int) (uint64, error) {
+		ms := uint64(time.Since(t0) / time.Millisecond)
+		return ms * []uint64{150, 20}[i], nil
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return optionFunc(func(c *config) {
+		c.host = &hostConfig{src: src, cpu: func() (uint64, uint64, error) {
+			ticks := uint64(time.Since(t0) / (10 * time.Millisecond))
+			return ticks, 3 * ticks, nil
+		}}
+	})
+}
+
+// BenchmarkHostPass is one host pass on this machine: the two counters
+// of a fake host and this process's and the node's CPU time read from
+// the real /proc, which is what it costs every 250 ms on the sampler.
+func BenchmarkHostPass(b *testing.B) {
+	src, err := NewFuncSource(hostDevices, func(int) (uint64, error) { return 0, nil }, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	clock := newFakeClock()
+	m, err := NewMonitor(src, WithClock(clock.Now), WithMeterProvider(noop.NewMeterProvider()), WithHostSource((&fakeHost{}).source(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Shutdown(context.Background()) })
+	b.ReportAllocs()
+	for b.Loop() {
+		clock.Advance(defaultHostInterval)
+		m.host.sample(m, m.now())
+	}
+}

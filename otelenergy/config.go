@@ -63,6 +63,7 @@ type config struct {
 	baggageKeys   []string
 	baggageMax    int
 	carbon        *carbon.Model
+	host          *hostConfig // with WithHostSource
 }
 
 func newConfig(opts []Option) (config, error) {

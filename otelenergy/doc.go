@@ -41,6 +41,15 @@
 // that, interval by interval, the two add up to the interval's figure
 // exactly. docs/carbon.md explains the arithmetic.
 //
+// # The host
+//
+// With [WithHostSource] the Monitor also meters the host's CPU packages
+// and DRAM, and gives each request its share of them
+// (energy.cpu.millijoules, energy.memory.millijoules): the attributed
+// processes' CPU-time share of each 250 ms host window, split among the
+// requests active in it by time. energy.millijoules stays the
+// accelerator's.
+//
 // # Metrics
 //
 // NewMonitor registers observable instruments on the configured
@@ -67,8 +76,9 @@
 // them waits for the sampler.
 //
 //   - [Monitor.StartRequest]: two allocations (the Request context and the
-//     state the ledger keeps after it ends) and one compare-and-swap on one
-//     of sixteen stacks. No lock.
+//     state the ledger keeps after it ends; with [WithHostSource] that
+//     state holds the host balance too, so it is larger, not another) and
+//     one compare-and-swap on one of sixteen stacks. No lock.
 //   - [Monitor.AddTokens], [Monitor.AddInputTokens]: a context lookup and
 //     one atomic add, on the request's own counter, for a request the
 //     ledger tracks; nothing every request shares. The Monitor's token

@@ -236,9 +236,9 @@ func (s finalSpan) Attributes() []attribute.KeyValue { return s.attrs }
 
 func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktrace.ReadOnlySpan {
 	old := s.Attributes()
-	attrs := make([]attribute.KeyValue, 0, len(old)+2)
+	attrs := make([]attribute.KeyValue, 0, len(old)+2+hostClasses)
 	for _, kv := range old {
-		if kv.Key != EnergyMillijoulesKey && kv.Key != approximateKey && kv.Key != sharedKey && kv.Key != co2eKey {
+		if kv.Key != EnergyMillijoulesKey && kv.Key != approximateKey && kv.Key != sharedKey && kv.Key != co2eKey && !isHostKey(kv.Key) {
 			attrs = append(attrs, kv)
 		}
 	}
@@ -255,6 +255,7 @@ func (e *spanExporter) decorate(s sdktrace.ReadOnlySpan, r *requestState) sdktra
 			attrs = append(attrs, co2eKey.Float64(float64(ug)/1000))
 		}
 	}
+	attrs = e.m.appendHostAttrs(attrs, r)
 	return finalSpan{ReadOnlySpan: s, attrs: attrs}
 }
 
@@ -293,6 +294,7 @@ func (m *Monitor) finalize(lr *ledger.Account) {
 			m.inst.requestCo2e.Record(ctx, float64(st.co2UG.Load())/1e6, c.recOpts[:]...)
 		}
 	}
+	m.recordHost(ctx, st, opt)
 	end, ended := st.Ended()
 	if g := m.inst.genai; g != nil && ended && st.Output() > 0 && st.Flags()&(ledger.FlagFlushed|ledger.FlagExpired) == 0 {
 		g.Duration.Inst().Record(ctx, time.Duration(end-st.Start()).Seconds(), st.run.genaiOpt)

@@ -54,7 +54,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // attrPool holds the arrays finish stages span attributes in, so that the
 // variadic SetAttributes call costs no allocation: the SDK copies the
 // attributes, so an array is free again once the call returns.
-var attrPool = sync.Pool{New: func() any { return new([7]attribute.KeyValue) }}
+var attrPool = sync.Pool{New: func() any { return new([7 + hostClasses]attribute.KeyValue) }}
 
 // finish ends r and reports it on the span in r's context. The histogram
 // of request energy is recorded when the figure is final.
@@ -64,7 +64,7 @@ func (m *Monitor) finish(r *Request) {
 	if !span.IsRecording() {
 		return
 	}
-	kv := attrPool.Get().(*[7]attribute.KeyValue)
+	kv := attrPool.Get().(*[7 + hostClasses]attribute.KeyValue)
 	defer attrPool.Put(kv)
 	kv[0] = r.st.run.spanAttr
 	kv[1] = outputTokensKey.Int64(int64(res.OutputTokens))
@@ -85,6 +85,7 @@ func (m *Monitor) finish(r *Request) {
 			kv[n] = co2eKey.Float64(float64(res.Co2eMicrograms) / 1000)
 			n++
 		}
+		n += hostAttrs(kv[n:], res)
 	}
 	span.SetAttributes(kv[:n]...)
 	if a := r.st.attrs; a != nil {

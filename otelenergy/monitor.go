@@ -90,6 +90,7 @@ type Monitor struct {
 	inst    *instruments
 	sharer  source.Sharer
 	stamper source.Stamper // src, when its counters stamp their updates
+	host    *hostMeter     // with WithHostSource
 
 	life    sync.Mutex
 	started bool
@@ -177,9 +178,24 @@ func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
 	if m.co2 != nil {
 		lc.OnSplit = m.convertSplit
 	}
+	if cfg.host != nil {
+		if m.host, err = newHostMeter(m, cfg.host); err != nil {
+			return nil, err
+		}
+		lc.TimeRings, lc.TimeGive = m.host.rings(), m.host.give
+		// A host read every quarter second (or every few, on a node
+		// whose /proc is slow to walk) must not count as stalled under a
+		// horizon shorter than a few of its windows.
+		lc.TimeHorizon = max(lc.Horizon, 4*m.host.every, 2*int64(maxHostInterval))
+	}
 	m.ledger = ledger.New(lc)
 	if m.inst, err = newInstruments(m); err != nil {
 		return nil, err
+	}
+	if m.host != nil {
+		if err := m.host.register(m); err != nil {
+			return nil, err
+		}
 	}
 	first, _ := m.scope.Begin(cfg.model, cfg.now(), m.snapshot(-1))
 	m.setRun(first)
@@ -311,13 +327,13 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 	if !exited {
 		go func() {
 			<-done
-			if err := m.src.Close(); err != nil {
+			if err := errors.Join(m.src.Close(), m.host.close()); err != nil {
 				otel.Handle(err)
 			}
 		}()
 		return errors.Join(errs...)
 	}
-	if err := m.src.Close(); err != nil {
+	if err := errors.Join(m.src.Close(), m.host.close()); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -378,6 +394,9 @@ func (m *Monitor) sampleLocked() {
 		var s bool
 		s, t = m.read(i, d, t)
 		stepped = stepped || s
+	}
+	if m.host != nil && m.host.sample(m, t) {
+		stepped = true
 	}
 	// t is now the end of the pass: the tokens are read after every device.
 	m.ledger.Observe(t, m.unownedOut.Load(), m.unownedIn.Load())

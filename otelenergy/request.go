@@ -46,6 +46,8 @@ type requestState struct {
 	co2UG    atomic.Uint64
 	co2Flags atomic.Uint32
 	co2Last  *carbon.Reading
+
+	host *hostBalance // with WithHostSource; immutable
 }
 
 type requestKey struct{}
@@ -117,6 +119,15 @@ type Result struct {
 	Co2eMicrograms uint64
 	// HasCo2e is true when Co2eMicrograms carries a figure.
 	HasCo2e bool
+	// CPUMJ and MemoryMJ are the request's shares, in whole millijoules,
+	// of the host's CPU and memory energy (hw.type cpu and memory), with
+	// [WithHostSource]: the attributed processes' share of it by CPU
+	// time, split among concurrent requests by time. EnergyMJ stays the
+	// accelerator's. Each is meaningful only when HasCPU or HasMemory is
+	// true, which needs HasEnergy and a host device of that type; before
+	// the figure is final it is estimated as EnergyMJ is.
+	CPUMJ, MemoryMJ   uint64
+	HasCPU, HasMemory bool
 }
 
 // StartRequest begins tracking a request whose context is ctx and returns
@@ -128,7 +139,8 @@ func (m *Monitor) StartRequest(ctx context.Context) *Request {
 	if m == nil {
 		return &Request{Context: ctx, st: &requestState{}}
 	}
-	st := &requestState{m: m, run: m.run.Load(), span: trace.SpanContextFromContext(ctx)}
+	st := m.newRequestState()
+	st.m, st.run, st.span = m, m.run.Load(), trace.SpanContextFromContext(ctx)
 	if m.bag != nil {
 		st.attrs = m.bag.lookup(ctx, st.run)
 	}
@@ -227,6 +239,7 @@ func (r *Request) result(final bool) Result {
 		splitMJ = st.EnergyMJ()
 	}
 	res.EnergyMJ, res.HasEnergy = m.ledger.Estimate(&st.Account, end), true
+	m.hostResult(&res, st, final, end)
 	res.Approximate, res.Shared = st.approximate(m)
 	if !final {
 		res.Approximate, res.Shared = true, res.Shared || m.sharedUnsplit()
@@ -254,7 +267,7 @@ func (st *requestState) approximate(m *Monitor) (approx, shared bool) {
 	f := st.Flags()
 	shared = f&ledger.FlagShared != 0
 	end, _ := st.Ended()
-	approx = f&(ledger.FlagExpired|ledger.FlagFlushed|ledger.FlagForced|ledger.FlagShared) != 0 ||
+	approx = f&(ledger.FlagExpired|ledger.FlagFlushed|ledger.FlagForced|ledger.FlagShared|ledger.FlagTimeForced) != 0 ||
 		end-st.Start() < m.counterPeriod() ||
 		st.co2Flags.Load()&co2Unknown != 0
 	return approx, shared

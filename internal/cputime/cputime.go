@@ -68,6 +68,20 @@ func (m *Meter) Sample() (share float64, ok bool, err error) {
 	return min(share, 1), true, nil
 }
 
+// Times reads the tree's and the node's cumulative CPU time, in clock
+// ticks, for a caller that keeps its own windows: the tree's share of any
+// window is the growth of tree over the growth of node. It keeps no
+// state between calls.
+func (m *Meter) Times() (tree, node uint64, err error) {
+	if node, err = m.nodeBusy(); err != nil {
+		return 0, 0, err
+	}
+	if tree, err = m.treeTime(); err != nil {
+		return 0, 0, err
+	}
+	return tree, node, nil
+}
+
 // nodeBusy sums /proc/stat's "cpu" line: user nice system idle iowait irq
 // softirq steal, less idle and iowait (guest time is already in user).
 func (m *Meter) nodeBusy() (uint64, error) {

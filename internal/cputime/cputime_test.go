@@ -89,3 +89,20 @@ func TestSampleErrors(t *testing.T) {
 		t.Fatal("a /proc/stat without its cpu line: no error")
 	}
 }
+
+func TestTimes(t *testing.T) {
+	p := proc{root: t.TempDir(), t: t}
+	const server, worker, other = 100, 200, 300
+	p.node(1000, 5000)
+	p.pid(server, 1, 10, 5, 1, 2)
+	p.pid(worker, server, 100, 20, 0, 0)
+	p.pid(other, 1, 50, 50, 0, 0)
+	m := Meter{Root: p.root, Pids: []uint32{server}}
+	tree, node, err := m.Times()
+	if err != nil || tree != 10+5+1+2+100+20 || node != 1000 {
+		t.Fatalf("Times = %d, %d, %v; want 138, 1000", tree, node, err)
+	}
+	if _, _, err := (&Meter{Root: t.TempDir()}).Times(); err == nil {
+		t.Fatal("Times without /proc/stat succeeded")
+	}
+}

@@ -1,0 +1,138 @@
+package ledger
+
+import (
+	"math"
+	"sync/atomic"
+
+	"github.com/otelenergy/otelenergy/ring"
+)
+
+// timeDev is the sampler's state for one of [Config.TimeRings].
+type timeDev struct {
+	ring   *ring.Ring
+	next   uint64 // logical index of the next point to split up to
+	primed bool
+	prevT  int64
+	prevE  uint64
+
+	// Published.
+	splitMJ      atomic.Uint64
+	unattributed atomic.Uint64
+	through      atomic.Int64  // split up to here; math.MinInt64 before the first point
+	rate         atomic.Uint64 // float64 bits: the last interval's mJ per ns of request time
+}
+
+func (l *Ledger) newTimes() {
+	l.times = make([]timeDev, len(l.cfg.TimeRings))
+	for i, r := range l.cfg.TimeRings {
+		l.times[i].ring = r
+		l.times[i].through.Store(math.MinInt64)
+	}
+}
+
+// settleTimes splits every interval of the time rings pushed so far and
+// returns how far they let requests become final: the oldest newest point
+// among them, except that a ring that has not stepped for horizon (its
+// source stalled or failing; Config.TimeHorizon) holds nothing back, and
+// then timeStall is the time up to which its balances are complete. A ring's interval is
+// ready as soon as its end is pushed: a split by time needs no report.
+func (l *Ledger) settleTimes(t, horizon int64) (through, timeStall int64) {
+	through, timeStall = math.MaxInt64, math.MaxInt64
+	for i := range l.times {
+		td := &l.times[i]
+		for {
+			j := td.next
+			if old := td.ring.Oldest(); j < old {
+				// The ring lapped the ledger: the energy in between is
+				// one interval.
+				j = old
+			}
+			p, ok := td.ring.At(j)
+			if !ok {
+				break
+			}
+			if td.primed {
+				e := satSub(p.EnergyMJ, td.prevE)
+				td.splitMJ.Add(e)
+				l.splitTime(i, td.prevT, p.T, e)
+			}
+			td.primed, td.prevT, td.prevE, td.next = true, p.T, p.EnergyMJ, j+1
+		}
+		tThrough := td.prevT
+		if !td.primed {
+			tThrough = l.firstRead
+		} else {
+			td.through.Store(td.prevT)
+		}
+		if t-horizon > tThrough {
+			timeStall = min(timeStall, tThrough)
+			tThrough = t - horizon
+		}
+		through = min(through, tThrough)
+	}
+	return through, timeStall
+}
+
+// splitTime divides the energy e of time ring i over (a, b] among the
+// requests active in it as the static part is split: at every instant
+// equally among the requests active then (see coverage), by cumulative
+// rounding, and the time with none to the ring's unattributed energy.
+//
+// Invariant: every millijoule of e goes to exactly one request or to the
+// ring's unattributed counter.
+func (l *Ledger) splitTime(i int, a, b int64, e uint64) {
+	td := &l.times[i]
+	if b <= a || e == 0 {
+		td.unattributed.Add(e)
+		return
+	}
+	parts := l.parts[:0]
+	for idx, r := range l.active {
+		s := &r.st
+		if !s.activeIn(r.start, a, b) {
+			continue
+		}
+		lo, hi := s.span(r.start, a, b)
+		parts = append(parts, part{r: r, idx: idx, lo: lo, hi: hi})
+	}
+	l.parts = parts
+	dt := float64(b - a)
+	covered := l.coverage(parts, a, b, spanActive, true)
+	var cum float64
+	var given uint64
+	for k := range parts {
+		cum += parts[k].cov
+		s := uint64(math.Floor(float64(e) * min(1, cum/dt)))
+		s = min(max(s, given), e)
+		if s > given && l.cfg.TimeGive != nil {
+			l.cfg.TimeGive(parts[k].r, i, s-given)
+		}
+		given = s
+	}
+	td.unattributed.Add(e - given)
+	if covered > 0 && cum > 0 {
+		td.rate.Store(math.Float64bits(float64(given) / cum))
+	}
+}
+
+// TimeSplit returns, for time ring i, the energy of every interval split
+// so far and the part of it that went to no request, in mJ: the requests'
+// shares add up to split − unattributed exactly. Safe from any goroutine.
+func (l *Ledger) TimeSplit(i int) (split, unattributed uint64) {
+	td := &l.times[i]
+	return td.splitMJ.Load(), td.unattributed.Load()
+}
+
+// TimeThrough returns the instant up to which time ring i is split, and
+// its last interval's energy per nanosecond of a request's time there, in
+// mJ/ns: a request's share of what is not split yet is about that rate
+// times its time since. ok is false before the ring's first point. Safe
+// from any goroutine.
+func (l *Ledger) TimeThrough(i int) (through int64, rate float64, ok bool) {
+	td := &l.times[i]
+	through = td.through.Load()
+	if through == math.MinInt64 {
+		return 0, 0, false
+	}
+	return through, math.Float64frombits(td.rate.Load()), true
+}
