@@ -50,7 +50,8 @@ type Config struct {
 	BackendHealth    string        // -backend-health: path polled for readiness
 	BackendTimeout   time.Duration // -backend-timeout: wait for response headers
 	Devices          []string      // -devices
-	Sources          []string      // -sources; nil is auto
+	Sources          []string      // -sources' accelerators; nil is auto
+	Host             bool          // -sources names rapl: requests get the host's CPU and DRAM share
 	BackendPIDs      []int         // -backend-pid
 	Simulate         bool          // -simulate
 	ShutdownDelay    time.Duration // -shutdown-delay
@@ -112,13 +113,17 @@ var table = cli.Table[Config]{Program: "otelenergy-proxy", EnvPrefix: EnvPrefix,
 		}},
 	{Name: "backend-timeout", Default: "10m", Usage: "how long to wait for the backend's response headers (queueing and prefill included) before answering 504",
 		Set: func(c *Config, v string) error { return positive(&c.BackendTimeout, v) }},
-	{Name: "sources", Default: sourcekind.Auto, Usage: "the accelerator's energy source: auto (nvml, then amdsmi, then intel), or a comma-separated list of nvml, amdsmi and intel tried in that order; each source tried logs one line. The host's CPU and DRAM (rapl) are the node agent's, not the proxy's",
+	{Name: "sources", Default: sourcekind.Auto, Usage: "the energy sources: auto (the accelerator: nvml, then amdsmi, then intel), or a comma-separated list of nvml, amdsmi and intel, tried in that order, and rapl, which also meters the host's CPU packages and DRAM and gives each request its share of them, by the backend's CPU time (energy.cpu.millijoules, energy.memory.millijoules; needs the backend's pids and read access to energy_uj); each source tried logs one line",
 		Set: func(c *Config, v string) error {
 			ks, err := sourcekind.Parse(v)
-			if err != nil || slices.Contains(ks, sourcekind.RAPL) {
-				return errors.New("want auto, or a comma-separated list of nvml, amdsmi and intel, each once")
+			if err != nil {
+				return errors.New("want auto, or a comma-separated list of nvml, amdsmi, intel and rapl, each once")
 			}
-			c.Sources = ks
+			c.Host = slices.Contains(ks, sourcekind.RAPL)
+			c.Sources = slices.DeleteFunc(ks, func(k string) bool { return k == sourcekind.RAPL })
+			if len(c.Sources) == 0 {
+				c.Sources = nil // rapl alone: the accelerator is auto's
+			}
 			return nil
 		}},
 	{Name: "devices", Usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs (default: those CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name); with -simulate, one simulated GPU per entry",

@@ -164,6 +164,8 @@ func TestCarbonFlags(t *testing.T) {
 	}
 }
 
+// TestSources: -sources chooses the accelerators, and rapl, in any place,
+// adds the host's share.
 func TestSources(t *testing.T) {
 	c, err := Parse(nil, noEnv, io.Discard)
 	if err != nil || c.Sources != nil {
@@ -174,7 +176,16 @@ func TestSources(t *testing.T) {
 	if err != nil || strings.Join(c.Sources, ",") != "amdsmi,intel-hwmon" {
 		t.Fatalf("OTELENERGY_SOURCES=amdsmi,intel: %v, %v", c.Sources, err)
 	}
-	for _, bad := range []string{"rapl", "nvml,rapl", "tpu", "nvml,nvml"} {
+	for _, c := range []struct {
+		v, accel string
+		host     bool
+	}{{"auto", "", false}, {"rapl", "", true}, {"nvml,rapl", "nvml", true}, {"rapl,amdsmi", "amdsmi", true}, {"intel", "intel-hwmon", false}} {
+		got, err := Parse([]string{"-sources", c.v}, noEnv, io.Discard)
+		if err != nil || strings.Join(got.Sources, ",") != c.accel || got.Host != c.host {
+			t.Errorf("-sources %s: accelerators %q, host %t, %v; want %q, %t", c.v, got.Sources, got.Host, err, c.accel, c.host)
+		}
+	}
+	for _, bad := range []string{"tpu", "nvml,nvml", "rapl,rapl", "auto,rapl"} {
 		if _, err := Parse([]string{"-sources", bad}, noEnv, io.Discard); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "-sources") {
 			t.Errorf("-sources %s: %v, want ErrInvalid naming -sources", bad, err)
 		}

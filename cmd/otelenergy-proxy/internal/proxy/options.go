@@ -22,6 +22,11 @@ func (p *runner) monitorOptions(tel *telemetry) []otelenergy.Option {
 		// otelenergy.request.energy, -baggage-values values per key.
 		opts = append(opts, otelenergy.WithBaggageAttributes(p.cfg.BaggageValues, p.cfg.BaggageKeys...))
 	}
+	if p.host != nil {
+		// -sources rapl: each request's share of the host's CPU and
+		// DRAM, by the backend's CPU time, beside its GPU energy.
+		opts = append(opts, otelenergy.WithHostSource(p.host, p.pids...))
+	}
 	if p.carbon != nil {
 		// The carbon flags' model: emissions on the span, on
 		// otelenergy.request.co2e and in the Energy-Co2e-Milligrams

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +47,14 @@ var errChildExited = errors.New("the backend exited before it answered")
 // points it at a fake server on 127.0.0.1.
 var carbonClient []carbon.ClientOption
 
+// hostOptions configure the host's RAPL source under -sources rapl; a
+// test points it at a fake sysfs tree.
+var hostOptions []energysource.Option
+
+// errHostNeedsBackend is the start's error under -sources rapl when the
+// backend's pids are unknown: the host's share follows their CPU time.
+var errHostNeedsBackend = errors.New("-sources rapl needs the backend's pids")
+
 // startHook, when a test sets it, is called after each stage of the
 // start with the stage's name; its error fails the start there.
 var startHook func(stage string) error
@@ -73,6 +82,8 @@ type runner struct {
 	adminLn net.Listener // bound and served at the start
 	api     *http.Server
 	carbon  *carbonconf.Carbon // nil: carbon off
+	host    otelenergy.Source  // -sources rapl: the host's RAPL domains
+	pids    []int              // the backend's, whose share is attributed
 
 	started  atomic.Bool // the first energy sample was taken
 	draining atomic.Bool
@@ -241,13 +252,19 @@ func (p *runner) start() error {
 	if err != nil {
 		return err
 	}
-	monOwnsSource := false // once built, the Monitor closes the source
+	monOwnsSource := false // once built, the Monitor closes the sources
 	p.lc.add("energy source", func(context.Context) error {
 		if monOwnsSource {
 			return nil
 		}
-		return src.Close()
+		return errors.Join(src.Close(), closeSource(p.host))
 	})
+	p.pids = pids
+	if cfg.Host {
+		if p.host, err = p.openHost(); err != nil {
+			return err
+		}
+	}
 	if err := p.stage("energy source"); err != nil {
 		return err
 	}
@@ -452,6 +469,28 @@ func (p *runner) findBackend() []int {
 
 // openSource opens the first accelerator source of -sources (NVML, AMD
 // SMI, Intel hwmon by default) that finds a readable GPU, or the
+// openHost opens the host's RAPL domains for -sources rapl. The Monitor
+// gives each request its share of them by the backend's CPU time, so the
+// backend's pids must be known: wrapper mode, -backend-pid, or a process
+// of this host listening on -backend's port.
+func (p *runner) openHost() (otelenergy.Source, error) {
+	if len(p.pids) == 0 {
+		return nil, fmt.Errorf("%w (wrapper mode, -backend-pid, or a backend listening on this host); the proxy's own CPU time is not the backend's", errHostNeedsBackend)
+	}
+	src, _, err := energysource.Host(append(slices.Clip(hostOptions), energysource.WithLogger(p.log))...)
+	if err != nil {
+		return nil, fmt.Errorf("-sources rapl: %w", err)
+	}
+	return src, nil
+}
+
+func closeSource(s otelenergy.Source) error {
+	if s == nil {
+		return nil
+	}
+	return s.Close()
+}
+
 // simulated GPU under -simulate; each source tried logs one line. There is
 // no fallback to the simulator: a host without any is an error.
 func (p *runner) openSource(pids []int) (otelenergy.Source, error) {
