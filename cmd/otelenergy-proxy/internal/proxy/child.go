@@ -6,13 +6,17 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/otelenergy/otelenergy/internal/carbonconf"
 )
 
 // child is the backend run in wrapper mode. It inherits the proxy's
-// environment (so its CUDA_VISIBLE_DEVICES is the proxy's, and the same
+// environment but the carbon provider's secret (so its CUDA_VISIBLE_DEVICES is the proxy's, and the same
 // GPUs are metered), stdout and stderr, and runs in a process group of its
 // own, so that a terminal's ^C reaches the proxy alone: the proxy drains
 // first, then forwards the signal to the whole group.
@@ -42,11 +46,22 @@ const groupPoll = 20 * time.Millisecond
 // which hold nothing.
 const killWait = 2 * time.Second
 
+// childEnv is the proxy's environment less the carbon provider's secret:
+// the backend is someone else's code, whose environment shows in
+// /proc/<pid>/environ, crash reports and dumps, and it has no use for
+// the token.
+func childEnv(environ []string) []string {
+	return slices.DeleteFunc(slices.Clone(environ), func(kv string) bool {
+		return strings.HasPrefix(kv, carbonconf.TokenEnv+"=")
+	})
+}
+
 // startChild starts argv in a process group of its own. A non-nil reaper
 // learns the child's pid before it can exit, so that it leaves the child
 // to os/exec's Wait.
 func startChild(argv []string, env Env, lg *slog.Logger, rp *reaper) (*child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = childEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = env.Stdout, env.Stderr
 	cmd.SysProcAttr = childAttr()
 	if err := rp.start(cmd); err != nil {
