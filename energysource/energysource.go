@@ -54,7 +54,10 @@ func WithSysfs(root string) Option { return optionFunc(func(c *config) { c.sysfs
 // WithDevices names the NVIDIA GPUs NVML meters, as
 // [otelenergy.WithDevices] does: NVML indices, GPU- UUIDs, unique UUID
 // prefixes or MIG- UUIDs. The default is the GPUs this process can use.
-// Other sources meter every device they find.
+// The other accelerator sources meter every board they find, so with
+// devices named they refuse to open, with an error wrapping
+// [otelenergy.ErrNotSupported], rather than meter boards that were not
+// asked for.
 func WithDevices(ids ...string) Option {
 	return optionFunc(func(c *config) { c.devices = append([]string(nil), ids...) })
 }
@@ -175,7 +178,14 @@ func (c config) open(kind string) (otelenergy.Source, Finding, error) {
 	var s otelenergy.Source
 	var err error
 	switch kind {
-	case NVML:
+	case AMDSMI, IntelHwmon:
+		if len(c.devices) > 0 {
+			err = fmt.Errorf("%w: choosing devices (%s) works on NVML only; %s meters every board it finds", otelenergy.ErrNotSupported, strings.Join(c.devices, ","), kind)
+		}
+	}
+	switch {
+	case err != nil:
+	case kind == NVML:
 		var o []nvmlsource.Option
 		if len(c.devices) > 0 {
 			o = append(o, nvmlsource.WithDevices(c.devices...))
@@ -187,7 +197,7 @@ func (c config) open(kind string) (otelenergy.Source, Finding, error) {
 		if ns, err = nvmlsource.New(o...); err == nil {
 			s = ns
 		}
-	case AMDSMI:
+	case kind == AMDSMI:
 		o := append([]amdsmi.Option(nil), c.amdOpts...)
 		if c.amdLib != nil {
 			o = append(o, amdsmi.WithLib(c.amdLib))
@@ -199,12 +209,12 @@ func (c config) open(kind string) (otelenergy.Source, Finding, error) {
 		if as, err = amdsmi.New(o...); err == nil {
 			s = as
 		}
-	case IntelHwmon:
+	case kind == IntelHwmon:
 		var is *intelgpu.Source
 		if is, err = intelgpu.New(intelgpu.WithRoot(c.sysfs)); err == nil {
 			s = is
 		}
-	case RAPL:
+	case kind == RAPL:
 		var rs *rapl.Source
 		o := append([]rapl.Option{rapl.WithRoot(c.sysfs), rapl.WithDomains(c.domains...), rapl.WithProcesses(c.pids...)}, c.raplOpt...)
 		if rs, err = rapl.New(o...); err == nil {

@@ -82,7 +82,7 @@ var table = cli.Table[Config]{Program: "otelenergy-agent", EnvPrefix: EnvPrefix,
 		Set: func(c *Config, v string) error { return cli.Bool(&c.Simulate, v) }},
 	{Name: "simulate-devices", Default: "8", Usage: "number of simulated GPUs with -simulate, 1 to 64",
 		Set: func(c *Config, v string) error { return intIn(&c.SimulateDevices, v, 1, 64) }},
-	{Name: "devices", Usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs; empty meters every GPU NVML shows, narrowed by CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES",
+	{Name: "devices", Usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs; empty meters every GPU NVML shows, narrowed by CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES; NVML only: AMD SMI and Intel hwmon refuse it",
 		Set: func(c *Config, v string) error { c.Devices = cli.List(v); return nil }},
 	{Name: "sources", Default: sourcekind.Auto, Usage: "energy sources: auto, or a comma-separated list of nvml, amdsmi, intel (i915 and xe hwmon) and rapl (the host's CPU packages and DRAM); the first accelerator listed that finds a readable GPU is metered, and rapl adds the host. auto tries nvml, amdsmi, intel, and adds rapl when it is readable. Each source tried logs one line: what it found, or why not",
 		Set: func(c *Config, v string) error {

@@ -126,7 +126,7 @@ var table = cli.Table[Config]{Program: "otelenergy-proxy", EnvPrefix: EnvPrefix,
 			}
 			return nil
 		}},
-	{Name: "devices", Usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs (default: those CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name); with -simulate, one simulated GPU per entry",
+	{Name: "devices", Usage: "GPUs to meter: comma-separated NVML indices, GPU- or MIG- UUIDs (default: those CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES name); NVML only: AMD SMI and Intel hwmon, which meter every board, refuse it; with -simulate, one simulated GPU per entry",
 		Set: func(c *Config, v string) error { c.Devices = cli.List(v); return nil }},
 	{Name: "backend-pid", Usage: "comma-separated host pids of the backend's processes, whose share of a GPU other processes use is attributed (default: in wrapper mode the child's process tree; else the tree of the process listening on -backend's port, when one of this host is found)",
 		Set: func(c *Config, v string) error {
