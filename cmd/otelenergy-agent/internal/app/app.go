@@ -31,7 +31,6 @@ import (
 	"github.com/otelenergy/otelenergy/internal/doctor"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 	"github.com/otelenergy/otelenergy/otelenergy"
-	"github.com/otelenergy/otelenergy/simgpu"
 )
 
 // Node is what the agent meters: a Source and how to list and identify
@@ -107,14 +106,35 @@ func Run(ctx context.Context, cfg flags.Config, log *slog.Logger, d Deps) error 
 
 // start starts every service onto st, in the order of the package doc.
 func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog.Logger, d Deps) (*agent.Agent, error) {
+	var nd Node
+	var mon *otelenergy.Monitor
+	if err := st.Start("GPU source", func() (func(context.Context) error, error) {
+		var err error
+		nd, err = d.OpenNode(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		return func(context.Context) error {
+			// The host's sources are read by the agent's passes only,
+			// which have stopped by now.
+			closeHost(nd)
+			if mon != nil {
+				// The Monitor's Shutdown closes the source, and after a
+				// read that outlived it, closes it once that read returns:
+				// a Close here would wait for the hung read.
+				return nil
+			}
+			return nd.Source.Close()
+		}, nil
+	}); err != nil {
+		return nil, err
+	}
 	var mp *sdkmetric.MeterProvider
 	err := st.Start("telemetry", func() (func(context.Context) error, error) {
-		kind := "nvml"
-		if cfg.Simulate {
-			kind = simgpu.SourceKind
-		}
+		// The source is open: the resource names the one metered
+		// (nvml, amdsmi, intel-hwmon, simulated).
 		res, err := resource.Merge(
-			resource.NewSchemaless(semconv.ServiceName("otelenergy-agent"), attribute.String("otelenergy.source", kind)),
+			resource.NewSchemaless(semconv.ServiceName("otelenergy-agent"), attribute.String("otelenergy.source", nd.Source.Kind())),
 			resource.Environment(), // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win
 		)
 		if err != nil {
@@ -157,29 +177,6 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 		}
 		cb.Log(log)
 		return cb.Shutdown, nil
-	}); err != nil {
-		return nil, err
-	}
-	var nd Node
-	var mon *otelenergy.Monitor
-	if err := st.Start("GPU source", func() (func(context.Context) error, error) {
-		var err error
-		nd, err = d.OpenNode(cfg, log)
-		if err != nil {
-			return nil, err
-		}
-		return func(context.Context) error {
-			// The host's sources are read by the agent's passes only,
-			// which have stopped by now.
-			closeHost(nd)
-			if mon != nil {
-				// The Monitor's Shutdown closes the source, and after a
-				// read that outlived it, closes it once that read returns:
-				// a Close here would wait for the hung read.
-				return nil
-			}
-			return nd.Source.Close()
-		}, nil
 	}); err != nil {
 		return nil, err
 	}

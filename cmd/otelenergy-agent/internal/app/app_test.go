@@ -156,7 +156,7 @@ func TestRunLifecycle(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	want := []string{"readiness", "admin server", "sampling", "agent", "monitor", "GPU source", "carbon", "telemetry"}
+	want := []string{"readiness", "admin server", "sampling", "agent", "monitor", "carbon", "telemetry", "GPU source"}
 	if !slices.Equal(h.stops, want) {
 		t.Fatalf("stopped %q, want %q", h.stops, want)
 	}
@@ -181,7 +181,7 @@ func TestRunLifecycle(t *testing.T) {
 // returns the failure naming the stage, stops exactly the services started
 // before it, in reverse, and leaks no goroutine.
 func TestStartFailureAtEveryStage(t *testing.T) {
-	stages := []string{"telemetry", "carbon", "GPU source", "monitor", "agent", "sampling", "admin server", "readiness"}
+	stages := []string{"GPU source", "telemetry", "carbon", "monitor", "agent", "sampling", "admin server", "readiness"}
 	for i, stage := range stages {
 		t.Run(stage, func(t *testing.T) {
 			h := newHarness()

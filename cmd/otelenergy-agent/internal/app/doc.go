@@ -5,16 +5,18 @@
 //
 // # Services, in start order
 //
-//  1. telemetry: the MeterProvider and its exporter (autoexport), which
-//     every later service writes to; stopped last, with the final export.
-//  2. carbon: the carbon flags' model and its poller (internal/carbonconf),
-//     when carbon is on; stopped after the agent's final pass, which
-//     converts the last intervals at the readings they were metered at.
-//  3. GPU source: the accelerator -sources chooses (NVML, AMD SMI or
+//  1. GPU source: the accelerator -sources chooses (NVML, AMD SMI or
 //     Intel hwmon, through package energysource) or the simulator, and
 //     the host's RAPL domains where -sources allows and they are
-//     readable; its stop closes the host's sources, after the agent's
-//     final pass.
+//     readable; first, so that the telemetry's resource names the source
+//     metered (otelenergy.source); its stop closes the host's sources,
+//     after the agent's final pass and the final export.
+//  2. telemetry: the MeterProvider and its exporter (autoexport), which
+//     every later service writes to; stopped after them, with the final
+//     export.
+//  3. carbon: the carbon flags' model and its poller (internal/carbonconf),
+//     when carbon is on; stopped after the agent's final pass, which
+//     converts the last intervals at the readings they were metered at.
 //  4. monitor: the library's Monitor, whose sampler fills the rings.
 //  5. agent: the split (the boards', and the host's through package
 //     hostshare); its stop takes a sample and makes the final pass,

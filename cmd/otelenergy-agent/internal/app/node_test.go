@@ -228,7 +228,8 @@ func TestRealStartFailures(t *testing.T) {
 			if !errors.Is(err, boom) || err.Error() != tc.want {
 				t.Fatalf("Run: %v, want %q", err, tc.want)
 			}
-			if len(h.stops) == 0 && tc.stage != "telemetry" || len(h.stops) > 0 && h.stops[len(h.stops)-1] != "telemetry" {
+			// The GPU source starts first and stops last.
+			if len(h.stops) == 0 && tc.stage != "GPU source" || len(h.stops) > 0 && h.stops[len(h.stops)-1] != "GPU source" {
 				t.Fatalf("stopped %q", h.stops)
 			}
 		})
