@@ -1,6 +1,8 @@
 package otelenergy
 
 import (
+	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -65,6 +67,27 @@ const (
 	co2Unknown
 )
 
+// carbonModels holds the models a live Monitor converts with. A Model's
+// timeline is noted on its Monitor's clock and its Interval is not safe
+// for concurrent use, so a second Monitor on the same Model would race
+// with the first and convert on the wrong clock: NewMonitor refuses it.
+var carbonModels sync.Map // *carbon.Model → struct{}
+
+func claimCarbon(m *carbon.Model) error {
+	if _, taken := carbonModels.LoadOrStore(m, struct{}{}); taken {
+		return fmt.Errorf("%w: the carbon.Model is in use by another Monitor; give each Monitor its own (they may share a Poller)", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// releaseCarbon frees m for another Monitor, once its own has stopped
+// converting. A nil m is a no-op.
+func releaseCarbon(m *carbon.Model) {
+	if m != nil {
+		carbonModels.Delete(m)
+	}
+}
+
 func newCo2State(model *carbon.Model) *co2State {
 	if model == nil {
 		return nil
@@ -91,7 +114,16 @@ func (m *Monitor) convertSplit(_ int, a, b int64, reqs []*ledger.Account, shares
 			rest += op[i] + emb[i] // no request of this Monitor's: unreachable
 			continue
 		}
-		if ug := op[i] + emb[i]; ug != 0 {
+		ug := op[i] + emb[i]
+		if res.Reading == nil {
+			// No intensity in force: the request carries no figure for
+			// this interval (HasCo2e stays as its other intervals say), so
+			// its embodied share is unattributed rather than held where
+			// no span or histogram would ever show it.
+			rest += ug
+			ug = 0
+		}
+		if ug != 0 {
 			st.co2UG.Add(ug)
 		}
 		var f uint32

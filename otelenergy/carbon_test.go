@@ -2,6 +2,7 @@ package otelenergy
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/big"
 	"net/http"
@@ -632,3 +633,91 @@ func TestCarbonNoIntensityYet(t *testing.T) {
 		t.Error("/after lacks energy.co2e.milligrams")
 	}
 }
+
+// TestCarbonEmbodiedWithoutIntensity: while no intensity is in force (a
+// provider not yet answered, no fallback), a request carries no emissions
+// figure, so its share of embodied emissions goes to unattributed: Σ the
+// histogram + unattributed is still every interval's embodied emissions,
+// and the request's exact energy is not marked approximate for it.
+func TestCarbonEmbodiedWithoutIntensity(t *testing.T) {
+	rd, mp := newReader()
+	pl := quietPoller(t, carbon.NewStatic(carbon.Intensity{MgPerKWh: 300_000}), time.Now) // never polled: no reading
+	const emb = carbon.Embodied(12_500_000)
+	r := newRig(t, ideal(simgpu.Config{}), WithMeterProvider(mp), WithHorizon(time.Second),
+		WithCarbon(newCarbonModel(t, pl, carbon.WithEmbodied(emb))))
+	r.m.Sample()
+	req := r.m.StartRequest(context.Background())
+	job := r.gpu.Begin(50)
+	for range 20 {
+		job.Tokens(3)
+		r.m.AddTokens(req, 3)
+		r.tick(step)
+	}
+	job.End()
+	req.End()
+	r.settle(t)
+	res := req.End()
+	rm := collect(t, rd)
+	var histUG float64
+	if hm, ok := findMetric(rm, "otelenergy.request.co2e"); ok {
+		for _, dp := range hm.Data.(metricdata.Histogram[float64]).DataPoints {
+			histUG += dp.Sum * 1e6
+		}
+	}
+	if err := r.m.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want, n := groundTruthUG(t, r.m, func(int64) uint64 { return 0 }, carbon.PUENone, emb)
+	un := r.m.co2.unattributed.Load()
+	if want == 0 || uint64(histUG+0.5)+un != want {
+		t.Errorf("Σ histogram %.0f + unattributed %d = %d µg, want the %d intervals' embodied %d µg (request holds %d µg)",
+			histUG, un, uint64(histUG+0.5)+un, n, want, req.st.co2UG.Load())
+	}
+	if res.HasCo2e || res.Co2eMicrograms != 0 || res.Approximate {
+		t.Errorf("result %+v: want no emissions figure and an exact energy figure", res)
+	}
+}
+
+// TestCarbonModelOneMonitor: a Model serves one live Monitor (its
+// timeline is on that Monitor's clock, its conversion single-threaded):
+// a second NewMonitor on it fails, and it is free again after Shutdown.
+func TestCarbonModelOneMonitor(t *testing.T) {
+	model := newCarbonModel(t, carbon.NewStatic(carbon.Intensity{MgPerKWh: 436_000}))
+	gpu := func() Source {
+		g, err := simgpu.New(simgpu.Config{Devices: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	a, err := NewMonitor(gpu(), WithMeterProvider(mpNoop()), WithCarbon(model))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewMonitor(gpu(), WithMeterProvider(mpNoop()), WithCarbon(model)); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("a second Monitor on the same Model: %v, want ErrInvalidConfig", err)
+	}
+	// A Monitor that fails to build after claiming frees its claim.
+	other := newCarbonModel(t, carbon.NewStatic(carbon.Intensity{MgPerKWh: 1000}))
+	if _, err := NewMonitor(noDevices{gpu()}, WithMeterProvider(mpNoop()), WithCarbon(other)); !errors.Is(err, ErrNoDevices) {
+		t.Fatalf("a source without devices: %v, want ErrNoDevices", err)
+	}
+	c, err := NewMonitor(gpu(), WithMeterProvider(mpNoop()), WithCarbon(other))
+	if err != nil {
+		t.Fatalf("the Model after a failed NewMonitor: %v", err)
+	}
+	c.Shutdown(context.Background())
+	if err := a.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewMonitor(gpu(), WithMeterProvider(mpNoop()), WithCarbon(model))
+	if err != nil {
+		t.Fatalf("the Model after its Monitor's Shutdown: %v", err)
+	}
+	b.Shutdown(context.Background())
+}
+
+// noDevices is a Source that shows no device.
+type noDevices struct{ Source }
+
+func (noDevices) Devices() []Device { return nil }

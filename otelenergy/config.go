@@ -216,7 +216,10 @@ func WithGenAIMetrics(operation, provider string) Option {
 // emissions through m (grid intensity, PUE and embodied emissions; see
 // package carbon and docs/carbon.md). The caller builds the model, and
 // starts and stops its Poller, so that the library never reads flags or
-// secrets. The default, or a nil m, converts nothing.
+// secrets. A Model serves one Monitor at a time (NewMonitor fails with
+// [ErrInvalidConfig] for a Model another live Monitor uses; Shutdown
+// frees it); Monitors may share a Poller through Models of their own.
+// The default, or a nil m, converts nothing.
 func WithCarbon(m *carbon.Model) Option {
 	return optionFunc(func(c *config) { c.carbon = m })
 }

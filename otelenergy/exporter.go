@@ -270,7 +270,18 @@ func (e *spanExporter) Shutdown(ctx context.Context) error { return e.next.Shutd
 // request's span, so that their exemplars link to the trace.
 func (m *Monitor) finalize(lr *ledger.Account) {
 	st, ok := lr.Data.(*requestState)
-	if !ok || (st.Output() == 0 && st.Input() == 0 && st.EnergyMJ() == 0) {
+	if !ok {
+		return
+	}
+	if st.Output() == 0 && st.Input() == 0 && st.EnergyMJ() == 0 {
+		// Nothing to record; embodied emissions of its device time (on a
+		// shared device whose share was 0) go to unattributed, so that
+		// the emissions identity still holds.
+		if c := m.co2; c != nil {
+			if ug := st.co2UG.Load(); ug != 0 {
+				c.unattributed.Add(ug)
+			}
+		}
 		return
 	}
 	ctx := context.Background()

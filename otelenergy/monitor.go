@@ -139,13 +139,23 @@ type runInfo struct {
 // [Monitor.Start], or [Monitor.Sample] by hand. It fails with
 // [ErrInvalidConfig] for bad options, and with [ErrNoDevices] when src has
 // no device.
-func NewMonitor(src Source, opts ...Option) (*Monitor, error) {
+func NewMonitor(src Source, opts ...Option) (_ *Monitor, err error) {
 	if src == nil {
 		return nil, fmt.Errorf("%w: nil Source", ErrInvalidConfig)
 	}
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.carbon != nil {
+		if err := claimCarbon(cfg.carbon); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				releaseCarbon(cfg.carbon)
+			}
+		}()
 	}
 	devices := src.Devices()
 	if len(devices) == 0 {
@@ -327,12 +337,14 @@ func (m *Monitor) Shutdown(ctx context.Context) error {
 	if !exited {
 		go func() {
 			<-done
+			releaseCarbon(m.cfg.carbon)
 			if err := errors.Join(m.src.Close(), m.host.close()); err != nil {
 				otel.Handle(err)
 			}
 		}()
 		return errors.Join(errs...)
 	}
+	releaseCarbon(m.cfg.carbon)
 	if err := errors.Join(m.src.Close(), m.host.close()); err != nil {
 		errs = append(errs, err)
 	}

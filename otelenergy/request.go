@@ -269,6 +269,6 @@ func (st *requestState) approximate(m *Monitor) (approx, shared bool) {
 	end, _ := st.Ended()
 	approx = f&(ledger.FlagExpired|ledger.FlagFlushed|ledger.FlagForced|ledger.FlagShared|ledger.FlagTimeForced) != 0 ||
 		end-st.Start() < m.counterPeriod() ||
-		st.co2Flags.Load()&co2Unknown != 0
+		st.co2Flags.Load()&(co2Unknown|co2Met) == co2Unknown|co2Met
 	return approx, shared
 }
