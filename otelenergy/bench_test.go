@@ -266,20 +266,7 @@ func BenchmarkStartEnd(b *testing.B) {
 			if c.carbon {
 				opts = append(opts, WithCarbon(benchCarbonModel(b)))
 			}
-			m := realtimeMonitor(b, opts...)
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				req := m.StartRequest(ctx)
-				m.AddTokens(req, 1)
-				req.End()
-				if i%1024 == 1023 {
-					if !c.timedSampler {
-						b.StopTimer()
-					}
-					m.Sample()
-					b.StartTimer()
-				}
-			}
+			startEndLoop(b, ctx, realtimeMonitor(b, opts...), c.timedSampler)
 		})
 	}
 	for _, name := range []string{"parallel", "parallel+carbon"} {
@@ -430,6 +417,24 @@ func BenchmarkSample(b *testing.B) {
 	}
 }
 
+// startEndLoop runs one request per iteration on m, with a sampler pass
+// every 1,024 requests, timed or not.
+func startEndLoop(b *testing.B, ctx context.Context, m *Monitor, timedSampler bool) {
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		req := m.StartRequest(ctx)
+		m.AddTokens(req, 1)
+		req.End()
+		if i%1024 == 1023 {
+			if !timedSampler {
+				b.StopTimer()
+			}
+			m.Sample()
+			b.StartTimer()
+		}
+	}
+}
+
 // BenchmarkStartEndHost is BenchmarkStartEnd's serial and path cases
 // without and with WithHostSource, in one run so that their ratio can be
 // read: the host share adds no work on the request path but a larger
@@ -452,20 +457,7 @@ func BenchmarkStartEndHost(b *testing.B) {
 				if host {
 					opts = append(opts, benchHost(b))
 				}
-				m := realtimeMonitor(b, opts...)
-				b.ReportAllocs()
-				for i := 0; b.Loop(); i++ {
-					req := m.StartRequest(ctx)
-					m.AddTokens(req, 1)
-					req.End()
-					if i%1024 == 1023 {
-						if !c.timedSampler {
-							b.StopTimer()
-						}
-						m.Sample()
-						b.StartTimer()
-					}
-				}
+				startEndLoop(b, ctx, realtimeMonitor(b, opts...), c.timedSampler)
 			})
 		}
 	}
