@@ -10,17 +10,28 @@ import (
 )
 
 // Terms of the power model (see the package doc).
+//
+// TermSM, TermSMMem and TermMem divide a process's SM and memory
+// utilization by their overlap: TermSMMem is min(SM, MEM), the share of
+// time a kernel ran while memory was busy; TermSM the SM time beyond it,
+// TermMem the memory time beyond it. SM = TermSM + TermSMMem and
+// MEM = TermSMMem + TermMem, so the older model Csm·SM + Cmem·MEM is the
+// special case Csm·TermSM + (Csm+Cmem)·TermSMMem + Cmem·TermMem; the
+// split's model can also give memory-bound SM less power than
+// compute-bound SM (a negative Cmem before) with every coefficient, and
+// every process's modelled power, non-negative.
 const (
 	TermStatic = iota
 	TermSM
 	TermMem
 	TermEnc
 	TermDec
+	TermSMMem
 	NumTerms
 )
 
 // TermNames are the terms' names, as the coefficient gauge labels them.
-var TermNames = [NumTerms]string{"static", "sm", "memory", "encoder", "decoder"}
+var TermNames = [NumTerms]string{"static", "sm", "memory", "encoder", "decoder", "sm_memory"}
 
 // DefaultHold is how long an interval waits for the utilization samples
 // that cover it: NVML's sample period is up to 1 s, and a sample is
@@ -202,8 +213,8 @@ type Board struct {
 
 	// scratch
 	ids     []uint32
-	keys    []uint64 // parallel to ids
-	feat    [][4]float64
+	keys    []uint64            // parallel to ids
+	feat    [][NumTerms]float64 // per process, by term: percent·s; TermStatic unused
 	weights []uint64
 	out     []uint64
 }
@@ -526,16 +537,16 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 	for k := range b.ids {
 		f := &b.feat[k]
 		if exact {
-			for t := range 4 {
-				x[TermSM+t] += f[t] / 100
+			for t := TermSM; t < NumTerms; t++ {
+				x[t] += f[t] / 100
 			}
 		}
 		var w uint64
 		if b.usable {
 			// Modelled energy in µJ: Σ coefficient (W at 100 %) × s at 100 %.
 			m := 0.0
-			for t := range 4 {
-				m += b.theta[TermSM+t] * f[t] / 100
+			for t := TermSM; t < NumTerms; t++ {
+				m += b.theta[t] * f[t] / 100
 			}
 			// Capped so that no coefficient, however absurd, overflows
 			// the sum: a process's modelled energy in an interval is
@@ -550,7 +561,7 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 		// Until the model is learned, or where it sees no power in what
 		// the samples show: SM shares, in ‰·s.
 		for k := range b.ids {
-			b.weights[k] = uint64(b.feat[k][0] * 1000)
+			b.weights[k] = uint64((b.feat[k][TermSM] + b.feat[k][TermSMMem]) * 1000)
 		}
 	}
 	b.out = b.out[:0]
@@ -606,12 +617,16 @@ func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
 			b.posGen[s.slot], b.pos[s.slot] = b.gen, int32(len(b.ids))
 			b.ids = append(b.ids, s.pid)
 			b.keys = append(b.keys, s.key)
-			b.feat = append(b.feat, [4]float64{})
+			b.feat = append(b.feat, [NumTerms]float64{})
 			k = len(b.ids) - 1
 		}
-		for t := range 4 {
-			b.feat[k][t] += s.u[t] * sec
-		}
+		f := &b.feat[k]
+		ov := min(s.u[0], s.u[1])
+		f[TermSM] += (s.u[0] - ov) * sec
+		f[TermSMMem] += ov * sec
+		f[TermMem] += (s.u[1] - ov) * sec
+		f[TermEnc] += s.u[2] * sec
+		f[TermDec] += s.u[3] * sec
 	}
 	return any
 }

@@ -24,11 +24,18 @@
 // forgetting (package nnls, the ledger's method): the energy E of the
 // split intervals against
 //
-//	E ≈ Ps·Δt + Csm·SM + Cmem·MEM + Cenc·ENC + Cdec·DEC
+//	E ≈ Ps·Δt + Csm·SMc + Csmmem·OV + Cmem·MEMx + Cenc·ENC + Cdec·DEC
 //
-// where SM, MEM, ENC and DEC are the processes' summed SM, memory,
-// encoder and decoder utilization integrated over the intervals, in
-// seconds at 100 %. Once the fit has about 8 seconds of rows and some
+// where, for each process's sample, OV = min(SM, MEM) is the time its
+// kernels ran while memory was busy, SMc = SM − OV the rest of its SM
+// time and MEMx = MEM − OV the rest of its memory time; each is summed
+// over the processes and integrated over the intervals, in seconds at
+// 100 %, as are ENC and DEC. SM = SMc + OV and MEM = OV + MEMx, so
+// Csm·SM + Cmem·MEM is the case Csmmem = Csm + Cmem; the split also
+// represents memory-bound work that draws less per percent of SM than
+// compute-bound work (Csmmem < Csm, a negative memory term in SM and
+// MEM) with every coefficient, and so every process's modelled power,
+// non-negative. Once the fit has about 8 seconds of rows and some
 // utilization coefficient is positive, each interval's energy above idle
 // is split by each process's modelled power over it, Σ C·u; until then,
 // by SM utilization, as Kepler does.
