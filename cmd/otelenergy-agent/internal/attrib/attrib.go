@@ -75,6 +75,12 @@ const (
 	sameInstant = int64(5 * time.Millisecond)
 	// keepPids is how long a process's newest sample end is kept.
 	keepPids = int64(10 * time.Second)
+	// huberK is how many mean absolute residuals a row's residual may
+	// reach before it is down-weighed (about 3.8 standard deviations of
+	// a normal noise); resDecay forgets the residuals over about 100
+	// rows, so that the scale follows a board whose load changes.
+	huberK   = 3 * 1.25
+	resDecay = 0.99
 )
 
 // Bits of Board.pendNone: the listings around a pending interval.
@@ -201,6 +207,8 @@ type Board struct {
 	idleSeen float64 // Σ idle seconds, not decayed: the measurement is made once
 	lastIdle int64
 	prior    float64
+	resAbs   float64 // Σ decayed |residual| of the model's rows, clipped
+	resN     float64 // Σ decayed rows in resAbs
 
 	// segs is sorted by t1; maxSeg is the longest span in it, so that
 	// the spans that can overlap [t0, t1) lie between the first ending
@@ -344,9 +352,9 @@ func (b *Board) medianGap() int64 {
 // IdleWatts returns the idle power as known now: IdleWatts when fixed;
 // else the mean power of the idle intervals once they add up to two
 // seconds (an interval is idle when no sample's span comes within 300 ms
-// of it); else the model's static term once about 30 s of rows are
-// behind it; else the prior ([Board.SetPrior]); else 0, and the
-// processes carry the static part.
+// of it); else the prior ([Board.SetPrior]), what identical boards
+// measured; else the model's static term once about 30 s of rows are
+// behind it; else 0, and the processes carry the static part.
 func (b *Board) IdleWatts() float64 {
 	w, _, _ := b.Idle()
 	return w
@@ -355,7 +363,8 @@ func (b *Board) IdleWatts() float64 {
 // IdleSource says where a board's idle power comes from.
 type IdleSource uint8
 
-// The sources of [Board.IdleWatts], in its order of preference.
+// The sources of [Board.IdleWatts]; its order of preference is Fixed,
+// Intervals, Peers, Model.
 const (
 	IdleNone      IdleSource = iota // nothing learned: 0
 	IdleFixed                       // Config.IdleWatts
@@ -377,10 +386,10 @@ func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 		return b.cfg.IdleWatts, IdleFixed, 0
 	case b.idleSeen >= minIdle && b.idleW > 0:
 		return b.idleMJ / 1000 / b.idleW, IdleIntervals, b.idleW
-	case b.usable && b.fit.Count() >= minIntercept:
-		return b.theta[TermStatic], IdleModel, b.fit.Count()
 	case b.prior > 0:
 		return b.prior, IdlePeers, 0
+	case b.usable && b.fit.Count() >= minIntercept:
+		return b.theta[TermStatic], IdleModel, b.fit.Count()
 	}
 	return 0, IdleNone, 0
 }
@@ -471,6 +480,7 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 			x[t] *= sc
 		}
 		y *= sc
+		b.robust(&x, &y)
 		b.fit.Add(x[:], y, math.Exp(-dt/b.horizon))
 		b.refit()
 	}
@@ -639,6 +649,41 @@ func (b *Board) decayIdle(t int64) {
 		b.idleMJ *= d
 	}
 	b.lastIdle = max(b.lastIdle, t)
+}
+
+// robust down-weighs a row whose residual under the current model is
+// far out of line (Huber's weight, min(1, c/|r|), with c = huberK times
+// the rows' mean absolute residual, itself of residuals clipped at c), so
+// that one row the alignment got wrong (samples counted twice or missed
+// across a clock step, a counter glitch) does not skew the model for the
+// forgetting horizon: a squared loss lets one row 100 times off outweigh
+// a hundred good ones. A real change of the board's power still moves the
+// model, row by row.
+func (b *Board) robust(x *[NumTerms]float64, y *float64) {
+	if !b.usable {
+		return
+	}
+	pred := 0.0
+	for t := range x {
+		pred += b.theta[t] * x[t]
+	}
+	r := math.Abs(*y - pred)
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return
+	}
+	c := math.Inf(1)
+	if b.resN >= minRows {
+		c = huberK * b.resAbs / b.resN
+	}
+	if r > c {
+		w := math.Sqrt(c / r)
+		for t := range x {
+			x[t] *= w
+		}
+		*y *= w
+	}
+	b.resAbs = b.resAbs*resDecay + min(r, c)
+	b.resN = b.resN*resDecay + 1
 }
 
 // refit solves the model, the static term given when the idle power is

@@ -40,12 +40,23 @@
 // is split by each process's modelled power over it, Σ C·u; until then,
 // by SM utilization, as Kepler does.
 //
+// A row whose residual under the current model is far out of line (over
+// 3.75 mean absolute residuals) is down-weighed by Huber's weight before
+// it is added, so that one row the alignment got wrong (samples counted
+// twice across a wall clock step, a counter glitch) cannot skew the
+// model for the forgetting horizon.
+//
 // # Idle power
 //
 // An interval no sample's span comes within 300 ms of is idle: its mean
 // power is the board's idle power once such intervals add up to two
 // seconds (the first seconds of a board's life included). Otherwise the
-// model's static term Ps, fitted as its intercept, is. While the idle
+// idle power identical boards measured on their own idle intervals is
+// ([Board.SetPrior]); failing that, the model's static term Ps, fitted as
+// its intercept. The peers come before the intercept: both measure and
+// the intercept extrapolates, to zero utilization, a line fitted where
+// the board is busy, and where power bends with load (saturating near
+// its limit) that line meets the axis far from idle. While the idle
 // power is known from idle intervals, the fit takes it as given. Both
 // forget with [DefaultHorizon].
 //
