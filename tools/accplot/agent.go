@@ -80,7 +80,7 @@ func runAgentBenchmark(repo, path string) error {
 
 // runAgent draws the agent's per-process error distributions: one panel
 // per file of errors, after then (when given) before.
-func runAgent(in, before, out, repo string, maxErr float64) error {
+func runAgent(in, before, beforeTitle, out, repo string, maxErr float64) error {
 	if in == "" {
 		tmp, err := os.CreateTemp("", "accplot-agent-*.tsv")
 		if err != nil {
@@ -99,7 +99,7 @@ func runAgent(in, before, out, repo string, maxErr float64) error {
 		return err
 	}
 	if before != "" {
-		p := agentPanel{title: "before: SM shares, samples by arrival"}
+		p := agentPanel{title: beforeTitle}
 		if p.recs, err = readAgent(before); err != nil {
 			return err
 		}

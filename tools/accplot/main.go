@@ -56,10 +56,11 @@ func main() {
 	maxErr := flag.Float64("max", 20, "the largest absolute error drawn, in %")
 	agentMode := flag.Bool("agent", false, "draw the node agent's per-process errors (BenchmarkAgentSplit) instead")
 	before := flag.String("before", "", "with -agent: errors of an earlier split, drawn in a second panel")
+	beforeTitle := flag.String("before-title", "before: SM shares, samples by arrival", "with -before: the second panel's title")
 	flag.Parse()
 	var err error
 	if *agentMode {
-		err = runAgent(*in, *before, *out, *repo, *maxErr)
+		err = runAgent(*in, *before, *beforeTitle, *out, *repo, *maxErr)
 	} else {
 		err = run(*in, *out, *repo, strings.Split(*scen, ","), *maxErr)
 	}

@@ -47,7 +47,7 @@ func newModelOpts(hwID string) modelOpts {
 func (in *modelInstruments) register(a *Agent, m metric.Meter) error {
 	var errs [4]error
 	in.coefficient, errs[0] = m.Float64ObservableGauge("otelenergy.agent.power_model.coefficient", metric.WithUnit("W"),
-		metric.WithDescription("Each board's learned power model: its static power, and the power of each utilization term (sm, memory, encoder, decoder) at 100 % summed over its processes; the active energy is split by each process's modelled power once the model is learned."))
+		metric.WithDescription("Each board's learned power model: its static power, and the power of each utilization term at 100 % summed over its processes (sm: SM time memory does not overlap; sm_memory: SM time memory overlaps; memory: memory time beyond SM; encoder; decoder); the active energy is split by each process's modelled power once the model is learned."))
 	in.rows, errs[1] = m.Float64ObservableGauge("otelenergy.agent.power_model.data", metric.WithUnit("s"),
 		metric.WithDescription("The data behind each board's power model: its effective number of one-second rows after forgetting."))
 	in.idlePower, errs[2] = m.Float64ObservableGauge("otelenergy.agent.idle.power", metric.WithUnit("W"),

@@ -10,17 +10,28 @@ import (
 )
 
 // Terms of the power model (see the package doc).
+//
+// TermSM, TermSMMem and TermMem divide a process's SM and memory
+// utilization by their overlap: TermSMMem is min(SM, MEM), the share of
+// time a kernel ran while memory was busy; TermSM the SM time beyond it,
+// TermMem the memory time beyond it. SM = TermSM + TermSMMem and
+// MEM = TermSMMem + TermMem, so the older model Csm·SM + Cmem·MEM is the
+// special case Csm·TermSM + (Csm+Cmem)·TermSMMem + Cmem·TermMem; the
+// split's model can also give memory-bound SM less power than
+// compute-bound SM (a negative Cmem before) with every coefficient, and
+// every process's modelled power, non-negative.
 const (
 	TermStatic = iota
 	TermSM
 	TermMem
 	TermEnc
 	TermDec
+	TermSMMem
 	NumTerms
 )
 
 // TermNames are the terms' names, as the coefficient gauge labels them.
-var TermNames = [NumTerms]string{"static", "sm", "memory", "encoder", "decoder"}
+var TermNames = [NumTerms]string{"static", "sm", "memory", "encoder", "decoder", "sm_memory"}
 
 // DefaultHold is how long an interval waits for the utilization samples
 // that cover it: NVML's sample period is up to 1 s, and a sample is
@@ -64,6 +75,12 @@ const (
 	sameInstant = int64(5 * time.Millisecond)
 	// keepPids is how long a process's newest sample end is kept.
 	keepPids = int64(10 * time.Second)
+	// huberK is how many mean absolute residuals a row's residual may
+	// reach before it is down-weighed (about 3.8 standard deviations of
+	// a normal noise); resDecay forgets the residuals over about 100
+	// rows, so that the scale follows a board whose load changes.
+	huberK   = 3 * 1.25
+	resDecay = 0.99
 )
 
 // Bits of Board.pendNone: the listings around a pending interval.
@@ -190,6 +207,8 @@ type Board struct {
 	idleSeen float64 // Σ idle seconds, not decayed: the measurement is made once
 	lastIdle int64
 	prior    float64
+	resAbs   float64 // Σ decayed |residual| of the model's rows, clipped
+	resN     float64 // Σ decayed rows in resAbs
 
 	// segs is sorted by t1; maxSeg is the longest span in it, so that
 	// the spans that can overlap [t0, t1) lie between the first ending
@@ -202,8 +221,8 @@ type Board struct {
 
 	// scratch
 	ids     []uint32
-	keys    []uint64 // parallel to ids
-	feat    [][4]float64
+	keys    []uint64            // parallel to ids
+	feat    [][NumTerms]float64 // per process, by term: percent·s; TermStatic unused
 	weights []uint64
 	out     []uint64
 }
@@ -333,9 +352,9 @@ func (b *Board) medianGap() int64 {
 // IdleWatts returns the idle power as known now: IdleWatts when fixed;
 // else the mean power of the idle intervals once they add up to two
 // seconds (an interval is idle when no sample's span comes within 300 ms
-// of it); else the model's static term once about 30 s of rows are
-// behind it; else the prior ([Board.SetPrior]); else 0, and the
-// processes carry the static part.
+// of it); else the prior ([Board.SetPrior]), what identical boards
+// measured; else the model's static term once about 30 s of rows are
+// behind it; else 0, and the processes carry the static part.
 func (b *Board) IdleWatts() float64 {
 	w, _, _ := b.Idle()
 	return w
@@ -344,7 +363,8 @@ func (b *Board) IdleWatts() float64 {
 // IdleSource says where a board's idle power comes from.
 type IdleSource uint8
 
-// The sources of [Board.IdleWatts], in its order of preference.
+// The sources of [Board.IdleWatts]; its order of preference is Fixed,
+// Intervals, Peers, Model.
 const (
 	IdleNone      IdleSource = iota // nothing learned: 0
 	IdleFixed                       // Config.IdleWatts
@@ -366,10 +386,10 @@ func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 		return b.cfg.IdleWatts, IdleFixed, 0
 	case b.idleSeen >= minIdle && b.idleW > 0:
 		return b.idleMJ / 1000 / b.idleW, IdleIntervals, b.idleW
-	case b.usable && b.fit.Count() >= minIntercept:
-		return b.theta[TermStatic], IdleModel, b.fit.Count()
 	case b.prior > 0:
 		return b.prior, IdlePeers, 0
+	case b.usable && b.fit.Count() >= minIntercept:
+		return b.theta[TermStatic], IdleModel, b.fit.Count()
 	}
 	return 0, IdleNone, 0
 }
@@ -460,6 +480,7 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 			x[t] *= sc
 		}
 		y *= sc
+		b.robust(&x, &y)
 		b.fit.Add(x[:], y, math.Exp(-dt/b.horizon))
 		b.refit()
 	}
@@ -526,16 +547,16 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 	for k := range b.ids {
 		f := &b.feat[k]
 		if exact {
-			for t := range 4 {
-				x[TermSM+t] += f[t] / 100
+			for t := TermSM; t < NumTerms; t++ {
+				x[t] += f[t] / 100
 			}
 		}
 		var w uint64
 		if b.usable {
 			// Modelled energy in µJ: Σ coefficient (W at 100 %) × s at 100 %.
 			m := 0.0
-			for t := range 4 {
-				m += b.theta[TermSM+t] * f[t] / 100
+			for t := TermSM; t < NumTerms; t++ {
+				m += b.theta[t] * f[t] / 100
 			}
 			// Capped so that no coefficient, however absurd, overflows
 			// the sum: a process's modelled energy in an interval is
@@ -550,7 +571,7 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 		// Until the model is learned, or where it sees no power in what
 		// the samples show: SM shares, in ‰·s.
 		for k := range b.ids {
-			b.weights[k] = uint64(b.feat[k][0] * 1000)
+			b.weights[k] = uint64((b.feat[k][TermSM] + b.feat[k][TermSMMem]) * 1000)
 		}
 	}
 	b.out = b.out[:0]
@@ -606,12 +627,16 @@ func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
 			b.posGen[s.slot], b.pos[s.slot] = b.gen, int32(len(b.ids))
 			b.ids = append(b.ids, s.pid)
 			b.keys = append(b.keys, s.key)
-			b.feat = append(b.feat, [4]float64{})
+			b.feat = append(b.feat, [NumTerms]float64{})
 			k = len(b.ids) - 1
 		}
-		for t := range 4 {
-			b.feat[k][t] += s.u[t] * sec
-		}
+		f := &b.feat[k]
+		ov := min(s.u[0], s.u[1])
+		f[TermSM] += (s.u[0] - ov) * sec
+		f[TermSMMem] += ov * sec
+		f[TermMem] += (s.u[1] - ov) * sec
+		f[TermEnc] += s.u[2] * sec
+		f[TermDec] += s.u[3] * sec
 	}
 	return any
 }
@@ -624,6 +649,41 @@ func (b *Board) decayIdle(t int64) {
 		b.idleMJ *= d
 	}
 	b.lastIdle = max(b.lastIdle, t)
+}
+
+// robust down-weighs a row whose residual under the current model is
+// far out of line (Huber's weight, min(1, c/|r|), with c = huberK times
+// the rows' mean absolute residual, itself of residuals clipped at c), so
+// that one row the alignment got wrong (samples counted twice or missed
+// across a clock step, a counter glitch) does not skew the model for the
+// forgetting horizon: a squared loss lets one row 100 times off outweigh
+// a hundred good ones. A real change of the board's power still moves the
+// model, row by row.
+func (b *Board) robust(x *[NumTerms]float64, y *float64) {
+	if !b.usable {
+		return
+	}
+	pred := 0.0
+	for t := range x {
+		pred += b.theta[t] * x[t]
+	}
+	r := math.Abs(*y - pred)
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return
+	}
+	c := math.Inf(1)
+	if b.resN >= minRows {
+		c = huberK * b.resAbs / b.resN
+	}
+	if r > c {
+		w := math.Sqrt(c / r)
+		for t := range x {
+			x[t] *= w
+		}
+		*y *= w
+	}
+	b.resAbs = b.resAbs*resDecay + min(r, c)
+	b.resN = b.resN*resDecay + 1
 }
 
 // refit solves the model, the static term given when the idle power is

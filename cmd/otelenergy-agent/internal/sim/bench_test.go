@@ -27,6 +27,9 @@ type splitScenario struct {
 	// memory-bound work (memory utilization near its SM's) draws 0.6× the
 	// Physics per percent, compute-bound work 1.2×.
 	draw bool
+	// hidden scales each process's draw by a factor of its own, 0.7× to
+	// 1.3×, drawn from its pid: what no utilization shows.
+	hidden bool
 }
 
 var splitScenarios = []splitScenario{
@@ -47,6 +50,9 @@ var splitScenarios = []splitScenario{
 	// training 1.2×), which no utilization shows; memory-bound work
 	// draws less, which non-negative coefficients cannot represent.
 	{name: "held-draw", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond}, draw: true},
+	// Each process draws per percent of SM by a factor of its own, 0.7×
+	// to 1.3×, whatever its kind.
+	{name: "held-hidden", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond}, hidden: true},
 	// Power saturates: idle + 400 W·(1 − exp(−ΣSM/60)).
 	{name: "held-saturating", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, SatWatts: 400, SatSM: 60, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond}},
 	// Each process sampled at an instant of its own, its stamp 0-50 µs
@@ -97,6 +103,11 @@ func runSplit(tb testing.TB, sc splitScenario, seed uint64) splitFigures {
 			if lv := procs[k].Levels; len(lv) > 0 && lv[0].Mem > 0.5*lv[0].SM {
 				procs[k].Draw = 0.6
 			}
+		}
+	}
+	if sc.hidden {
+		for k := range procs {
+			procs[k].Draw = 0.7 + 0.6*float64(procs[k].Pid*2654435761%1000)/999
 		}
 	}
 	nd, err := sim.NewNode(sim.Config{Boards: 3, Physics: sc.ph, Procs: procs, Now: clock, Seed: seed})
@@ -219,8 +230,9 @@ func BenchmarkAgentSplit(b *testing.B) {
 // TestAgentSplitTargets holds the split to issue 25's targets on seeds
 // the benchmark does not use, and on a board whose counter steps every
 // 20 ms (V100) with samples once a second: power that follows SM, mean
-// error ≤ 2 % and p90 ≤ 5 %; memory-bound work, mean and energy-weighted
-// error ≤ 5 %; learned idle within 5 %; unattributed ≤ 0.5 % of the
+// error ≤ 2 % and p90 ≤ 5 %; memory-bound work drawing more or less per
+// percent of SM than compute-bound work, mean and energy-weighted error
+// ≤ 5 %; learned idle within 5 %; unattributed ≤ 0.5 % of the
 // boards' energy; conservation after every pass.
 func TestAgentSplitTargets(t *testing.T) {
 	if testing.Short() {
@@ -238,6 +250,9 @@ func TestAgentSplitTargets(t *testing.T) {
 		{splitScenario{name: "sm-late-v100", ph: v100(splitScenarios[1].ph)}, false},
 		{splitScenarios[2], true},
 		{splitScenario{name: "membound-late-v100", ph: v100(splitScenarios[2].ph)}, true},
+		// Memory-bound work drawing less per percent of SM than
+		// compute-bound work, as the harness's memory-bound physics.
+		{splitScenarios[4], true},
 	} {
 		for _, seed := range []uint64{2, 3} {
 			t.Run(fmt.Sprintf("%s/seed%d", tc.sc.name, seed), func(t *testing.T) {
