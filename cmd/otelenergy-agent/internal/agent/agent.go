@@ -410,7 +410,11 @@ func (a *Agent) passHost() {
 			}
 		}
 	}
-	a.cfg.Host.Pass(a.hostProcs)
+	var em hostshare.Emissions // nil: carbon off
+	if a.em.on() {
+		em = &a.em
+	}
+	a.cfg.Host.Pass(a.hostProcs, em)
 }
 
 // HostTotals returns the host's split domain i's figures as of the latest
@@ -700,8 +704,9 @@ func (a *Agent) observe(_ context.Context, o metric.Observer) error {
 	}
 	o.ObserveInt64(in.overflow, int64(a.overflowed.Load()))
 	if a.cfg.Host != nil {
+		// With carbon off, the emissions instruments are nil: no series.
 		a.cfg.Host.Observe(o, hostshare.Instruments{Energy: in.energy, Process: in.process, Idle: in.idle,
-			Unattributed: in.unattributed, HostEnergy: in.hostEnergy})
+			Unattributed: in.unattributed, HostEnergy: in.hostEnergy, ProcessCo2e: a.em.process, Co2eUnattributed: a.em.rest})
 	}
 	return nil
 }

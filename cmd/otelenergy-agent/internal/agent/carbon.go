@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/otelenergy/otelenergy/carbon"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 )
 
@@ -31,9 +32,15 @@ const (
 // its utilization samples keeps the reading it was metered at). One
 // interval has one intensity, so a process whose intervals span a change
 // gets each at its own.
+//
+// The host's RAPL domains are converted through the same model, in the
+// same pass, on the same goroutine (see Convert).
 type emissions struct {
 	model *carbon.Model
 	age   func() (time.Duration, bool)
+	// passT is the ring's time the current pass noted the model at, and
+	// prevT the previous pass's (New's for the first pass).
+	passT, prevT int64
 
 	shares, cover, op, emb []uint64
 	targets                []*series // nil: no series, the rest
@@ -55,6 +62,35 @@ func (a *Agent) noteCarbon() {
 	}
 	t, _ := a.clock()
 	a.em.model.Note(t)
+	a.em.prevT, a.em.passT = a.em.passT, t
+}
+
+var _ hostshare.Emissions = (*emissions)(nil)
+
+// Convert is the host's split's [hostshare.Emissions]: Host.Pass calls it
+// from the agent's pass, under the Agent's mutex, for each RAPL domain's
+// energy since the previous pass, after this pass noted the model.
+//
+// A domain's energy of a pass is metered over (prevT, passT], the two
+// passes' instants on the ring's clock. The model is noted only at
+// passes, so over [prevT, passT) one reading is in force, the one noted
+// at prevT, and the energy is converted at it, as the board's counter
+// steps of the same span are: a change is in force for the host and the
+// boards from the same pass on. One pass has one intensity, so per
+// domain and pass Σ process µg + rest µg = round(E × I × PUE), and a
+// change between passes is integrated pass by pass.
+//
+// Operational emissions only: the interval given the model is (prevT,
+// prevT], of no device time, so it charges no embodied emissions. The
+// embodied emissions per device-hour (-embodied-g-per-hour) are the
+// accelerator's, charged on each board by its time; charging them on
+// every RAPL domain too would count a board's manufacture again per
+// package and DRAM, and the CPU's and memory's own embodied emissions are
+// not a figure the agent takes.
+func (e *emissions) Convert(sharesMJ []uint64, restMJ uint64, ug []uint64) uint64 {
+	e.emb = grow(e.emb, len(sharesMJ))
+	res := e.model.Interval(e.prevT, e.prevT, sharesMJ, restMJ, nil, ug, e.emb)
+	return res.OperationalRest + res.EmbodiedRest
 }
 
 // convert converts one interval (a, b] of board b, whose energy went
@@ -168,9 +204,9 @@ func (e *emissions) register(m metric.Meter) error {
 	}
 	var errs [4]error
 	e.process, errs[0] = m.Float64ObservableCounter("otelenergy.process.co2e", metric.WithUnit("g"),
-		metric.WithDescription("Each compute process's emissions in g CO2e: its otelenergy.process.energy times the PUE and the grid intensity in force when each interval was metered, plus its share of the board's embodied emissions by device time."))
+		metric.WithDescription("Each compute process's emissions in g CO2e: its otelenergy.process.energy times the PUE and the grid intensity in force when each interval was metered, plus, on a GPU board, its share of the board's embodied emissions by device time (a RAPL domain's are operational only)."))
 	e.rest, errs[1] = m.Float64ObservableCounter("otelenergy.co2e.unattributed", metric.WithUnit("g"),
-		metric.WithDescription("The board's emissions that no process was given: those of its idle and unattributed energy, and embodied emissions of the time no process had a share."))
+		metric.WithDescription("The device's emissions that no process was given: those of its idle and unattributed energy, and a board's embodied emissions of the time no process had a share."))
 	e.intensity, errs[2] = m.Float64ObservableGauge("otelenergy.carbon.intensity", metric.WithUnit("g/kW.h"),
 		metric.WithDescription("The grid carbon intensity in force, with its source and kind (average or marginal); absent while none is."))
 	e.ageGauge, errs[3] = m.Float64ObservableGauge("otelenergy.carbon.intensity.age", metric.WithUnit("s"),

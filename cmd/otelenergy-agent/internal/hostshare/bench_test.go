@@ -41,11 +41,11 @@ func BenchmarkPass(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h.Pass(ps)
-		h.Pass(ps)
+		h.Pass(ps, nil)
+		h.Pass(ps, nil)
 		b.ReportAllocs()
 		for b.Loop() {
-			h.Pass(ps)
+			h.Pass(ps, nil)
 		}
 	})
 }

@@ -54,9 +54,25 @@ type Config struct {
 	Now func() int64
 }
 
+// Emissions converts one domain's split of one pass into emissions; the
+// agent's carbon model implements it. [Host.Pass] calls it on Pass's
+// goroutine, once per split domain whose counter was read, after the
+// split: the caller decides the intensity (the one in force at its pass)
+// and owns the model's one-goroutine rule.
+type Emissions interface {
+	// Convert writes the µg CO2e of sharesMJ[i] into ug[i] (len(ug) ≥
+	// len(sharesMJ)) and returns the µg of restMJ, so that, exactly,
+	// Σ ug[:len(sharesMJ)] + rest is the emissions of Σ sharesMJ + restMJ,
+	// rounded once.
+	Convert(sharesMJ []uint64, restMJ uint64, ug []uint64) (restUG uint64)
+}
+
 // Instruments are the agent's instruments the host's figures go to.
 type Instruments struct {
 	Energy, Process, Idle, Unattributed, HostEnergy metric.Float64ObservableCounter
+	// ProcessCo2e and Co2eUnattributed, in g, receive the emissions
+	// [Host.Pass] converted; nil (carbon off) exports none.
+	ProcessCo2e, Co2eUnattributed metric.Float64ObservableCounter
 }
 
 // Host splits the host's RAPL domains among the tracked processes. Create
@@ -76,6 +92,7 @@ type Host struct {
 	list  []*proc // this pass's processes, in the order given
 	ticks []uint64
 	out   []uint64
+	ug    []uint64 // out's emissions
 }
 
 type key struct {
@@ -97,6 +114,10 @@ type domain struct {
 	unattr uint64
 	exited uint64
 	errors uint64
+	// co2eRest is the µg of idle and unattributed energy, co2eExited
+	// those of ended processes: with the processes' µg they add up, per
+	// pass, to the emissions of energy.
+	co2eRest, co2eExited uint64
 }
 
 type proc struct {
@@ -104,6 +125,7 @@ type proc struct {
 	attrs   []attribute.KeyValue
 	opts    []metric.ObserveOption // per domain, built on first observe
 	mj      []uint64               // per domain
+	ug      []uint64               // per domain, µg CO2e
 	ticks   uint64
 	primed  bool
 	seen    uint64
@@ -171,7 +193,12 @@ func (h *Host) Devices() []otelenergy.Device {
 // observed once more by the next [Host.Observe], then its total moves to
 // the domain's exited series. procs may hold a process more than once
 // (a process on two boards).
-func (h *Host) Pass(procs []Proc) {
+//
+// With em not nil, each domain's split of the pass is converted into
+// emissions through em, once: the processes' parts as the shares, idle
+// and unattributed energy as the rest, so that per domain and pass
+// Σ process µg + rest µg is the domain's energy converted, rounded once.
+func (h *Host) Pass(procs []Proc, em Emissions) {
 	h.gen++
 	h.list = h.list[:0]
 	for i := range procs {
@@ -182,7 +209,8 @@ func (h *Host) Pass(procs []Proc) {
 			continue
 		}
 		if !ok {
-			s = &proc{key: k, attrs: p.Attrs, mj: make([]uint64, len(h.domains))}
+			buf := make([]uint64, 2*len(h.domains))
+			s = &proc{key: k, attrs: p.Attrs, mj: buf[:len(h.domains)], ug: buf[len(h.domains):]}
 			h.procs[k] = s
 		}
 		s.seen, s.exiting = h.gen, false
@@ -213,8 +241,9 @@ func (h *Host) Pass(procs []Proc) {
 	if cap(h.ticks) < len(h.list) {
 		h.ticks = make([]uint64, len(h.list), 2*len(h.list))
 		h.out = make([]uint64, len(h.list), 2*len(h.list))
+		h.ug = make([]uint64, len(h.list), 2*len(h.list))
 	}
-	h.ticks, h.out = h.ticks[:len(h.list)], h.out[:len(h.list)]
+	h.ticks, h.out, h.ug = h.ticks[:len(h.list)], h.out[:len(h.list)], h.ug[:len(h.list)]
 	for i, s := range h.list {
 		h.ticks[i] = 0
 		t, start, err := h.cfg.CPU.CPUTicks(s.pid)
@@ -240,6 +269,9 @@ func (h *Host) Pass(procs []Proc) {
 		if !h.cpuOK || d.stale {
 			d.stale = false
 			d.unattr += e
+			if em != nil {
+				d.co2eRest += em.Convert(nil, e, nil)
+			}
 			continue
 		}
 		idle, un := Split(e, h.dBusy, h.dTotal, h.ticks, h.out)
@@ -247,6 +279,12 @@ func (h *Host) Pass(procs []Proc) {
 		d.unattr += un
 		for i, s := range h.list {
 			s.mj[di] += h.out[i]
+		}
+		if em != nil {
+			d.co2eRest += em.Convert(h.out, idle+un, h.ug)
+			for i, s := range h.list {
+				s.ug[di] += h.ug[i]
+			}
 		}
 	}
 	for _, d := range h.whole {
@@ -279,14 +317,21 @@ func (d *domain) read(now int64) (uint64, bool) {
 }
 
 // Observe exports every domain's figures on in's instruments, then ends
-// the series of the processes that ended since the previous Observe.
+// the series of the processes that ended since the previous Observe. An
+// emissions series has the attributes of the energy series it converts.
 func (h *Host) Observe(o metric.Observer, in Instruments) {
 	j := func(mj uint64) float64 { return float64(mj) / 1000 }
+	g := func(ug uint64) float64 { return float64(ug) / 1e6 }
+	co2e := in.ProcessCo2e != nil && in.Co2eUnattributed != nil
 	for _, d := range h.domains {
 		o.ObserveFloat64(in.Energy, j(d.energy), d.hwOpt)
 		o.ObserveFloat64(in.Idle, j(d.idle), d.idOpt)
 		o.ObserveFloat64(in.Unattributed, j(d.unattr), d.idOpt)
 		o.ObserveFloat64(in.Process, j(d.exited), d.exOpt)
+		if co2e {
+			o.ObserveFloat64(in.Co2eUnattributed, g(d.co2eRest), d.idOpt)
+			o.ObserveFloat64(in.ProcessCo2e, g(d.co2eExited), d.exOpt)
+		}
 	}
 	for _, d := range h.whole {
 		o.ObserveFloat64(in.HostEnergy, j(d.energy), d.hwOpt)
@@ -301,22 +346,31 @@ func (h *Host) Observe(o metric.Observer, in Instruments) {
 		}
 		for di := range h.domains {
 			o.ObserveFloat64(in.Process, j(s.mj[di]), s.opts[di])
+			if co2e {
+				o.ObserveFloat64(in.ProcessCo2e, g(s.ug[di]), s.opts[di])
+			}
 		}
 		if s.exiting {
 			for di, d := range h.domains {
 				d.exited += s.mj[di]
+				d.co2eExited += s.ug[di]
 			}
 			delete(h.procs, k)
 		}
 	}
 }
 
-// Totals are one domain's cumulative figures, in millijoules.
+// Totals are one domain's cumulative figures, in millijoules, and its
+// emissions, in µg CO2e (zero without [Emissions]).
 type Totals struct {
 	Device                                     otelenergy.Device
 	EnergyMJ, IdleMJ, UnattributedMJ, ExitedMJ uint64
-	// Processes maps each live or ending process series to its total.
-	Processes map[Process]uint64
+	// Processes maps each live or ending process series to its total,
+	// and ProcessesUG to its emissions.
+	Processes, ProcessesUG map[Process]uint64
+	// RestUG is the emissions of idle and unattributed energy, ExitedUG
+	// those of the exited series.
+	RestUG, ExitedUG uint64
 	// ReadErrors counts the counter's failed reads.
 	ReadErrors uint64
 }
@@ -331,9 +385,11 @@ type Process struct {
 func (h *Host) Totals(i int) Totals {
 	d := h.domains[i]
 	t := Totals{Device: d.dev, EnergyMJ: d.energy, IdleMJ: d.idle, UnattributedMJ: d.unattr, ExitedMJ: d.exited,
-		ReadErrors: d.errors, Processes: map[Process]uint64{}}
+		RestUG: d.co2eRest, ExitedUG: d.co2eExited,
+		ReadErrors: d.errors, Processes: map[Process]uint64{}, ProcessesUG: map[Process]uint64{}}
 	for _, s := range h.procs {
 		t.Processes[Process{s.pid, s.start}] = s.mj[i]
+		t.ProcessesUG[Process{s.pid, s.start}] = s.ug[i]
 	}
 	return t
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/energysource"
@@ -137,7 +139,7 @@ func TestPass(t *testing.T) {
 	n.process(10, 1000, 500)
 	n.process(11, 1100, 70)
 	h, _ := n.open(t)
-	h.Pass(procs(10, 11)) // baselines
+	h.Pass(procs(10, 11), nil) // baselines
 
 	// One second of 4 CPUs at 100 Hz: 400 ticks, 300 busy; process 10
 	// used 120 of them, 11 used 60; the rest is other processes'.
@@ -153,7 +155,7 @@ func TestPass(t *testing.T) {
 		t.Fatal("package-1 did not wrap")
 	}
 	// Process 10 runs on two boards: given twice, counted once.
-	h.Pass(procs(10, 11, 10))
+	h.Pass(procs(10, 11, 10), nil)
 
 	// Each domain: idle = E/4; active = 3E/4 over 300 busy ticks; process
 	// 10 gets 120/300 of it, 11 gets 60/300, the rest is unattributed.
@@ -187,7 +189,7 @@ func TestPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.addEnergy("intel-rapl:0", 800)
-	h.Pass(procs(10, 12))
+	h.Pass(procs(10, 12), nil)
 	// package-0: 800 mJ, idle 400, active 400 over 200 busy ticks: 10 has
 	// 100 of them.
 	tt := h.Totals(0)
@@ -197,19 +199,22 @@ func TestPass(t *testing.T) {
 	if p12 := tt.Processes[hostshare.Process{Pid: 12, StartTime: 1200}]; p12 != 0 {
 		t.Errorf("p12 %d on its first pass, want 0", p12)
 	}
-	checkExport(t, h)
+	checkExport(t, h, nil)
 	// After an export, 11's series has ended and its total is the
 	// domain's exited series.
 	if tt := h.Totals(0); tt.ExitedMJ != 150 {
 		t.Errorf("exited %d, want 150", tt.ExitedMJ)
 	}
-	checkExport(t, h)
+	checkExport(t, h, nil)
 }
 
 // checkExport exports through a real SDK reader and checks per hw.id:
 // Σ process + idle + unattributed = hw.energy, exactly in mJ, and psys
-// only on hw.host.energy.
-func checkExport(t *testing.T, h *hostshare.Host) {
+// only on hw.host.energy. With wantUG, it exports emissions too and
+// checks per hw.id Σ process.co2e + co2e.unattributed = wantUG[hw.id]
+// exactly in µg, and that every process.co2e series has the attributes
+// of a process.energy series; without, that none is exported.
+func checkExport(t *testing.T, h *hostshare.Host, wantUG map[string]uint64) {
 	t.Helper()
 	rd := metric.NewManualReader()
 	mp := metric.NewMeterProvider(metric.WithReader(rd))
@@ -220,10 +225,16 @@ func checkExport(t *testing.T, h *hostshare.Host) {
 	in.Idle, _ = m.Float64ObservableCounter("otelenergy.energy.idle")
 	in.Unattributed, _ = m.Float64ObservableCounter("otelenergy.energy.unattributed")
 	in.HostEnergy, _ = m.Float64ObservableCounter("hw.host.energy")
+	observed := []otelmetric.Observable{in.Energy, in.Process, in.Idle, in.Unattributed, in.HostEnergy}
+	if wantUG != nil {
+		in.ProcessCo2e, _ = m.Float64ObservableCounter("otelenergy.process.co2e")
+		in.Co2eUnattributed, _ = m.Float64ObservableCounter("otelenergy.co2e.unattributed")
+		observed = append(observed, in.ProcessCo2e, in.Co2eUnattributed)
+	}
 	_, err := m.RegisterCallback(func(_ context.Context, o otelmetric.Observer) error {
 		h.Observe(o, in)
 		return nil
-	}, in.Energy, in.Process, in.Idle, in.Unattributed, in.HostEnergy)
+	}, observed...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,10 +243,26 @@ func checkExport(t *testing.T, h *hostshare.Host) {
 		t.Fatal(err)
 	}
 	sums := map[string]map[string]int64{} // hw.id -> metric -> mJ
+	gotUG := map[string]uint64{}
+	energySets := map[attribute.Distinct]bool{}
+	var co2eSets []attribute.Set
 	for _, sm := range rm.ScopeMetrics {
 		for _, mt := range sm.Metrics {
 			for _, dp := range mt.Data.(metricdata.Sum[float64]).DataPoints {
 				id, _ := dp.Attributes.Value(semconv.HwIDKey)
+				switch mt.Name {
+				case "otelenergy.process.co2e", "otelenergy.co2e.unattributed":
+					if wantUG == nil {
+						t.Errorf("%s exported without emissions", mt.Name)
+					}
+					gotUG[id.AsString()] += uint64(math.Round(dp.Value * 1e6))
+					if mt.Name == "otelenergy.process.co2e" {
+						co2eSets = append(co2eSets, dp.Attributes)
+					}
+					continue
+				case "otelenergy.process.energy":
+					energySets[dp.Attributes.Equivalent()] = true
+				}
 				if sums[id.AsString()] == nil {
 					sums[id.AsString()] = map[string]int64{}
 				}
@@ -261,6 +288,24 @@ func checkExport(t *testing.T, h *hostshare.Host) {
 	}
 	if len(sums) != 5 {
 		t.Errorf("exported hw.ids %v, want 4 domains and psys", sums)
+	}
+	if wantUG != nil {
+		for id, want := range wantUG {
+			if gotUG[id] != want {
+				t.Errorf("%s: Σ process.co2e + co2e.unattributed = %d µg, want %d", id, gotUG[id], want)
+			}
+		}
+		if len(gotUG) != len(wantUG) {
+			t.Errorf("emissions on hw.ids %v, want %v", gotUG, wantUG)
+		}
+		for _, s := range co2eSets {
+			if !energySets[s.Equivalent()] {
+				t.Errorf("process.co2e series %v has no process.energy series", s.ToSlice())
+			}
+		}
+		if len(co2eSets) != len(energySets) {
+			t.Errorf("%d process.co2e series, %d process.energy series", len(co2eSets), len(energySets))
+		}
 	}
 	if err := mp.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
@@ -301,9 +346,9 @@ func TestFailures(t *testing.T) {
 		n.cpu(100, 0)
 		n.process(10, 1000, ticks)
 		n.addEnergy("intel-rapl:0", mj)
-		h.Pass(procs(10))
+		h.Pass(procs(10), nil)
 	}
-	h.Pass(procs(10))
+	h.Pass(procs(10), nil)
 	step(100, 100) // all busy, all process 10's: 100
 	fl.fail = true
 	step(100, 200)
@@ -318,13 +363,140 @@ func TestFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.addEnergy("intel-rapl:0", 100)
-	h.Pass(procs(10))
+	h.Pass(procs(10), nil)
 	n.cpu(100, 0) // readable again: a new baseline, not a split
 	n.addEnergy("intel-rapl:0", 100)
-	h.Pass(procs(10))
+	h.Pass(procs(10), nil)
 	step(100, 500)
 	tt = h.Totals(0)
 	if p := tt.Processes[hostshare.Process{Pid: 10, StartTime: 1000}]; tt.EnergyMJ != 700 || p != 300 || tt.UnattributedMJ != 400 {
 		t.Fatalf("after an unreadable /proc/stat: %+v", tt)
 	}
+}
+
+// factorEm converts at one factor, as the agent's model does at the
+// reading in force at its pass.
+type factorEm struct{ f carbon.Factor }
+
+func (e factorEm) Convert(sharesMJ []uint64, restMJ uint64, ug []uint64) uint64 {
+	return e.f.Operational(sharesMJ, restMJ, ug)
+}
+
+// TestPassCo2e converts a two-socket node's passes at two intensities (52
+// and then 710 g/kWh, PUE 1.135), through a process that ends, one that
+// appears and a pass whose /proc/stat is unreadable, and checks per
+// domain Σ process µg + rest µg = Σ passes round(E × I × PUE), exactly,
+// in Totals and through a real SDK reader, each process's µg within 1 µg
+// a pass of its exact figure, and an ended process's µg moved to the
+// exited series with its energy.
+func TestPassCo2e(t *testing.T) {
+	pue, err := carbon.ParsePUE("1.135")
+	if err != nil {
+		t.Fatal(err)
+	}
+	factor := func(mg uint64) factorEm {
+		f, err := carbon.NewFactor(mg, pue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return factorEm{f}
+	}
+	f52, f710 := factor(52_000), factor(710_000)
+	n := newNode(t)
+	n.process(10, 1000, 500)
+	n.process(11, 1100, 70)
+	h, _ := n.open(t)
+	h.Pass(procs(10, 11), f52) // baselines: no energy yet
+	zones := []string{"intel-rapl:0", "intel-rapl:0:1", "intel-rapl:1", "intel-rapl:1:1"}
+	want := map[string]uint64{}
+	exact := map[string]map[uint32]float64{} // zone -> pid -> µg
+	pass := func(em factorEm, mg uint64, mj map[string]uint64, ps ...uint32) {
+		t.Helper()
+		before := map[string]hostshare.Totals{}
+		for i, z := range zones {
+			before[z] = h.Totals(i)
+			n.addEnergy(z, mj[z])
+		}
+		h.Pass(procs(ps...), em)
+		for i, z := range zones {
+			tt, b := h.Totals(i), before[z]
+			want[z] += em.f.Of(tt.EnergyMJ - b.EnergyMJ)
+			if exact[z] == nil {
+				exact[z] = map[uint32]float64{}
+			}
+			for p, e := range tt.Processes {
+				exact[z][p.Pid] += float64(e-b.Processes[p]) * float64(mg) * pue.Float() / 3.6e6
+			}
+		}
+	}
+	// 400 ticks, 300 busy: 10 has 120, 11 has 60; package-1 wraps.
+	n.addEnergy("intel-rapl:2", 900_000) // psys: never converted
+	n.cpu(300, 100)
+	n.process(10, 1000, 500+120)
+	n.process(11, 1100, 70+60)
+	pass(f52, 52_000, map[string]uint64{"intel-rapl:0": 100_000, "intel-rapl:0:1": 40_000, "intel-rapl:1": 500_000, "intel-rapl:1:1": 20_000}, 10, 11, 10)
+	// 11 ends, 12 appears; the intensity has changed.
+	n.cpu(200, 200)
+	n.process(10, 1000, 620+100)
+	n.process(12, 1200, 40)
+	if err := os.RemoveAll(filepath.Join(n.proc, "11")); err != nil {
+		t.Fatal(err)
+	}
+	pass(f710, 710_000, map[string]uint64{"intel-rapl:0": 80_000, "intel-rapl:0:1": 30_001, "intel-rapl:1": 7_777, "intel-rapl:1:1": 1}, 10, 12)
+	n.cpu(100, 300)
+	n.process(10, 1000, 720+30)
+	n.process(12, 1200, 40+50)
+	pass(f710, 710_000, map[string]uint64{"intel-rapl:0": 90_000, "intel-rapl:0:1": 12_345, "intel-rapl:1": 60_000, "intel-rapl:1:1": 5_000}, 10, 12)
+	// An unreadable /proc/stat: every domain's energy is the rest's.
+	if err := os.Rename(filepath.Join(n.proc, "stat"), filepath.Join(n.proc, "stat.off")); err != nil {
+		t.Fatal(err)
+	}
+	pass(f52, 52_000, map[string]uint64{"intel-rapl:0": 70_000, "intel-rapl:0:1": 7_000, "intel-rapl:1": 700, "intel-rapl:1:1": 70}, 10, 12)
+
+	p11 := hostshare.Process{Pid: 11, StartTime: 1100}
+	var p11UG uint64
+	for i, z := range zones {
+		tt := h.Totals(i)
+		sum := tt.RestUG + tt.ExitedUG
+		for p, ug := range tt.ProcessesUG {
+			sum += ug
+			if d := math.Abs(float64(ug) - exact[z][p.Pid]); d > 4 {
+				t.Errorf("%s: process %d %d µg, exact %.2f", z, p.Pid, ug, exact[z][p.Pid])
+			}
+		}
+		if sum != want[z] {
+			t.Errorf("%s: Σ process + rest = %d µg, want %d", z, sum, want[z])
+		}
+		if i == 0 {
+			p11UG = tt.ProcessesUG[p11]
+		}
+	}
+	if want["intel-rapl:0"] < 10_000 || p11UG == 0 {
+		t.Fatalf("package-0: %d µg in all, process 11 %d: too little to test", want["intel-rapl:0"], p11UG)
+	}
+	checkExport(t, h, want)
+	// 11's series has ended: its emissions are the exited series', with
+	// its energy.
+	if tt := h.Totals(0); tt.ExitedUG != p11UG || tt.ProcessesUG[p11] != 0 {
+		t.Errorf("exited %d µg, want process 11's %d", tt.ExitedUG, p11UG)
+	}
+	checkExport(t, h, want)
+}
+
+// TestPassCo2eOff: a pass without Emissions converts nothing, and an
+// export without the emissions instruments exports none.
+func TestPassCo2eOff(t *testing.T) {
+	n := newNode(t)
+	n.process(10, 1000, 0)
+	h, _ := n.open(t)
+	h.Pass(procs(10), nil)
+	n.cpu(100, 100)
+	n.process(10, 1000, 50)
+	n.addEnergy("intel-rapl:0", 1000)
+	n.addEnergy("intel-rapl:2", 3000)
+	h.Pass(procs(10), nil)
+	if tt := h.Totals(0); tt.EnergyMJ != 1000 || tt.RestUG != 0 || tt.ProcessesUG[hostshare.Process{Pid: 10, StartTime: 1000}] != 0 {
+		t.Fatalf("without emissions: %+v", tt)
+	}
+	checkExport(t, h, nil)
 }
