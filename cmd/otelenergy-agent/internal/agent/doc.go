@@ -64,6 +64,18 @@
 // with the same exact identity per domain. A whole-host domain (psys) is
 // exported as hw.host.energy only.
 //
+// With [Config.Carbon], each domain's split of each pass is converted
+// through the same model, in the pass, at the reading in force over the
+// pass's interval (the one noted at the previous pass: the boards' steps
+// of that span get it too), and exported on otelenergy.process.co2e (the
+// attributes of the process's otelenergy.process.energy series on the
+// domain) and otelenergy.co2e.unattributed (per hw.id, idle and
+// unattributed energy's), so that per domain Σ process.co2e +
+// co2e.unattributed = Σ over passes of the pass's energy × intensity ×
+// PUE, rounded once per pass, exactly in µg. Operational only: the
+// embodied emissions per device-hour are the accelerator's, charged on
+// the boards.
+//
 // # Process identity and churn
 //
 // A process is a (board, pid, start time) triple: the start time, field

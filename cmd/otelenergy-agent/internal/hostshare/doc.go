@@ -20,6 +20,19 @@
 // every export Σ otelenergy.process.energy + otelenergy.energy.idle +
 // otelenergy.energy.unattributed = hw.energy exactly.
 //
+// # Emissions
+//
+// Given an [Emissions] (the agent's carbon model), Pass converts each
+// domain's split once per pass: the processes' parts as the shares, idle
+// and unattributed energy as the rest, into µg that add up exactly to the
+// pass's energy converted, rounded once. Observe exports them on
+// otelenergy.process.co2e, with the attributes of each process's energy
+// series (the exited series included), and otelenergy.co2e.unattributed
+// per hw.id; so per domain Σ process.co2e + co2e.unattributed = Σ over
+// passes of the converted energy, exactly. Without one, nothing is
+// converted or exported. The caller picks the intensity and keeps its
+// model's calls on one goroutine: Pass calls Convert on its own.
+//
 // # Which processes
 //
 // The processes are those the agent already tracks: the GPU processes
