@@ -41,6 +41,12 @@ type child struct {
 // groupPoll is how often Stop looks whether the group is empty.
 const groupPoll = 20 * time.Millisecond
 
+// hurryGrace is how long, after the second signal, the backend has to act
+// on it (the signal is forwarded to its group) before SIGKILL: long
+// enough for a server's handler to exit, short enough that asking twice
+// means now.
+const hurryGrace = 2 * time.Second
+
 // killWait bounds the wait for a group to empty after SIGKILL: members
 // that stay are zombies no one reaps (the proxy is not their subreaper),
 // which hold nothing.
@@ -104,9 +110,9 @@ func (c *child) Code() int { return c.code }
 
 // Signal forwards s to the child's process group at once: the second
 // signal, which means stop now. A Stop under way, or one called later,
-// sends SIGKILL at once instead of waiting out its grace period, so that a
-// backend that ignores s cannot hold the proxy for the whole grace period
-// after the operator asked twice.
+// sends SIGKILL after hurryGrace instead of the rest of its grace period,
+// so that a backend that ignores s cannot hold the proxy for the whole
+// grace period after the operator asked twice.
 func (c *child) Signal(s os.Signal) {
 	c.hurryOnce.Do(func() { close(c.hurry) })
 	if ss, ok := s.(syscall.Signal); ok && groupAlive(c.pgid) {
@@ -144,7 +150,13 @@ func (c *child) stop(sig os.Signal, grace time.Duration) {
 	}
 	select {
 	case <-c.hurry:
-		c.log.Warn("second signal: killing the backend's process group", slog.Int("pgid", c.pgid))
+		// The second signal was forwarded: the backend gets hurryGrace
+		// to act on it, not the rest of the grace period.
+		if waitGroup(c.pgid, min(grace, hurryGrace), nil) {
+			c.log.Info("backend exited", slog.Int("status", c.leaderCode(grace)))
+			return
+		}
+		c.log.Warn("second signal: killing the backend's process group", slog.Duration("after", min(grace, hurryGrace)), slog.Int("pgid", c.pgid))
 	default:
 		c.log.Warn("the backend did not exit in time: killing its process group", slog.Duration("grace", grace), slog.Int("pgid", c.pgid))
 	}
