@@ -96,7 +96,8 @@ type taken struct {
 func (a taken) less(b taken) bool { return a.ts < b.ts || a.ts == b.ts && a.pid < b.pid }
 
 const (
-	// cursorRecord is the number of samples the record keeps.
+	// cursorRecord is the number of samples the record keeps, a power of
+	// two.
 	cursorRecord = 1024
 	// stepTolerance is how far the wall clock may drift from the
 	// monotonic one between reads before it counts as a step: more than
@@ -189,8 +190,9 @@ func (c *SampleCursor) Take(pid uint32, ts uint64) bool {
 // query below the new stamps already, and needs nothing).
 func (c *SampleCursor) Steps() int { return c.steps }
 
-// at returns the record's k-th oldest sample.
-func (c *SampleCursor) at(k int) *taken { return &c.rec[(c.head+k)%len(c.rec)] }
+// at returns the record's k-th oldest sample. len(c.rec) is a power of
+// two.
+func (c *SampleCursor) at(k int) *taken { return &c.rec[(c.head+k)&(len(c.rec)-1)] }
 
 // add inserts e into the record in order and reports whether it was new
 // to it. A full record drops its oldest sample, or e itself when e is
@@ -223,7 +225,7 @@ func (c *SampleCursor) add(e taken) bool {
 			return true
 		}
 		c.floor = max(c.floor, c.at(0).ts)
-		c.head = (c.head + 1) % len(c.rec)
+		c.head = (c.head + 1) & (len(c.rec) - 1)
 		c.n--
 		k--
 	}

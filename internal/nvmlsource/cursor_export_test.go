@@ -1,7 +1,7 @@
 package nvmlsource
 
-// NewCursorOf returns a cursor whose record keeps n samples, so that a
-// test reaches a full record with few samples.
+// NewCursorOf returns a cursor whose record keeps n samples, a power of
+// two, so that a test reaches a full record with few samples.
 func NewCursorOf(n int) *SampleCursor { return &SampleCursor{rec: make([]taken, n)} }
 
 // Recorded reports whether c's record holds pid's sample stamped ts, and

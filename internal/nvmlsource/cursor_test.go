@@ -260,3 +260,52 @@ func FuzzSampleCursor(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSampleCursor measures one read of a board with 8 processes,
+// each with one new sample stamped at an instant of its own: "lastseen"
+// is the plain rule it replaces (refuse stamps at or before the newest
+// taken), the baseline; "cursor" is SampleCursor without a step, its
+// record included.
+func BenchmarkSampleCursor(b *testing.B) {
+	const procs = 8
+	base := time.Unix(1_700_000_000, 0)
+	stamp := func(i, k int) uint64 {
+		return uint64(base.UnixMicro()) + uint64(i)*166_667 + uint64((k*7919)%5000)
+	}
+	b.Run("lastseen", func(b *testing.B) {
+		b.ReportAllocs()
+		var last uint64
+		n, i := 0, 0
+		for b.Loop() {
+			i++
+			q := last
+			for k := range procs {
+				if ts := stamp(i, k); ts > q {
+					last = max(last, ts)
+					n++
+				}
+			}
+		}
+		if n != i*procs {
+			b.Fatalf("took %d of %d", n, i*procs)
+		}
+	})
+	b.Run("cursor", func(b *testing.B) {
+		b.ReportAllocs()
+		var c nvmlsource.SampleCursor
+		n, i := 0, 0
+		for b.Loop() {
+			i++
+			d := time.Duration(i) * time.Second / 6
+			q := c.Since(d, base.Add(d))
+			for k := range procs {
+				if ts := stamp(i, k); ts > q && c.Take(uint32(k), ts) {
+					n++
+				}
+			}
+		}
+		if n != i*procs {
+			b.Fatalf("took %d of %d", n, i*procs)
+		}
+	})
+}
