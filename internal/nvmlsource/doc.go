@@ -154,6 +154,17 @@
 // beside the sampler's ReadEnergy: a reading never waits for a listing
 // call, however slow.
 //
+// # Utilization samples and the wall clock
+//
+// NVML stamps utilization samples with the wall clock and returns those
+// stamped after the caller's timestamp. Both listings, the share's and
+// each [ProcessReader]'s, keep their own [SampleCursor] per board: after a
+// backward step of the wall clock (NTP, a VM resume) it lowers the query
+// so that the new samples, stamped below the old ones, come back, and
+// takes none of the old ones, still in the driver's buffer, twice. A step
+// back longer than its record of recent samples loses the samples stamped
+// before the record's oldest, as a plain lastSeenTimeStamp would.
+//
 // # Power bound
 //
 // Each device's [source.Device.MaxWatts] is the most its power limit can be

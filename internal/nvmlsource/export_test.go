@@ -38,3 +38,9 @@ const ListingStale = listingStale
 func WithProcRoot(dir string) Option {
 	return optionFunc(func(c *config) { c.procRoot = dir })
 }
+
+// WithSampleClock sets the clock the utilization samples' cursors read:
+// a monotonic time and the wall clock, which may step apart.
+func WithSampleClock(clock func() (time.Duration, time.Time)) Option {
+	return optionFunc(func(c *config) { c.clock = clock })
+}

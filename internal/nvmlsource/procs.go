@@ -19,9 +19,8 @@ import (
 // ReadEnergy's do, one call at a time.
 type ProcessReader struct {
 	s *Source
-	// lastSeen[i] is the newest sample timestamp taken from board i, in
-	// NVML's microseconds.
-	lastSeen []uint64
+	// cursors[i] is this reader's position in board i's samples.
+	cursors []SampleCursor
 	// mig holds each board's MIG devices as of the latest read.
 	mig [][]migDevice
 	// weigh: under MIG, weigh each instance by its compute slices and
@@ -39,20 +38,24 @@ type ProcessReader struct {
 // NewProcessReader returns a reader of the Source's boards' processes.
 func (s *Source) NewProcessReader() *ProcessReader {
 	return &ProcessReader{
-		s:        s,
-		lastSeen: make([]uint64, len(s.devices)),
-		mig:      make([][]migDevice, len(s.devices)),
-		gpm:      make([]uint8, len(s.devices)),
-		weigh:    true,
+		s:       s,
+		cursors: make([]SampleCursor, len(s.devices)),
+		mig:     make([][]migDevice, len(s.devices)),
+		gpm:     make([]uint8, len(s.devices)),
+		weigh:   true,
 	}
 }
 
 // Read lists Devices()[i]'s compute processes into b, which it resets
-// first, and their SM utilization over the samples newer than this
-// reader's previous read of the board (GetProcessUtilization with the
-// newest timestamp it took). Samples at or before that timestamp, which
-// NVML can return when a pid's samples are seconds stale, are not counted
-// twice. The first read of a board takes the driver's whole buffer.
+// first, and their SM utilization over the samples this reader has not
+// taken before (GetProcessUtilization with the newest timestamp it took).
+// Samples at or before that timestamp, which NVML can return when a pid's
+// samples are seconds stale, are not counted twice. After the wall clock
+// steps back, the query is lowered so that the samples stamped on the new
+// timeline come back, and the old timeline's, still in the driver's
+// buffer, are told apart by the record of those taken (see
+// [SampleCursor]). The first read of a board takes the driver's whole
+// buffer.
 //
 // Under MIG the processes are listed per MIG device (the parent handle
 // lists them only to a privileged caller), each with its Instance and its
@@ -122,7 +125,8 @@ func (r *ProcessReader) Read(i int, b *BoardProcesses) error {
 	b.list(mps, "")
 
 	var samples []nvml.ProcessUtilizationSample
-	last := r.lastSeen[i]
+	cur := &r.cursors[i]
+	last := cur.Since(s.clock())
 	var uret nvml.Return
 	if err := r.call(i, "GetProcessUtilization", func() nvml.Return {
 		samples, uret = h.GetProcessUtilization(last)
@@ -137,10 +141,9 @@ func (r *ProcessReader) Read(i int, b *BoardProcesses) error {
 	case nvml.SUCCESS, nvml.ERROR_NOT_FOUND:
 		// NOT_FOUND: no sample newer than last.
 		for _, smp := range samples {
-			if smp.TimeStamp <= last {
+			if !cur.Take(smp.Pid, smp.TimeStamp) {
 				continue
 			}
-			r.lastSeen[i] = max(r.lastSeen[i], smp.TimeStamp)
 			p := b.find(smp.Pid)
 			if p == nil {
 				b.Processes = append(b.Processes, ProcessUsage{Pid: smp.Pid})

@@ -4,9 +4,11 @@ package nvmlsource_test
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -280,5 +282,81 @@ func TestProcessReaderErrors(t *testing.T) {
 	_ = s.Close()
 	if err := r.Read(0, &b); !errors.Is(err, source.ErrUnavailable) {
 		t.Fatalf("after Close: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestListingsWallStep: the wall clock steps 3 s back between two reads.
+// The driver keeps the old samples, stamped above the new ones, and
+// answers GetProcessUtilization as NVML does. Both listings, a
+// ProcessReader's and the Source's share, take the new samples and not
+// the old ones again: the reader sums the new ones alone, and the share is
+// their split, where a query at the newest stamp taken would see nothing
+// (and call the board idle, split evenly).
+func TestListingsWallStep(t *testing.T) {
+	me := uint32(os.Getpid())
+	srv, devs := fakeH100(t, steady)
+	d := devs[0]
+	procs(d, me, other)
+	base := time.Unix(1_700_000_000, 0)
+	var (
+		mu         sync.Mutex
+		mono, wall time.Duration
+		buffer     []nvml.ProcessUtilizationSample
+	)
+	at := func(w time.Duration) uint64 { return uint64(base.Add(w).UnixMicro()) }
+	d.GetProcessUtilizationFunc = func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []nvml.ProcessUtilizationSample
+		for _, smp := range buffer {
+			if smp.TimeStamp > last {
+				out = append(out, smp)
+			}
+		}
+		if len(out) == 0 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return out, nvml.SUCCESS
+	}
+	clock := func() (time.Duration, time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		return mono, base.Add(wall)
+	}
+	set := func(m, w time.Duration, add ...nvml.ProcessUtilizationSample) {
+		mu.Lock()
+		defer mu.Unlock()
+		mono, wall = m, w
+		buffer = append(buffer, add...)
+	}
+	set(10*time.Second, 10*time.Second, sample(me, at(9*time.Second), 30), sample(other, at(9500*time.Millisecond), 70))
+	s := newSource(t, srv, nvmlsource.WithDevices("0"), nvmlsource.WithProcesses(int(me)), nvmlsource.WithSampleClock(clock))
+	r := s.NewProcessReader()
+	var b nvmlsource.BoardProcesses
+	if err := r.Read(0, &b); err != nil || len(b.Samples) != 2 {
+		t.Fatalf("first read: %+v, %v", b.Samples, err)
+	}
+	if got, want := s.Share(0), (source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.3}); got != want {
+		t.Fatalf("first share %+v, want %+v", got, want)
+	}
+
+	// One second later the clock reads 3 s less: 8 s. The new samples are
+	// stamped after the previous read's instant on it, 7 s.
+	set(11*time.Second, 8*time.Second, sample(me, at(7600*time.Millisecond), 80), sample(other, at(7700*time.Millisecond), 20))
+	if err := r.Read(0, &b); err != nil {
+		t.Fatal(err)
+	}
+	want := []nvmlsource.Sample{{Pid: me, TimeStamp: at(7600 * time.Millisecond), SmUtil: 80}, {Pid: other, TimeStamp: at(7700 * time.Millisecond), SmUtil: 20}}
+	if !slices.Equal(b.Samples, want) {
+		t.Errorf("read after the step: %+v, want the new samples %+v", b.Samples, want)
+	}
+	nvmlsource.RefreshShares(s)
+	if got, want := s.Share(0), (source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.8}); got != want {
+		t.Errorf("share after the step %+v, want %+v", got, want)
+	}
+	// A read with nothing new takes nothing, old or new.
+	set(12*time.Second, 9*time.Second)
+	if err := r.Read(0, &b); err != nil || len(b.Samples) != 0 {
+		t.Errorf("third read: %+v, %v", b.Samples, err)
 	}
 }

@@ -61,11 +61,14 @@ type sharing struct {
 	// tree reads a listed pid's parents under the /proc it was given.
 	tree proctree.Tree
 	now  func() time.Time
+	// clock reads the monotonic and the wall clock at once, for the
+	// sample cursors.
+	clock func() (time.Duration, time.Time)
 
 	refreshMu sync.Mutex
-	// lastSeen[i] is the newest utilization sample timestamp of board i,
-	// in NVML's microseconds.
-	lastSeen []uint64
+	// cursors[i] is the share listing's position in board i's
+	// utilization samples.
+	cursors []SampleCursor
 	// failing[i] reports whether board i's latest listing failed, so that
 	// a failure is reported once, not on every refresh.
 	failing []bool
@@ -93,14 +96,14 @@ func (s *Source) startSharing(c config) {
 	host := c.hostPIDs()
 	s.identifiable = c.explicitPIDs || host
 	s.walkable = host
-	s.tree.Root, s.now = c.procRoot, c.now
+	s.tree.Root, s.now, s.clock = c.procRoot, c.now, c.clock
 	for _, p := range c.pids {
 		if p > 0 && p <= int(^uint32(0)) && !slices.Contains(s.attributed, uint32(p)) {
 			s.attributed = append(s.attributed, uint32(p))
 		}
 	}
 	n := len(s.devices)
-	s.lastSeen = make([]uint64, n)
+	s.cursors = make([]SampleCursor, n)
 	s.failing = make([]bool, n)
 	s.failedSince = make([]time.Time, n)
 	s.migReader = s.NewProcessReader()
@@ -258,10 +261,11 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 	}
 
 	// Utilization is read even when only attributed processes run, or
-	// none of them, so that lastSeen stays current and a newcomer is
+	// none of them, so that the cursor stays current and a newcomer is
 	// measured from its arrival.
 	var samples []nvml.ProcessUtilizationSample
-	last := s.lastSeen[i]
+	cur := &s.cursors[i]
+	last := cur.Since(s.clock())
 	if !s.call(i, func() { samples, ret = h.GetProcessUtilization(last) }) {
 		return sh, false, nil
 	}
@@ -270,10 +274,9 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 	case nvml.SUCCESS, nvml.ERROR_NOT_FOUND:
 		// NOT_FOUND: no sample newer than last.
 		for _, smp := range samples {
-			if smp.TimeStamp <= last {
+			if !cur.Take(smp.Pid, smp.TimeStamp) {
 				continue
 			}
-			s.lastSeen[i] = max(s.lastSeen[i], smp.TimeStamp)
 			total += uint64(smp.SmUtil)
 			if slices.Contains(s.ours, smp.Pid) {
 				ours += uint64(smp.SmUtil)
@@ -379,4 +382,14 @@ func (s *Source) isOurs(pid uint32) bool {
 		return slices.Contains(s.attributed, pid)
 	}
 	return s.tree.Descends(pid, s.attributed)
+}
+
+// monoWall returns a clock that reads the monotonic time since origin
+// (time.Now's monotonic reading, which a wall-clock step does not move)
+// and the wall clock, at once.
+func monoWall(origin time.Time) func() (time.Duration, time.Time) {
+	return func() (time.Duration, time.Time) {
+		now := time.Now()
+		return now.Sub(origin), now
+	}
 }

@@ -41,6 +41,9 @@ type config struct {
 	hostPIDs func() bool
 	// now times a run of failed listings; a test seam.
 	now func() time.Time
+	// clock reads the monotonic and the wall clock at once for the
+	// utilization samples' cursors; a test seam.
+	clock func() (mono time.Duration, wall time.Time)
 	// procRoot is where the process tree is read, "/proc"; a test seam.
 	procRoot string
 }
@@ -52,6 +55,7 @@ func newConfig(opts []Option) config {
 		shareInterval: defaultShareInterval,
 		hostPIDs:      proctree.InHostPIDNamespace,
 		now:           time.Now,
+		clock:         monoWall(time.Now()),
 		procRoot:      "/proc",
 	}
 	for _, o := range opts {

@@ -58,8 +58,11 @@ var splitScenarios = []splitScenario{
 	// Each process sampled at an instant of its own, its stamp 0-50 µs
 	// late.
 	{name: "held-instants", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond, PerPidInstants: true, StampJitter: 50 * time.Microsecond}},
-	// The wall clock steps 3 s back at 60 s.
-	{name: "held-wallstep", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond, WallStep: -3 * time.Second, WallStepAt: 60 * time.Second}},
+	// The wall clock steps 3 s back at 60 s. A clock set at an arbitrary
+	// instant steps by an arbitrary amount: by a whole 3 s on the
+	// simulator's 1 ms grid, every new sample would carry an old one's pid
+	// and µs stamp, which no reader can tell apart.
+	{name: "held-wallstep", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond, WallStep: -3*time.Second - 417*time.Microsecond, WallStepAt: 60 * time.Second}},
 }
 
 // steppedRings is the Monitor with its wall clock stepped as the

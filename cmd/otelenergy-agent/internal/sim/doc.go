@@ -15,9 +15,12 @@
 // used the board in the period, its mean utilization over the period
 // rounded to a percent and stamped at the period's end in CPU
 // microseconds; a sample becomes visible to [Node.Read] SampleLag after
-// its timestamp, and Read returns the visible samples newer than its
-// previous read, as GetProcessUtilization(lastSeen) does. Boards in MIG
-// mode list their processes per instance and give no samples.
+// its timestamp, and Read returns the visible samples that its
+// [nvmlsource.SampleCursor] takes, as a ProcessReader reads
+// GetProcessUtilization: those newer than its previous read, and after a
+// backward step of the wall clock (Physics.WallStep) the new timeline's,
+// none twice. Boards in MIG mode list their processes per instance and
+// give no samples.
 //
 // # Scripts
 //

@@ -65,8 +65,8 @@ type Physics struct {
 	// the board's period, at a phase drawn from its pid.
 	PerPidInstants bool
 	// WallStep, at WallStepAt, steps the wall clock that stamps the
-	// samples (and that WallClock reads), as NTP may: the ring's
-	// monotonic time does not step.
+	// samples (and that WallClock and Read's cursor read), as NTP may:
+	// the ring's monotonic time, and the node's, do not step.
 	WallStep, WallStepAt time.Duration
 }
 
@@ -148,18 +148,18 @@ type Node struct {
 	now   func() time.Time
 	start time.Time
 
-	mu       sync.Mutex
-	last     time.Duration // the last Step's time since start
-	rng      *rand.Rand
-	boards   []boardState
-	procs    []Proc
-	truthMJ  []float64 // per process: its energy above idle so far
-	integ    [][4]float64
-	pidNext  []time.Duration // PerPidInstants: each process's next sample end
-	pidFrom  []time.Duration // and its span's start
-	lastSeen []uint64
-	next     int   // the first process, in order of From, not yet live
-	live     []int // the processes that may draw or have a sample due
+	mu      sync.Mutex
+	last    time.Duration // the last Step's time since start
+	rng     *rand.Rand
+	boards  []boardState
+	procs   []Proc
+	truthMJ []float64 // per process: its energy above idle so far
+	integ   [][4]float64
+	pidNext []time.Duration // PerPidInstants: each process's next sample end
+	pidFrom []time.Duration // and its span's start
+	cursors []nvmlsource.SampleCursor
+	next    int   // the first process, in order of From, not yet live
+	live    []int // the processes that may draw or have a sample due
 
 	stop chan struct{}
 	done chan struct{}
@@ -222,7 +222,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}
 	nd := &Node{cfg: cfg, ph: ph, now: cfg.Now, start: cfg.Now(), procs: cfg.Procs,
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0x5151)), lastSeen: make([]uint64, n)}
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x5151)), cursors: make([]nvmlsource.SampleCursor, n)}
 	nd.procs = slices.Clone(nd.procs)
 	slices.SortStableFunc(nd.procs, func(a, b Proc) int { return int(a.From - b.From) })
 	nd.truthMJ = make([]float64, len(nd.procs))
@@ -458,9 +458,10 @@ func (nd *Node) Close() error {
 
 // Read lists board i's processes at the last Step as a
 // [nvmlsource.ProcessReader] would: the processes running, and the
-// utilization samples visible by now and newer than the previous Read's
-// newest. Under MIG the processes are listed per instance with no
-// samples.
+// utilization samples visible by now that its [nvmlsource.SampleCursor]
+// takes, the reader's own: those stamped after the query it gives for the
+// node's time (the monotonic clock) and its wall clock, not taken before.
+// Under MIG the processes are listed per instance with no samples.
 func (nd *Node) Read(i int, b *nvmlsource.BoardProcesses) error {
 	b.Reset()
 	if i < 0 || i >= len(nd.boards) {
@@ -487,12 +488,14 @@ func (nd *Node) Read(i int, b *nvmlsource.BoardProcesses) error {
 		b.Processes = append(b.Processes, u)
 		k++
 	}
-	last := nd.lastSeen[i]
+	// The driver answers GetProcessUtilization(q) with the samples
+	// visible and stamped after q.
+	cur := &nd.cursors[i]
+	q := cur.Since(t, nd.start.Add(t).Add(nd.wallStep(t)))
 	for _, ps := range bs.samples {
-		if ps.visible > t || ps.s.TimeStamp <= last {
+		if ps.visible > t || ps.s.TimeStamp <= q || !cur.Take(ps.s.Pid, ps.s.TimeStamp) {
 			continue
 		}
-		nd.lastSeen[i] = max(nd.lastSeen[i], ps.s.TimeStamp)
 		b.Samples = append(b.Samples, ps.s)
 		var u *nvmlsource.ProcessUsage
 		for k := range b.Processes {
