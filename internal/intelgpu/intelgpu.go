@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/otelenergy/otelenergy/internal/source"
 	"github.com/otelenergy/otelenergy/internal/sysfscounter"
@@ -50,9 +49,7 @@ type Source struct {
 	devices []source.Device
 	skipped []source.Skipped
 
-	mu     sync.Mutex
-	files  []*sysfscounter.File
-	closed bool
+	counters sysfscounter.Set // one per device, not extended: the drivers keep energy1_input in 64 bits (see the package doc)
 }
 
 var (
@@ -119,7 +116,7 @@ func New(opts ...Option) (*Source, error) {
 			d.MaxWatts = float64(uw) / 1e6 * ratedMargin
 		}
 		s.devices = append(s.devices, d)
-		s.files = append(s.files, f)
+		s.counters.Add(f, 0)
 	}
 	if len(s.devices) == 0 {
 		if len(s.skipped) == 0 {
@@ -187,12 +184,10 @@ func (s *Source) ReadEnergy(i int) (uint64, error) {
 	if i < 0 || i >= len(s.devices) {
 		return 0, fmt.Errorf("%w: intelgpu: device index %d out of range [0, %d)", source.ErrRead, i, len(s.devices))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	uj, err := s.counters.Read(i)
+	if errors.Is(err, sysfscounter.ErrClosed) {
 		return 0, fmt.Errorf("%w: intelgpu source closed", source.ErrUnavailable)
 	}
-	uj, err := s.files[i].Read()
 	if err != nil {
 		return 0, fmt.Errorf("%w: intelgpu %s: %w", source.ErrRead, s.devices[i].ID, err)
 	}
@@ -200,16 +195,4 @@ func (s *Source) ReadEnergy(i int) (uint64, error) {
 }
 
 // Close closes the counters. It is idempotent.
-func (s *Source) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	var errs []error
-	for _, f := range s.files {
-		errs = append(errs, f.Close())
-	}
-	return errors.Join(errs...)
-}
+func (s *Source) Close() error { return s.counters.Close() }

@@ -92,10 +92,7 @@ type Source struct {
 	devices []source.Device
 	skipped []source.Skipped
 
-	mu     sync.Mutex // guards the counters and closed
-	files  []*sysfscounter.File
-	ext    []sysfscounter.Extender
-	closed bool
+	counters sysfscounter.Set // one per device, wraps extended
 
 	sharing
 	closeOnce sync.Once
@@ -176,8 +173,7 @@ func New(opts ...Option) (*Source, error) {
 			continue
 		}
 		s.devices = append(s.devices, d)
-		s.files = append(s.files, f)
-		s.ext = append(s.ext, sysfscounter.Extender{Max: z.MaxMicrojoules})
+		s.counters.Add(f, z.MaxMicrojoules)
 	}
 	if len(s.devices) == 0 {
 		var reasons []error
@@ -323,42 +319,28 @@ func (s *Source) ReadEnergy(i int) (uint64, error) {
 	if i < 0 || i >= len(s.devices) {
 		return 0, fmt.Errorf("%w: rapl: device index %d out of range [0, %d)", source.ErrRead, i, len(s.devices))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	uj, err := s.counters.Read(i)
+	if errors.Is(err, sysfscounter.ErrClosed) {
 		return 0, fmt.Errorf("%w: rapl source closed", source.ErrUnavailable)
 	}
-	uj, err := s.files[i].Read()
 	if err != nil {
 		return 0, fmt.Errorf("%w: rapl %s: %w", source.ErrRead, s.devices[i].ID, err)
 	}
-	return s.ext[i].Extend(uj) / 1000, nil
+	return uj / 1000, nil
 }
 
 // Wraps returns how many wraps device i's counter has made while read, or
 // 0 for an index outside Devices().
 func (s *Source) Wraps(i int) uint64 {
-	if i < 0 || i >= len(s.ext) {
+	if i < 0 || i >= len(s.devices) {
 		return 0
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ext[i].Wraps()
+	return s.counters.Wraps(i)
 }
 
 // Close stops the CPU-time readings, waits for them, and closes the
 // counters. It is idempotent.
 func (s *Source) Close() error {
 	s.closeOnce.Do(s.stopSharing)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	var errs []error
-	for _, f := range s.files {
-		errs = append(errs, f.Close())
-	}
-	return errors.Join(errs...)
+	return s.counters.Close()
 }

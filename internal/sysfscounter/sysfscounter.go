@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sync"
 )
 
 // ErrPermission reports a counter this process may not read. It is
@@ -152,3 +153,64 @@ func (e *Extender) Extend(raw uint64) uint64 {
 
 // Wraps returns how many wraps Extend has seen.
 func (e *Extender) Wraps() uint64 { return e.wraps }
+
+// ErrClosed reports a read of a [Set] after its Close.
+var ErrClosed = errors.New("sysfscounter: closed")
+
+// Set is a source's counters: each one's File and Extender, read under one
+// lock so that a wrap is extended in the order the readings were taken, and
+// closed together. The zero Set is empty and ready to use; a Set must not
+// be copied after first use.
+type Set struct {
+	mu     sync.Mutex
+	files  []*File
+	ext    []Extender
+	closed bool
+}
+
+// Add adds a counter that wraps after max µJ (0: it does not wrap, or its
+// range is unknown), at the next index. Call it before the Set is shared.
+func (s *Set) Add(f *File, max uint64) {
+	s.files = append(s.files, f)
+	s.ext = append(s.ext, Extender{Max: max})
+}
+
+// Read returns counter i's reading in µJ, extended past its wraps. It
+// fails with an error wrapping [ErrClosed] after Close, and with the
+// File's error otherwise. i must be an index Add gave. It allocates
+// nothing on success.
+func (s *Set) Read(i int) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	uj, err := s.files[i].Read()
+	if err != nil {
+		return 0, err
+	}
+	return s.ext[i].Extend(uj), nil
+}
+
+// Wraps returns how many wraps counter i has made while read.
+func (s *Set) Wraps(i int) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ext[i].Wraps()
+}
+
+// Close closes every counter; later reads fail with [ErrClosed]. It is
+// idempotent.
+func (s *Set) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var errs []error
+	for _, f := range s.files {
+		errs = append(errs, f.Close())
+	}
+	return errors.Join(errs...)
+}
