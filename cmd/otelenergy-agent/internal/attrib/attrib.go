@@ -79,8 +79,15 @@ const (
 	// reach before it is down-weighed (about 3.8 standard deviations of
 	// a normal noise); resDecay forgets the residuals over about 100
 	// rows, so that the scale follows a board whose load changes.
-	huberK   = 3 * 1.25
-	resDecay = 0.99
+	huberK = 3 * 1.25
+	// huberFloorJ bounds the cutoff below: a residual of a few counter
+	// quanta is never down-weighed, however well the rows before fitted.
+	huberFloorJ = 0.005
+	// maxOutRun is how many rows in a row may be down-weighed: more are
+	// the board's power changing, which the model must follow, not one
+	// glitch.
+	maxOutRun = 3
+	resDecay  = 0.99
 )
 
 // Bits of Board.pendNone: the listings around a pending interval.
@@ -209,6 +216,7 @@ type Board struct {
 	prior    float64
 	resAbs   float64 // Σ decayed |residual| of the model's rows, clipped
 	resN     float64 // Σ decayed rows in resAbs
+	outRun   int     // rows down-weighed one after another
 
 	// segs is sorted by t1; maxSeg is the longest span in it, so that
 	// the spans that can overlap [t0, t1) lie between the first ending
@@ -673,16 +681,29 @@ func (b *Board) robust(x *[NumTerms]float64, y *float64) {
 	}
 	c := math.Inf(1)
 	if b.resN >= minRows {
-		c = huberK * b.resAbs / b.resN
+		// The floor keeps the scale above 0 where the rows fit exactly
+		// (noise-free power, integer-mJ rows).
+		c = max(huberK*b.resAbs/b.resN, huberFloorJ)
 	}
+	clip := c
 	if r > c {
-		w := math.Sqrt(c / r)
-		for t := range x {
-			x[t] *= w
+		b.outRun++
+		if b.outRun <= maxOutRun {
+			w := math.Sqrt(c / r)
+			for t := range x {
+				x[t] *= w
+			}
+			*y *= w
+		} else {
+			// Rows out of line one after another are the board changing
+			// (a new workload, a new clock), not a glitch: each is taken
+			// whole, and the scale grows with it.
+			clip = r
 		}
-		*y *= w
+	} else {
+		b.outRun = 0
 	}
-	b.resAbs = b.resAbs*resDecay + min(r, c)
+	b.resAbs = b.resAbs*resDecay + min(r, clip)
 	b.resN = b.resN*resDecay + 1
 }
 

@@ -107,3 +107,48 @@ func TestOutlierRow(t *testing.T) {
 		}
 	}
 }
+
+// TestRobustFollowsRegimeChange: noise-free power, which the model fits
+// exactly, doubles at pass 100. The outlier weight must not freeze the
+// model at its old fit (a residual scale of 0 would weigh every new row
+// 0): it follows the new power.
+func TestRobustFollowsRegimeChange(t *testing.T) {
+	b := attrib.New(attrib.Config{IdleWatts: 70})
+	k := 4.0
+	busyBoard(b, 4, 400, func(sm1, sm2 float64) (float64, float64, float64) {
+		return 70, k * sm1, k * sm2
+	}, func(pass int, ss []attrib.Sample) []attrib.Sample {
+		if pass == 100 {
+			k = 8
+		}
+		return ss
+	})
+	// With the default 300 s forgetting, 300 s after the change the old
+	// rows keep e^-1 of the weight: the fit is about 400 + 400·(1 − e^-1).
+	want := 400 + 400*(1-math.Exp(-1))
+	th, _ := b.Model()
+	if math.Abs(th[attrib.TermSM]-want) > 0.1*want {
+		t.Errorf("300 s after the power doubled: the model's SM term is %.1f W at 100%%, want about %.0f (the forgetting's mix of 400 and 800)", th[attrib.TermSM], want)
+	}
+}
+
+// TestRobustShiftShares: one process's power per % of SM falls from 4 W
+// to 1 W at pass 100, on noise-free power: the model follows, and so do
+// the shares.
+func TestRobustShiftShares(t *testing.T) {
+	b := attrib.New(attrib.Config{IdleWatts: 70})
+	k2 := 4.0
+	got, truth := busyBoard(b, 4, 400, func(sm1, sm2 float64) (float64, float64, float64) {
+		return 70, 4 * sm1, k2 * sm2
+	}, func(pass int, ss []attrib.Sample) []attrib.Sample {
+		if pass == 100 {
+			k2 = 1
+		}
+		return ss
+	})
+	for p := 1; p <= 2; p++ {
+		if e := math.Abs(got[p]-truth[p]) / truth[p]; e > 0.15 {
+			t.Errorf("process %d: %.1f J, truth %.1f J, %.1f%% off", p, got[p], truth[p], 100*e)
+		}
+	}
+}
