@@ -143,7 +143,9 @@ func (m *Meter) treeTime() (uint64, error) {
 				break
 			}
 			up, ok := procs[q]
-			if !ok || up.ppid <= 1 || up.ppid == q {
+			// pid 1 may be attributed (a server that is its
+			// container's init): the climb stops at 0, above it.
+			if !ok || up.ppid == 0 || up.ppid == q {
 				break
 			}
 			q = up.ppid

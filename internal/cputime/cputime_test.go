@@ -106,3 +106,22 @@ func TestTimes(t *testing.T) {
 		t.Fatal("Times without /proc/stat succeeded")
 	}
 }
+
+// TestTimesInitTree: an attributed pid 1 (a server that is its
+// container's init) counts its descendants too.
+func TestTimesInitTree(t *testing.T) {
+	p := proc{root: t.TempDir(), t: t}
+	p.node(1000, 1000)
+	p.pid(1, 0, 10, 5, 0, 0)
+	p.pid(7, 1, 100, 20, 0, 0)
+	p.pid(8, 7, 300, 0, 0, 0)
+	m := Meter{Root: p.root, Pids: []uint32{1}}
+	tree, _, err := m.Times()
+	if err != nil || tree != 435 {
+		t.Fatalf("tree of pid 1 = %d ticks, %v; want 435, its descendants' included", tree, err)
+	}
+	m = Meter{Root: p.root, Pids: []uint32{7}}
+	if tree, _, err := m.Times(); err != nil || tree != 420 {
+		t.Fatalf("tree of pid 7 = %d ticks, %v; want 420, not its parent's", tree, err)
+	}
+}

@@ -35,7 +35,9 @@ func (t *Tree) Descends(pid uint32, ours []uint32) bool {
 	p := pid
 	for range MaxAncestry {
 		pp, ok := t.Parent(p)
-		if !ok || pp <= 1 || pp == p {
+		// pid 1 may be ours (a server that is its container's init):
+		// the chain stops at 0, above it.
+		if !ok || pp == 0 || pp == p {
 			return false
 		}
 		if slices.Contains(ours, pp) {

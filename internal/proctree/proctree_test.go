@@ -49,3 +49,25 @@ func TestDescends(t *testing.T) {
 		}
 	}
 }
+
+// TestDescendsFromInit: pid 1 may be the attributed server (its
+// container's init); its descendants descend from it.
+func TestDescendsFromInit(t *testing.T) {
+	root := t.TempDir()
+	for pid, s := range map[uint32]string{1: "1 (server) S 0 1 1", 7: "7 (worker) S 1 1 1", 8: "8 (w) S 7 1 1"} {
+		dir := filepath.Join(root, strconv.Itoa(int(pid)))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(s+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := Tree{Root: root}
+	if !tr.Descends(8, []uint32{1}) || !tr.Descends(7, []uint32{1}) {
+		t.Error("pid 1's descendants do not descend from it")
+	}
+	if tr.Descends(8, []uint32{5}) {
+		t.Error("pid 8 descends from pid 5, which is not its ancestor")
+	}
+}
