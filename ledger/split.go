@@ -991,6 +991,12 @@ const (
 	spanActive  = iota // the request's active span; shares in cov
 	spanPrefill        // its prefill, weighted by rho; shares in pfShare
 	spanDecode         // its decode; shares in decShare
+	// spanTime is spanActive for the time rings, swept exactly however
+	// many spans start or end in the interval: their windows are long
+	// (250 ms to 2 s, and longer after a stall), so they hold far more
+	// short requests than a counter step, and their rule is the exact
+	// one. The sweep is O(n log n) in the active requests, once a window.
+	spanTime
 )
 
 // coverage sets each part's share of the interval's time, in ns, for the
@@ -1052,7 +1058,7 @@ func (l *Ledger) coverage(parts []part, a, b int64, kind int, shares bool) float
 			hullLo, hullHi = min(hullLo, lo), max(hullHi, hi)
 			sumLen += float64(hi - lo)
 			sumWLen += weight(p) * float64(hi-lo)
-			if exact && len(ev) < 2*maxExactPartial {
+			if exact && (len(ev) < 2*maxExactPartial || kind == spanTime) {
 				ev = append(ev, edgeKey(a, lo, i, true), edgeKey(a, hi, i, false))
 			} else {
 				exact = false

@@ -97,7 +97,7 @@ func (l *Ledger) splitTime(i int, a, b int64, e uint64) {
 	}
 	l.parts = parts
 	dt := float64(b - a)
-	covered := l.coverage(parts, a, b, spanActive, true)
+	covered := l.coverage(parts, a, b, spanTime, true)
 	var cum float64
 	var given uint64
 	for k := range parts {
