@@ -80,7 +80,6 @@ func WithDomains(domains ...string) Option {
 // WithOpen replaces os.Open, which opens each energy_uj; tests use it to
 // be refused as a non-root user is, which a test running as root cannot
 // be by file modes.
-// is.
 func WithOpen(open sysfscounter.OpenFunc) Option {
 	return optionFunc(func(c *config) { c.open = open })
 }
