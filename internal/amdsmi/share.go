@@ -134,3 +134,29 @@ func split(procs []Process, prev map[uint32]uint64, ours func(uint32) bool, comp
 		return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(dMine) / float64(dAll)}, next
 	}
 }
+
+// ListProcesses lists Devices()[i]'s processes, each with its cumulative
+// graphics-engine time, into buf[:0], which it returns grown: for a
+// consumer of its own (the node agent's split), apart from the shares'
+// listing. It fails with an error wrapping [source.ErrRead] for an index
+// out of range or a failed listing ([StatusNotSupported] among them),
+// [source.ErrDeviceLost] for a lost board and [source.ErrUnavailable]
+// after Close.
+func (s *Source) ListProcesses(i int, buf []Process) ([]Process, error) {
+	if i < 0 || i >= len(s.devices) {
+		return buf[:0], fmt.Errorf("%w: amdsmi: device index %d out of range [0, %d)", source.ErrRead, i, len(s.devices))
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return buf[:0], fmt.Errorf("%w: amdsmi source closed", source.ErrUnavailable)
+	}
+	if s.lost[i].Load() {
+		return buf[:0], fmt.Errorf("%w: amdsmi %s", source.ErrDeviceLost, s.devices[i].ID)
+	}
+	procs, st := s.lib.Processes(s.handles[i], buf)
+	if st != StatusSuccess {
+		return procs[:0], fmt.Errorf("%w: amdsmi: listing the processes of %s: %w", source.ErrRead, s.devices[i].ID, st)
+	}
+	return procs, nil
+}

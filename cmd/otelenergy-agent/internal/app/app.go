@@ -27,6 +27,7 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/sim"
 	"github.com/otelenergy/otelenergy/energysource"
+	"github.com/otelenergy/otelenergy/internal/amdsmi"
 	"github.com/otelenergy/otelenergy/internal/carbonconf"
 	"github.com/otelenergy/otelenergy/internal/doctor"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
@@ -288,9 +289,12 @@ func OpenNode(cfg flags.Config, log *slog.Logger) (Node, error) {
 		return Node{}, fmt.Errorf("no GPU energy source is usable (NVML, AMD SMI, Intel hwmon): %w (run otelenergy-agent doctor to see why; -simulate runs without GPUs)", err)
 	}
 	nd := Node{Source: src, Resolver: procfs.FS{Root: cfg.ProcRoot}}
-	if ns, ok := src.(*nvmlsource.Source); ok {
-		nd.Lister = ns.NewProcessReader()
-	} else {
+	switch ss := src.(type) {
+	case *nvmlsource.Source:
+		nd.Lister = ss.NewProcessReader()
+	case *amdsmi.Source:
+		nd.Lister = newAMDLister(ss, time.Now)
+	default:
 		nd.Lister = noListing{kind: src.Kind()}
 		log.Warn("this source lists no processes to the agent: each GPU's energy is exported as idle and unattributed, not per process",
 			"otelenergy.source", src.Kind())
@@ -321,7 +325,7 @@ func OpenNode(cfg flags.Config, log *slog.Logger) (Node, error) {
 var errNoListing = errors.New("app: this energy source lists no processes")
 
 // noListing is the Lister of a source that lists no processes to the
-// agent (AMD SMI, Intel hwmon).
+// agent (Intel hwmon).
 type noListing struct{ kind string }
 
 func (n noListing) Read(_ int, b *nvmlsource.BoardProcesses) error {
