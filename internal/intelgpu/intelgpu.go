@@ -73,7 +73,7 @@ func New(opts ...Option) (*Source, error) {
 	slices.SortFunc(cards, func(a, b string) int {
 		return compareCards(filepath.Base(a), filepath.Base(b))
 	})
-	s := &Source{}
+	s := &Source{counters: sysfscounter.Set{Name: "intelgpu"}}
 	seen := map[string]bool{}
 	for _, card := range cards {
 		name := filepath.Base(card)
@@ -116,7 +116,7 @@ func New(opts ...Option) (*Source, error) {
 			d.MaxWatts = float64(uw) / 1e6 * ratedMargin
 		}
 		s.devices = append(s.devices, d)
-		s.counters.Add(f, 0)
+		s.counters.Add(f, 0, d.ID)
 	}
 	if len(s.devices) == 0 {
 		if len(s.skipped) == 0 {
@@ -180,19 +180,7 @@ func (s *Source) Skipped() []source.Skipped { return slices.Clone(s.skipped) }
 // ReadEnergy returns Devices()[i]'s energy1_input in millijoules, rounded
 // down. A failed read wraps [source.ErrRead]; after Close,
 // [source.ErrUnavailable]. It allocates nothing on success.
-func (s *Source) ReadEnergy(i int) (uint64, error) {
-	if i < 0 || i >= len(s.devices) {
-		return 0, fmt.Errorf("%w: intelgpu: device index %d out of range [0, %d)", source.ErrRead, i, len(s.devices))
-	}
-	uj, err := s.counters.Read(i)
-	if errors.Is(err, sysfscounter.ErrClosed) {
-		return 0, fmt.Errorf("%w: intelgpu source closed", source.ErrUnavailable)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%w: intelgpu %s: %w", source.ErrRead, s.devices[i].ID, err)
-	}
-	return uj / 1000, nil
-}
+func (s *Source) ReadEnergy(i int) (uint64, error) { return s.counters.ReadEnergy(i) }
 
 // Close closes the counters. It is idempotent.
 func (s *Source) Close() error { return s.counters.Close() }

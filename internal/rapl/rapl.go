@@ -141,7 +141,7 @@ func New(opts ...Option) (*Source, error) {
 	if len(zones) == 0 {
 		return nil, fmt.Errorf("%w: rapl: no RAPL zone under %s/class/powercap", source.ErrUnavailable, c.root)
 	}
-	s := &Source{}
+	s := &Source{counters: sysfscounter.Set{Name: "rapl"}}
 	names := packageNames(zones)
 	for _, z := range zones {
 		d := source.Device{
@@ -172,7 +172,7 @@ func New(opts ...Option) (*Source, error) {
 			continue
 		}
 		s.devices = append(s.devices, d)
-		s.counters.Add(f, z.MaxMicrojoules)
+		s.counters.Add(f, z.MaxMicrojoules, d.ID)
 	}
 	if len(s.devices) == 0 {
 		var reasons []error
@@ -314,19 +314,7 @@ func (s *Source) Skipped() []source.Skipped { return slices.Clone(s.skipped) }
 // ReadEnergy returns Devices()[i]'s counter in millijoules, unwrapped (see
 // the package doc). A failed read wraps [source.ErrRead]; after Close,
 // [source.ErrUnavailable]. It allocates nothing on success.
-func (s *Source) ReadEnergy(i int) (uint64, error) {
-	if i < 0 || i >= len(s.devices) {
-		return 0, fmt.Errorf("%w: rapl: device index %d out of range [0, %d)", source.ErrRead, i, len(s.devices))
-	}
-	uj, err := s.counters.Read(i)
-	if errors.Is(err, sysfscounter.ErrClosed) {
-		return 0, fmt.Errorf("%w: rapl source closed", source.ErrUnavailable)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%w: rapl %s: %w", source.ErrRead, s.devices[i].ID, err)
-	}
-	return uj / 1000, nil
-}
+func (s *Source) ReadEnergy(i int) (uint64, error) { return s.counters.ReadEnergy(i) }
 
 // Wraps returns how many wraps device i's counter has made while read, or
 // 0 for an index outside Devices().

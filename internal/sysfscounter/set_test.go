@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+
+	"github.com/otelenergy/otelenergy/internal/source"
 )
 
 // counterFile writes v to a fresh file under dir and returns its path.
@@ -24,7 +26,7 @@ func counterFile(t *testing.T, dir, name string, v uint64) string {
 // with ErrClosed while Close stays idempotent.
 func TestSet(t *testing.T) {
 	dir := t.TempDir()
-	var s Set
+	s := Set{Name: "test"}
 	for i, c := range []struct {
 		name string
 		v    uint64
@@ -34,7 +36,7 @@ func TestSet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Add(f, c.max)
+		s.Add(f, c.max, c.name)
 		if got, err := s.Read(i); err != nil || got != c.v {
 			t.Fatalf("counter %d first read %d, %v; want %d", i, got, err, c.v)
 		}
@@ -47,8 +49,18 @@ func TestSet(t *testing.T) {
 	if got, err := s.Read(1); err != nil || got != 7 {
 		t.Fatalf("plain counter: %d, %v; want 7", got, err)
 	}
+	counterFile(t, dir, "plain", 7_999)
+	if mj, err := s.ReadEnergy(1); err != nil || mj != 7 {
+		t.Fatalf("ReadEnergy(1) = %d, %v; want 7 mJ, rounded down", mj, err)
+	}
+	if _, err := s.ReadEnergy(2); !errors.Is(err, source.ErrRead) {
+		t.Fatalf("ReadEnergy(2) of 2 counters: %v, want source.ErrRead", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := s.ReadEnergy(0); !errors.Is(err, source.ErrUnavailable) {
+		t.Fatalf("ReadEnergy after Close: %v, want source.ErrUnavailable", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
@@ -67,7 +79,7 @@ func TestSetConcurrentSafe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Add(f, 1<<20)
+	s.Add(f, 1<<20, "c")
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)

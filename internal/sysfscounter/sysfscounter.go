@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+
+	"github.com/otelenergy/otelenergy/internal/source"
 )
 
 // ErrPermission reports a counter this process may not read. It is
@@ -159,20 +161,26 @@ var ErrClosed = errors.New("sysfscounter: closed")
 
 // Set is a source's counters: each one's File and Extender, read under one
 // lock so that a wrap is extended in the order the readings were taken, and
-// closed together. The zero Set is empty and ready to use; a Set must not
-// be copied after first use.
+// closed together. Name is the source's, for its errors ("rapl"). The
+// zero Set with Name set is empty and ready to use; a Set must not be
+// copied after first use.
 type Set struct {
+	Name string
+
 	mu     sync.Mutex
 	files  []*File
 	ext    []Extender
+	ids    []string
 	closed bool
 }
 
-// Add adds a counter that wraps after max µJ (0: it does not wrap, or its
-// range is unknown), at the next index. Call it before the Set is shared.
-func (s *Set) Add(f *File, max uint64) {
+// Add adds the counter of device id, which wraps after max µJ (0: it does
+// not wrap, or its range is unknown), at the next index. Call it before
+// the Set is shared.
+func (s *Set) Add(f *File, max uint64, id string) {
 	s.files = append(s.files, f)
 	s.ext = append(s.ext, Extender{Max: max})
+	s.ids = append(s.ids, id)
 }
 
 // Read returns counter i's reading in µJ, extended past its wraps. It
@@ -190,6 +198,24 @@ func (s *Set) Read(i int) (uint64, error) {
 		return 0, err
 	}
 	return s.ext[i].Extend(uj), nil
+}
+
+// ReadEnergy is a source's ReadEnergy over the Set: counter i in
+// millijoules, rounded down, extended past its wraps. An index out of
+// range or a failed read wraps [source.ErrRead]; a read after Close,
+// [source.ErrUnavailable]. It allocates nothing on success.
+func (s *Set) ReadEnergy(i int) (uint64, error) {
+	if i < 0 || i >= len(s.files) {
+		return 0, fmt.Errorf("%w: %s: device index %d out of range [0, %d)", source.ErrRead, s.Name, i, len(s.files))
+	}
+	uj, err := s.Read(i)
+	if errors.Is(err, ErrClosed) {
+		return 0, fmt.Errorf("%w: %s source closed", source.ErrUnavailable, s.Name)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %s: %w", source.ErrRead, s.Name, s.ids[i], err)
+	}
+	return uj / 1000, nil
 }
 
 // Wraps returns how many wraps counter i has made while read.
