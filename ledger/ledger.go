@@ -211,7 +211,8 @@ type device struct {
 	provWritten uint64
 	lag         int64 // the chosen lag, ns
 	best        int
-	solves      int // how often the models were solved
+	solves      int // intervals learned: the chosen lag's cadence
+	calls       int // device steps that learned: the lag search's cadence
 	frac        float64
 	split       bool // frac applies
 	shared      bool // shared and not splittable
@@ -749,7 +750,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 		// Learn from every ready interval first, then split the learned
 		// ones: while the model is still too young to trust, intervals
 		// wait for it, up to the horizon.
-		learned := false
+		learned := 0
 		for {
 			j := d.learnNext
 			if old := d.ring.Oldest(); j < old {
@@ -766,14 +767,14 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 				// the requests' timelines no longer cover it, so it
 				// would teach the model wrong features.
 				l.learn(d, d.learnT, p.T, satSub(p.EnergyMJ, d.learnE), minKnown)
-				learned = true
+				learned++
 			} else if !d.lprimed {
 				d.firstT = p.T
 			}
 			d.lprimed, d.learnT, d.learnE, d.learnNext = true, p.T, p.EnergyMJ, j+1
 		}
-		if learned {
-			l.chooseLag(d)
+		if learned > 0 {
+			l.chooseLag(d, learned)
 			flipSeen = true
 		}
 		for d.next < d.learnNext {

@@ -486,14 +486,25 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 	}
 }
 
-// chooseLag solves the chosen lag's model every fourth time it is called
-// (once per device step that taught the models something), and every
-// thirty-second time every candidate's, taking the lag whose model leaves
-// the least residual per interval. The models forget over minutes and a
-// counter's lag does not change, so solving now and then is enough, and it
-// keeps a sampler tick cheap.
-func (l *Ledger) chooseLag(d *device) {
-	d.solves++
+// chooseLag solves the chosen lag's model once every fourth interval
+// learned (n were just learned), and every candidate's every thirty-second
+// call (once per device step that taught the models something), taking
+// the lag whose model leaves the least residual per interval. The models
+// forget over minutes and a counter's lag does not change, so solving now
+// and then is enough, and it keeps a sampler tick cheap. The chosen lag's
+// cadence counts intervals, not calls: intervals wait to be learned while
+// a request is silent (a long prefill), then come together, and the
+// splits that follow must not use a model that has not seen them. The lag
+// search keeps counting calls: run on every such burst it switched lags
+// on few intervals, and End's estimates after bursts of prompts doubled
+// their p99.
+func (l *Ledger) chooseLag(d *device, n int) {
+	d.calls++
+	before := d.solves
+	d.solves += n
+	// crossed reports whether some count s in (before, d.solves] has
+	// s mod k = 1, the counts a solve falls on.
+	crossed := func(k int) bool { return before == 0 || (d.solves-1)/k > (before-1)/k }
 	if known := d.idleT >= minIdleSeconds; known {
 		w := d.idleY / d.idleT
 		for c := range d.cands {
@@ -502,8 +513,8 @@ func (l *Ledger) chooseLag(d *device) {
 		d.alt.idleKnown, d.alt.idleW = true, w
 	}
 	switch {
-	case d.solves%32 == 1 || !d.m.usable:
-	case d.solves%4 == 1:
+	case d.calls%32 == 1 || !d.m.usable:
+	case crossed(4):
 		d.cands[d.best].solve()
 		d.m = d.cands[d.best]
 		return
