@@ -348,6 +348,9 @@ func runTraceOnce(tb testing.TB, sc accScenario, period time.Duration, seed uint
 			clear(waiting[len(kept):])
 			waiting = kept
 		}
+		if os.Getenv("OTELENERGY_ACC_COEF") != "" && ms%2000 == 0 {
+			tb.Logf("t=%ds %+v", ms/1000, mon.ledger.Coefficients())
+		}
 		if next == len(plan) && len(active) == 0 && ms > lastEnd+horizon {
 			break
 		}
