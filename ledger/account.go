@@ -372,6 +372,13 @@ type sampled struct {
 	end     int64
 	firstN  uint64 // tokens of a first report that was a chunk, until the next report places the prefill
 	firstT  int64
+	// pfGuess says no timing placed the prefill: pfEnd is guessed from
+	// the prompt, pfIn tokens, at the ledger's prefill time per token,
+	// within [start, pfMax]; pfBase is the even share's end (see
+	// prefillrate.go).
+	pfGuess       bool
+	pfIn          float64
+	pfBase, pfMax int64
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
 	inline [2]point
@@ -454,7 +461,13 @@ func (s *sampled) prefillEnd(shift float64) int64 {
 	if s.pfEnd < 0 {
 		return -1
 	}
-	e := s.pfEnd + int64(shift*float64(s.step))
+	return s.shifted(s.pfEnd, shift)
+}
+
+// shifted returns the prefill end e moved shift decode steps later,
+// within the request.
+func (s *sampled) shifted(e int64, shift float64) int64 {
+	e += int64(shift * float64(s.step))
 	if s.endSeen {
 		e = min(e, s.end)
 	}

@@ -108,11 +108,15 @@ type Ledger struct {
 	// request's pfEnd (one decode step before the first token): 0 when
 	// the first token follows the prefill by a decode step, 1 when the
 	// prefill itself ends with it. The data choose it (maybeFlip).
-	shift    float64
-	step     float64 // the batch's recent decode step, ns per token; 0 unknown
-	jOut     float64 // recent modelled energy per output token, decode power included, J
-	rate     float64 // recent requests' output rate, tokens per ns
-	rhoAvg   float64 // recent prefills' input tokens per ns
+	shift float64
+	// tau indexes taus: the prefill time per input token that places
+	// prefills no timing placed (prefillrate.go).
+	tau      int
+	tauPub   atomic.Int32 // tau, for Coefficients
+	step     float64      // the batch's recent decode step, ns per token; 0 unknown
+	jOut     float64      // recent modelled energy per output token, decode power included, J
+	rate     float64      // recent requests' output rate, tokens per ns
+	rhoAvg   float64      // recent prefills' input tokens per ns
 	free     [][]point
 	parts    []part
 	running  int      // parts of requests not ended, in the last features
@@ -203,6 +207,15 @@ type device struct {
 	// clearly better.
 	alt      model
 	wantFlip bool
+	// tauM are the chosen lag's models under each candidate placement of
+	// the guessed prefills (taus), and tauRSS their residuals per
+	// interval at the last lag search.
+	tauM   [len(taus)]model
+	tauRSS [len(taus)]float64
+	// tauLive says the candidates are learning; tauSeen is the end of
+	// the last interval learned with a guessed prefill in it.
+	tauLive bool
+	tauSeen int64
 	// idleY and idleT sum, with a forgetting of idleForget, the energy (J)
 	// and the time (s) of intervals with nothing in them.
 	idleY, idleT float64
@@ -659,7 +672,7 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 		} else if byPrompt {
 			s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
 		} else {
-			s.pfEnd = r.start + (at-r.start)/int64(n+1)
+			l.guessPrefill(r, r.start+(at-r.start)/int64(n+1), latest, in)
 		}
 		s.pfEnd = max(s.pfEnd, r.start)
 		s.step = min(int64(l.step), at-s.pfEnd)
@@ -667,12 +680,18 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 	}
 	pfEnd := latest
 	s.step = int64(step)
-	if sec, ok := l.ttft.predict(float64(in)); ok && n > 2 {
+	sec, byPrompt := l.ttft.predict(float64(in))
+	if byPrompt && n > 2 {
 		// A chunk's length at the batch's step is off by the request's
 		// own rate times the chunk; the learned prefill time is not.
 		pfEnd = min(r.start+int64(sec*nsPerSecond), at-(at-r.start)/int64(n+1))
 	}
 	s.pfEnd = max(r.start, pfEnd)
+	if l.step <= 0 && !byPrompt {
+		// Neither the batch's step nor a prefill time: a guess, until
+		// its next report times its tokens.
+		l.guessPrefill(r, s.pfEnd, at-(at-r.start)/int64(n+1), in)
+	}
 	s.firstN, s.firstT = n, at
 	return false
 }
@@ -709,6 +728,7 @@ func (l *Ledger) placeFromRate(r *Account, at int64, o, in uint64) bool {
 		}
 	}
 	s.pfEnd = max(r.start, min(s.firstT, byRate))
+	s.pfGuess = false
 	s.step = int64(perToken)
 	if !poor {
 		l.ttft.add(float64(in), float64(s.pfEnd-r.start)/nsPerSecond)
@@ -831,6 +851,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 	through = min(through, tThrough)
 	if flipSeen {
 		l.maybeFlip()
+		l.maybeRetau()
 	}
 	provThru, prov := l.provisional(t, minKnown, splitNow, running)
 	if prov {
@@ -1125,12 +1146,17 @@ type Coefficients struct {
 	DecodeBusyW float64
 	// DecodeW is the power each decoding request adds, in W.
 	DecodeW float64
+	// GuessPrefillS is the prefill time per thousand input tokens, in s,
+	// that places the prefills no timing placed; 0 is one token's even
+	// share of the request's time.
+	GuessPrefillS float64
 }
 
 // Coefficients returns the learned model. It is safe from any goroutine.
 func (l *Ledger) Coefficients() Coefficients {
 	f := func(i int) float64 { return math.Float64frombits(l.coef[i].Load()) }
-	return Coefficients{f(fStatic), f(fOutput), f(fPrefill), f(fPrefillBusy), f(fInput), f(fDecodeBusy), f(fDecode)}
+	return Coefficients{f(fStatic), f(fOutput), f(fPrefill), f(fPrefillBusy), f(fInput), f(fDecodeBusy), f(fDecode),
+		taus[l.tauPub.Load()] * 1000 / nsPerSecond}
 }
 
 func satSub(a, b uint64) uint64 {

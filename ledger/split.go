@@ -272,8 +272,10 @@ func (l *Ledger) silentTokens(r *Account, pfEnd, lo, hi int64) float64 {
 // learnFeatures returns the features of (a, b] as features does, for
 // learning: it keeps no per-request parts, only the prefill and decode
 // spans whose union it measures, so that a busy sampler writes little per
-// request.
-func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
+// request. With tau ≥ 0 the guessed prefills are placed at tau ns per
+// input token instead of where they are; guessed reports whether the
+// interval holds one.
+func (l *Ledger) learnFeatures(a, b int64, shift, tau float64) (x [nFeat]float64, guessed bool) {
 	pf, dec := l.pfSpans[:0], l.decSpans[:0]
 	var out, pfNS, in, decNS float64
 	for _, r := range l.active {
@@ -283,6 +285,12 @@ func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
 		}
 		lo, hi := s.span(r.start, a, b)
 		pfEnd := s.prefillEnd(shift)
+		if s.pfGuess {
+			guessed = true
+			if tau >= 0 {
+				pfEnd = s.shifted(s.guessedEnd(r.start, tau), shift)
+			}
+		}
 		silent := !s.endSeen && s.known < b
 		if silent && pfEnd < 0 {
 			pfEnd = l.expectedPrefillEnd(r, float64(s.pts[len(s.pts)-1].in), b)
@@ -314,7 +322,7 @@ func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
 	x[fStatic] = float64(b-a) / nsPerSecond
 	if l.cfg.WeightsFixed {
 		x[fOutput] = wo*(unowned+out) + wi*in
-		return x
+		return x, guessed
 	}
 	x[fOutput] = unowned + out
 	x[fPrefill] = pfNS / nsPerSecond
@@ -322,7 +330,7 @@ func (l *Ledger) learnFeatures(a, b int64, shift float64) (x [nFeat]float64) {
 	x[fDecode] = decNS / nsPerSecond
 	x[fPrefillBusy] = l.union(pf, a, b) / nsPerSecond
 	x[fDecodeBusy] = l.union(dec, a, b) / nsPerSecond
-	return x
+	return x, guessed
 }
 
 // span is a non-empty time span within an interval.
@@ -450,16 +458,23 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 	lambda := math.Exp(-float64(b-a) / DefaultForget)
 	search := len(l.active) <= maxLagSearch
 	idle := len(l.active) == 0 && len(l.unowned.st.pts) <= 1
-	var x [nFeat]float64
+	var x, xBest [nFeat]float64
+	var guessed, gBest bool
 	for c, lag := range lags {
 		if !search && c != d.best {
 			continue
 		}
 		if !idle || c == 0 {
 			// With nothing active every lag sees the same features.
-			x = l.learnFeatures(a-lag, b-lag, l.shift)
+			x, guessed = l.learnFeatures(a-lag, b-lag, l.shift, -1)
+		}
+		if c == d.best && guessed && search {
+			d.startTaus(&d.cands[c])
 		}
 		d.cands[c].add(x, y, lambda)
+		if c == d.best {
+			xBest, gBest = x, guessed
+		}
 		if c == d.best {
 			// An interval with nothing in it measures the static power,
 			// which changes far more slowly than the rest: it is kept
@@ -474,9 +489,11 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 		if c == d.best && search {
 			// The other placement of the prefill's end, at the chosen
 			// lag, for chooseLag to weigh against it.
-			d.alt.add(l.learnFeatures(a-lag, b-lag, 1-l.shift), y, lambda)
+			xAlt, _ := l.learnFeatures(a-lag, b-lag, 1-l.shift, -1)
+			d.alt.add(xAlt, y, lambda)
 		}
 	}
+	l.learnTaus(d, a-d.lag, b-d.lag, xBest, gBest && search, y, lambda)
 	// About the last ten seconds' power, for estimates before the model.
 	w := y / (float64(b-a) / nsPerSecond)
 	if d.avgW == 0 {
@@ -533,6 +550,7 @@ func (l *Ledger) chooseLag(d *device, n int) {
 		}
 	}
 	d.best, d.lag, d.m = best, lags[best], d.cands[best]
+	l.solveTaus(d)
 	d.alt.solve()
 	d.wantFlip = d.alt.usable && d.alt.count() > 0 && !math.IsInf(bestRSS, 1) &&
 		d.alt.rss(d.alt.theta)/d.alt.count() < flipMargin*bestRSS

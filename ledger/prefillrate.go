@@ -1,0 +1,156 @@
+package ledger
+
+import "math"
+
+// Prefill time from the counter, for requests no timing places.
+//
+// A request that reports its output once, at its end, shows when it
+// ended but not when its prefill did. The ledger places such a prefill by
+// the prefill time it learned for the prompt (ttft), from requests that
+// showed their first token or from whole requests under continuous
+// batching. When neither is known (every client reports at its end and
+// the requests decode at rates of their own, or no fit has seen enough
+// yet), the placement is a guess: one token's even share of the request's
+// time, a prefill far shorter than a long prompt's. The prefill energy of
+// the intervals the prompt really ran in then goes to the requests beside
+// it.
+//
+// The counter can tell. Each candidate prefill time per input token in
+// taus places every guessed prefill its own way, and a model per
+// candidate learns the intervals under that placement, as the lag
+// candidates do under theirs. The one that explains the steps clearly
+// best is taken, and every guessed prefill is placed again by it. The
+// first candidate is the even share, so a ledger that finds nothing
+// better keeps it.
+
+// taus are the candidate prefill times per input token, ns: from a small
+// model on a large board (tens of thousands of prompt tokens a second) to
+// a large model on a small one, √2 apart, so that the one taken is within
+// 19% of the true time.
+var taus = [...]float64{0, 30e3, 42e3, 60e3, 85e3, 120e3, 170e3, 240e3, 340e3, 480e3, 680e3, 960e3, 1360e3, 1920e3}
+
+// tauMargin is how much less residual per interval another candidate's
+// model must leave than the chosen one's before the ledger takes it.
+const tauMargin = 0.95
+
+// guessPrefill places r's prefill without timing: base is the even
+// share's end, latest the latest end its output leaves room for, in its
+// prompt's length.
+func (l *Ledger) guessPrefill(r *Account, base, latest int64, in uint64) {
+	s := &r.st
+	s.pfGuess, s.pfBase, s.pfMax, s.pfIn = true, base, latest, float64(in)
+	s.pfEnd = s.guessedEnd(r.start, taus[l.tau])
+}
+
+// guessedEnd returns the end of a guessed prefill at tau ns per input
+// token (the even share at 0), within [start, pfMax].
+func (s *sampled) guessedEnd(start int64, tau float64) int64 {
+	e := s.pfBase
+	if tau > 0 {
+		e = start + int64(math.Min(tau*s.pfIn, float64(s.pfMax-start)))
+	}
+	return max(start, min(e, s.pfMax))
+}
+
+// learnTaus folds the interval (a, b] of device d, with energy y (J) and
+// forgetting lambda, into the candidates' models; x is its features as
+// placed now. Without a guessed prefill in it, or with too many requests
+// to place each way, every candidate learns x, so that their residuals
+// stay comparable. The candidates learn only while guessed prefills come
+// (within a model's memory of the last); a ledger whose requests all
+// show timing pays nothing for them.
+func (l *Ledger) learnTaus(d *device, a, b int64, x [nFeat]float64, guessed bool, y, lambda float64) {
+	if guessed {
+		d.tauSeen = b
+	}
+	if !d.tauLive {
+		return
+	}
+	if b-d.tauSeen > DefaultForget && l.tau == 0 {
+		d.tauLive = false
+		return
+	}
+	for k := range taus {
+		xk := x
+		if guessed && k != l.tau {
+			xk, _ = l.learnFeatures(a, b, l.shift, taus[k])
+		}
+		d.tauM[k].add(xk, y, lambda)
+	}
+}
+
+// startTaus sets every candidate to m, the chosen lag's model before the
+// first guessed interval, so that they start from one history.
+func (d *device) startTaus(m *model) {
+	if d.tauLive {
+		return
+	}
+	d.tauLive = true
+	for k := range d.tauM {
+		d.tauM[k] = *m
+	}
+}
+
+// solveTaus solves device d's candidate models and records each one's
+// residual per interval.
+func (l *Ledger) solveTaus(d *device) {
+	if !d.tauLive {
+		return
+	}
+	for k := range taus {
+		m := &d.tauM[k]
+		if d.m.idleKnown {
+			m.idleKnown, m.idleW = true, d.m.idleW
+		}
+		m.solve()
+		d.tauRSS[k] = math.Inf(1)
+		if m.usable && m.count() > 0 {
+			d.tauRSS[k] = m.rss(m.theta) / m.count()
+		}
+	}
+}
+
+// maybeRetau takes the candidate whose models, summed over the devices
+// that learn, leave clearly the least residual, and places every guessed
+// prefill again by it; the chosen lag's model becomes that candidate's.
+func (l *Ledger) maybeRetau() {
+	var sum [len(taus)]float64
+	n := 0
+	for i := range l.devs {
+		d := &l.devs[i]
+		if d.lost || !d.tauLive {
+			continue
+		}
+		n++
+		for k := range taus {
+			sum[k] += d.tauRSS[k]
+		}
+	}
+	if n == 0 || math.IsInf(sum[l.tau], 1) {
+		return
+	}
+	best := l.tau
+	for k := range taus {
+		if sum[k] < sum[best] {
+			best = k
+		}
+	}
+	if best == l.tau || !(sum[best] < tauMargin*sum[l.tau]) {
+		return
+	}
+	l.tau = best
+	l.tauPub.Store(int32(best))
+	for i := range l.devs {
+		d := &l.devs[i]
+		if d.lost || !d.tauLive || !d.tauM[best].usable {
+			continue
+		}
+		d.cands[d.best] = d.tauM[best]
+		d.m = d.cands[d.best]
+	}
+	for _, r := range l.active {
+		if s := &r.st; s.pfGuess {
+			s.pfEnd = s.guessedEnd(r.start, taus[best])
+		}
+	}
+}
