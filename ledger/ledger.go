@@ -216,6 +216,7 @@ type device struct {
 	// the last interval learned with a guessed prefill in it.
 	tauLive bool
 	tauSeen int64
+	tauTick int // intervals seen while tauLive, for the stride
 	// idleY and idleT sum, with a forgetting of idleForget, the energy (J)
 	// and the time (s) of intervals with nothing in them.
 	idleY, idleT float64

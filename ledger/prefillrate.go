@@ -54,11 +54,15 @@ func (s *sampled) guessedEnd(start int64, tau float64) int64 {
 
 // learnTaus folds the interval (a, b] of device d, with energy y (J) and
 // forgetting lambda, into the candidates' models; x is its features as
-// placed now. Without a guessed prefill in it, or with too many requests
-// to place each way, every candidate learns x, so that their residuals
-// stay comparable. The candidates learn only while guessed prefills come
-// (within a model's memory of the last); a ledger whose requests all
-// show timing pays nothing for them.
+// placed now, and guessed says a guessed prefill is in it. Without one,
+// every candidate learns x, so that their residuals stay comparable. The
+// candidates learn only while guessed prefills come (within a model's
+// memory of the last): a ledger whose requests all show timing pays
+// nothing for them. With many requests active, placing each of them every
+// way on every interval would make a sampler pass cost the candidates
+// times the requests; the candidates then learn one interval in a stride
+// that grows with the requests, all the same ones, so that the work per
+// pass stays about that of one placement.
 func (l *Ledger) learnTaus(d *device, a, b int64, x [nFeat]float64, guessed bool, y, lambda float64) {
 	if guessed {
 		d.tauSeen = b
@@ -69,6 +73,16 @@ func (l *Ledger) learnTaus(d *device, a, b int64, x [nFeat]float64, guessed bool
 	if b-d.tauSeen > DefaultForget && l.tau == 0 {
 		d.tauLive = false
 		return
+	}
+	d.tauTick++
+	if n := len(l.active); n > maxLagSearch {
+		stride := 1 + n/maxLagSearch
+		if d.tauTick%stride != 0 {
+			return
+		}
+		// The model learned the chosen lag only: the candidates start
+		// from its history, and forget as it does over what they skip.
+		lambda = math.Pow(lambda, float64(stride))
 	}
 	for k := range taus {
 		xk := x

@@ -468,7 +468,7 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 			// With nothing active every lag sees the same features.
 			x, guessed = l.learnFeatures(a-lag, b-lag, l.shift, -1)
 		}
-		if c == d.best && guessed && search {
+		if c == d.best && guessed {
 			d.startTaus(&d.cands[c])
 		}
 		d.cands[c].add(x, y, lambda)
@@ -493,7 +493,7 @@ func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
 			d.alt.add(xAlt, y, lambda)
 		}
 	}
-	l.learnTaus(d, a-d.lag, b-d.lag, xBest, gBest && search, y, lambda)
+	l.learnTaus(d, a-d.lag, b-d.lag, xBest, gBest, y, lambda)
 	// About the last ten seconds' power, for estimates before the model.
 	w := y / (float64(b-a) / nsPerSecond)
 	if d.avgW == 0 {
