@@ -278,16 +278,42 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 			}
 		}
 	}
-	add += price * tokens * 1000
+	pf, inHat := unpackPair(r.pfIn.Load())
+	tf := r.pfTF.Load()
+	if tHat, share := unpackPair(tf); seen == 0 && tokens < 0 && pf > 0 && tHat > 0 {
+		// Fewer tokens than were extrapolated for it since its expected
+		// prefill end, and a prompt whose prefill runs past that end:
+		// the time taken for those tokens was its prefill's, on the
+		// board all the same. Their energy stays (it is not priced away
+		// as tokens it never made), and the prefill's part is repriced
+		// below for the length it was given, not its prompt's, which
+		// would count the time past it twice. Priced away, a long prompt
+		// with a short answer lost its prefill's energy with them, and
+		// End's estimate fell to a third of it.
+		if th, ok := l.prefillCoefs(); ok && r.Input() > 0 {
+			ext := prefillSeconds(th, float64(r.Input())) - tHat
+			if ext > 0 {
+				tokens = min(0, tokens+rate*ext*nsPerSecond)
+				tf = packPair(-tHat, share)
+			}
+		}
+	}
+	tokAdd := price * tokens * 1000
+	if seen == 0 && tokAdd < 0 {
+		// What the rest take back is at most the part it was given
+		// beyond its prefill's, which paid for them.
+		tokAdd = max(tokAdd, -max(0, float64(est-mj)-pf))
+	}
+	add += tokAdd
 	// A prompt reported after the sampler last weighed the request (a
 	// client that reports its usage only at its end) was weighed as the
 	// recent prompts were: its prefill's part is repriced for the prompt
 	// it reported. The split shares a prefill pool by input-token rate,
 	// so over its prefill a request's share goes with its prompt's
 	// tokens, whatever its prefill's length.
-	if pf, inHat := unpackPair(r.pfIn.Load()); pf > 0 && inHat > 0 {
+	if pf > 0 && inHat > 0 {
 		if in := float64(r.Input()); in > 0 {
-			add += pf * (l.repricePrefill(in, inHat, r.pfTF.Load()) - 1)
+			add += pf * (l.repricePrefill(in, inHat, tf) - 1)
 		}
 	}
 	switch {

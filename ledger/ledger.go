@@ -951,7 +951,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 	l.active = l.active[:kept]
 	l.prune(&l.unowned, through)
 	l.setActive(kept)
-	if th, ok := l.ttft.coefs(); ok {
+	if th, ok := l.prefillTimeCoefs(); ok {
 		for i, v := range th {
 			l.pfCoef[i].Store(math.Float64bits(v))
 		}

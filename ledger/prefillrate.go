@@ -168,3 +168,33 @@ func (l *Ledger) maybeRetau() {
 		}
 	}
 }
+
+// prefillTime returns the prefill time, in s, expected for a prompt of in
+// tokens: the one learned from timing (ttft), or, while none can be, the
+// one the counter chose for guessed prefills; false when neither is
+// known. Where a silent request's prefill is expected to end must agree
+// with where it will be placed when it reports: taken as decoding from
+// its start, a request that reports a long prompt and a short answer at
+// its end had been given tokens it never made, and End's estimate lost
+// its prefill's part taking them back.
+func (l *Ledger) prefillTime(in float64) (float64, bool) {
+	if sec, ok := l.ttft.predict(in); ok {
+		return sec, true
+	}
+	if l.tau > 0 {
+		return taus[l.tau] * in / nsPerSecond, true
+	}
+	return 0, false
+}
+
+// prefillTimeCoefs returns prefillTime's coefficients, as ttft.coefs
+// does, for the estimates.
+func (l *Ledger) prefillTimeCoefs() ([3]float64, bool) {
+	if th, ok := l.ttft.coefs(); ok {
+		return th, true
+	}
+	if l.tau > 0 {
+		return [3]float64{0, taus[l.tau] * 1000 / nsPerSecond, 0}, true
+	}
+	return [3]float64{}, false
+}

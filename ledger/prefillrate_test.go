@@ -49,7 +49,7 @@ func TestPrefillTimeFromCounter(t *testing.T) {
 		in, out        uint64
 		decJ           float64 // per ms of decode
 		truthJ         float64
-		reported       bool
+		estMJ          uint64 // End's estimate
 	}
 	var live, done []*req
 	next := int64(1000)
@@ -93,6 +93,7 @@ func TestPrefillTimeFromCounter(t *testing.T) {
 				r.a.AddInput(r.in)
 				r.a.AddOutput(r.out)
 				r.a.End(now * ms)
+				r.estMJ = g.l.Estimate(r.a, now*ms)
 				done = append(done, r)
 				continue
 			}
@@ -109,7 +110,7 @@ func TestPrefillTimeFromCounter(t *testing.T) {
 	if got := g.l.Coefficients().GuessPrefillS; got < 0.3/1.5 || got > 0.3*1.5 {
 		t.Errorf("learned %.3f s of prefill per thousand prompt tokens, want about 0.3", got)
 	}
-	var sum float64
+	var sum, estSum float64
 	var judged int
 	for _, r := range done {
 		if !r.a.Final() {
@@ -119,12 +120,24 @@ func TestPrefillTimeFromCounter(t *testing.T) {
 			continue
 		}
 		sum += math.Abs(float64(r.a.EnergyMJ())/1000-r.truthJ) / r.truthJ
+		estSum += math.Abs(float64(r.estMJ)/1000-r.truthJ) / r.truthJ
 		judged++
 	}
 	if mean := sum / float64(judged) * 100; mean > 4 {
-		t.Errorf("mean error %.2f%% over %d requests, want at most 4%%", mean, judged)
+		t.Errorf("final: mean error %.2f%% over %d requests, want at most 4%%", mean, judged)
 	} else {
-		t.Logf("mean error %.2f%% over %d requests", mean, judged)
+		t.Logf("final: mean error %.2f%% over %d requests", mean, judged)
+	}
+	// A silent request is expected in prefill for the learned time, as
+	// it will be placed: taken as decoding from its start, it was given
+	// tokens it never made, and taking them back took its prefill too
+	// (33.6% before). What is left is the estimate's prefill repricing,
+	// which takes the prefill pool to be shared by prompt tokens, where
+	// here each prefill draws its own power.
+	if mean := estSum / float64(judged) * 100; mean > 25 {
+		t.Errorf("End's estimate: mean error %.2f%% over %d requests, want at most 25%%", mean, judged)
+	} else {
+		t.Logf("End's estimate: mean error %.2f%% over %d requests", mean, judged)
 	}
 	var attributed uint64
 	for _, r := range done {

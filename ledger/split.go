@@ -165,7 +165,7 @@ func (l *Ledger) extrapolate(r *Account) {
 		if in <= 0 {
 			in = l.ttft.meanTokens()
 		}
-		if sec, ok := l.ttft.predict(in); ok {
+		if sec, ok := l.prefillTime(in); ok {
 			pfEnd = r.start + int64(sec*nsPerSecond)
 		} else if l.ttft.unknowable() && l.rate > 0 {
 			pfEnd = r.start // as expectedPrefillEnd takes it
@@ -205,7 +205,7 @@ func (l *Ledger) expectedPrefillEnd(r *Account, in float64, b int64) int64 {
 	if in <= 0 {
 		in = l.ttft.meanTokens()
 	}
-	sec, ok := l.ttft.predict(in)
+	sec, ok := l.prefillTime(in)
 	if !ok {
 		// No prefill time can be known: no request has shown its first
 		// token, and whole requests' lengths, enough of them, do not
@@ -238,7 +238,7 @@ func (l *Ledger) inputEnd(r *Account, in float64, pfEnd, pfHi int64) int64 {
 	if in <= 0 {
 		in = l.ttft.meanTokens()
 	}
-	if sec, ok := l.ttft.predict(in); ok {
+	if sec, ok := l.prefillTime(in); ok {
 		return max(pfHi, r.start+int64(sec*nsPerSecond))
 	}
 	return pfHi
@@ -406,7 +406,7 @@ func (l *Ledger) prefillRate(r *Account, in float64, pfEnd int64) float64 {
 	case s.endSeen:
 		dur = float64(s.end - r.start)
 	default:
-		if sec, ok := l.ttft.predict(in); ok {
+		if sec, ok := l.prefillTime(in); ok {
 			dur = sec * nsPerSecond
 		}
 		dur = max(dur, float64(s.known-r.start))
