@@ -503,6 +503,8 @@ func TestAttributionAccuracy(t *testing.T) {
 		// estimate of the first requests, before the model is learned.
 		"prod-conversation-control/endonly-all": {2.5, 19, 3.6, 36},
 		"prod-reasoning/endonly30":              {1, 4, 1, 3.5},
+		// The public BurstGPT trace's head, replayed 400 times faster.
+		"prod-burstgpt/streaming": {4, 22, 4.2, 23},
 	}
 	scenarios := slices.Clone(accScenarios)
 	for _, s := range accScenarios {

@@ -2,10 +2,14 @@ package otelenergy
 
 import (
 	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -59,6 +63,8 @@ type accTrace struct {
 	// The engine's decode step is StepBase + StepPerSeq × the requests
 	// decoding: every request past its prefill gets one token per step.
 	StepBase, StepPerSeq time.Duration
+	// Rows, when set, are replayed instead of drawing requests.
+	Rows []planned
 }
 
 // planned is one generated request.
@@ -69,6 +75,9 @@ type planned struct {
 
 // plan draws the trace's requests, in order of arrival, from rng.
 func (t accTrace) plan(rng *rand.Rand) []planned {
+	if t.Rows != nil {
+		return slices.Clone(t.Rows)
+	}
 	ps := make([]planned, 0, t.Requests)
 	at := 1000.0 // ms: the board is seen idle for a second first
 	for len(ps) < t.Requests {
@@ -171,6 +180,57 @@ var (
 	}
 )
 
+// burstGPTScale is how many times faster than recorded the BurstGPT
+// excerpt is replayed: its 383 requests over ten hours then arrive at
+// about four a second, as the conversation trace's.
+const burstGPTScale = 400
+
+// traceBurstGPT replays the head of the public BurstGPT trace
+// (testdata/burstgpt, CC BY 4.0): its real arrival order and relative
+// gaps, and its real prompt and output lengths (prompts to 2,126 tokens,
+// outputs to 2,019: the longest run past the horizon), dropping the
+// failed requests (no tokens) and compressing time burstGPTScale times.
+func traceBurstGPT() accTrace {
+	t := traceConversation
+	t.Rows = loadBurstGPT("testdata/burstgpt/BurstGPT_1_head400.csv")
+	t.Requests = len(t.Rows)
+	return t
+}
+
+// loadBurstGPT reads a BurstGPT CSV (Timestamp, Model, Request tokens,
+// Response tokens, Total tokens, Log Type) into requests that start a
+// second in, as the generated traces do. It panics on a malformed file:
+// the file ships with the tests.
+func loadBurstGPT(path string) []planned {
+	f, err := os.Open(path)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) < 2 {
+		panic(fmt.Sprintf("%s: %v (%d rows)", path, err, len(recs)))
+	}
+	var ps []planned
+	var t0 float64
+	for i, rec := range recs[1:] {
+		ts, err1 := strconv.ParseFloat(rec[0], 64)
+		in, err2 := strconv.Atoi(rec[2])
+		out, err3 := strconv.Atoi(rec[3])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			panic(fmt.Sprintf("%s row %d: %v", path, i+2, err))
+		}
+		if i == 0 {
+			t0 = ts
+		}
+		if in <= 0 || out <= 0 {
+			continue
+		}
+		ps = append(ps, planned{at: 1000 + int64((ts-t0)*1000/burstGPTScale), prompt: in, out: out})
+	}
+	return ps
+}
+
 // traceReasoning is conversation traffic of which a fifth are reasoning
 // requests with 2k–16k output tokens: 1–10 minutes each at full size. The
 // smoke run divides their outputs by eight.
@@ -240,6 +300,7 @@ func prodScenarios() []namedScenario {
 		})},
 		{"reasoning", base(traceReasoning())},
 		{"concurrent256", base(traceC256)},
+		{"burstgpt", base(traceBurstGPT())},
 	}
 	var out []namedScenario
 	for _, v := range vs {
