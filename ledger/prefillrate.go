@@ -70,7 +70,10 @@ func (l *Ledger) learnTaus(d *device, a, b int64, x [nFeat]float64, guessed bool
 	if !d.tauLive {
 		return
 	}
-	if b-d.tauSeen > DefaultForget && l.tau == 0 {
+	if b-d.tauSeen > DefaultForget {
+		// None for a model's memory: the choice stands for the next
+		// guesses, and the candidates start again from the chosen lag's
+		// model when they come.
 		d.tauLive = false
 		return
 	}
