@@ -127,9 +127,10 @@ type Ledger struct {
 	// the prefill time pfT in ns) for End to reprice once the prompt is
 	// known.
 	provAcc []struct{ mj, tok, tokJ, pf, pfS, pfT float64 }
-	// hookReqs, hookMJ and hookCov are OnSplit's scratch.
+	// shareMJ holds the shares of the interval being split; hookReqs and
+	// hookCov are OnSplit's scratch.
+	shareMJ  []uint64
 	hookReqs []*Account
-	hookMJ   []uint64
 	hookCov  []uint64
 
 	// Published.

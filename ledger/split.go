@@ -577,7 +577,9 @@ func (l *Ledger) maybeFlip() {
 }
 
 // split divides the energy e metered by device d over (a, b] among the
-// requests active in it, with the device's current model.
+// requests active in it, with the device's current model: weigh weighs
+// them, divide splits by that weighing, and the shares are then added to
+// the requests.
 //
 // Invariant: every millijoule of e goes to exactly one of a request, the
 // unattributed counter, or the other-processes counter.
@@ -591,23 +593,23 @@ func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
 	}
 	w := l.weigh(d, a, b, attr, minKnown, true, false)
 	parts := l.parts
-	var got []uint64
-	if l.cfg.OnSplit != nil {
-		got = slices.Grow(l.hookMJ[:0], len(parts))[:len(parts)]
-		clear(got)
-		l.hookMJ = got
+	shares := slices.Grow(l.shareMJ[:0], len(parts))[:len(parts)]
+	l.shareMJ = shares
+	rest := divide(attr, w, parts, shares)
+	for i, mj := range shares {
+		if mj > 0 {
+			parts[i].r.mj.Add(mj)
+		}
 	}
-	given := give(w.static, parts, byCoverage, w.dt, got)
-	given += give(attr-w.static, parts, w.by, w.total, got)
-	l.unattributed.Add(attr - given)
+	l.unattributed.Add(rest)
 	if l.running > 0 {
 		l.noteShares(w, attr, false)
 	}
-	l.onSplit(d, a, b, parts, e-given)
+	l.onSplit(d, a, b, parts, e-attr+rest)
 }
 
 // onSplit hands the interval (a, b] of d, just split among parts (their
-// shares in l.hookMJ), to Config.OnSplit, with rest the mJ no part got.
+// shares in l.shareMJ), to Config.OnSplit, with rest the mJ no part got.
 func (l *Ledger) onSplit(d *device, a, b int64, parts []part, rest uint64) {
 	if l.cfg.OnSplit == nil {
 		return
@@ -626,17 +628,8 @@ func (l *Ledger) onSplit(d *device, a, b int64, parts []part, rest uint64) {
 		}
 	}
 	l.hookReqs, l.hookCov = reqs, cov
-	l.cfg.OnSplit(d.idx, a, b, reqs, l.hookMJ[:n], rest, cov)
+	l.cfg.OnSplit(d.idx, a, b, reqs, l.shareMJ[:n], rest, cov)
 	clear(reqs) // hold no request past its split
-}
-
-// weighing is how an interval's attributable energy is to be split: its
-// static part by coverage out of dt, the rest by w.by out of total.
-type weighing struct {
-	static    uint64
-	dt, total float64
-	by        int
-	tokPrice  float64 // modelled energy of one output token, decode power included, J
 }
 
 // weigh fills l.parts with the requests active in the interval (a, b] of
@@ -720,12 +713,7 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 		total = l.spreadResidual(parts, float64(dyn)/1000, unownedW)
 	}
 	w.total = total
-	if total <= 0 {
-		w.by, w.total = byCoverage, 0
-		for i := range parts {
-			w.total += parts[i].cov
-		}
-	}
+	w.fallBack(parts)
 	return w
 }
 
@@ -964,38 +952,6 @@ func (l *Ledger) spreadResidual(parts []part, dynJ, unownedJ float64) float64 {
 }
 
 func sq(x float64) float64 { return x * x }
-
-const (
-	byCoverage = iota
-	byWeight
-)
-
-// give splits e among parts in proportion to their coverage or weight out
-// of total, by cumulative rounding: the shares telescope, so exactly
-// floor(e·Σw/total) is given, and it returns that. With got, it also adds
-// part i's share to got[i].
-func give(e uint64, parts []part, by int, total float64, got []uint64) uint64 {
-	if e == 0 || total <= 0 || math.IsNaN(total) || math.IsInf(total, 0) {
-		return 0
-	}
-	var cum float64
-	var given uint64
-	for i := range parts {
-		w := parts[i].cov
-		if by == byWeight {
-			w = parts[i].weight
-		}
-		cum += w
-		s := uint64(math.Floor(float64(e) * min(1, cum/total)))
-		s = min(max(s, given), e)
-		parts[i].r.mj.Add(s - given)
-		if got != nil {
-			got[i] += s - given
-		}
-		given = s
-	}
-	return given
-}
 
 // Span kinds for coverage.
 const (

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"math"
+	"slices"
 	"sync/atomic"
 
 	"github.com/otelenergy/otelenergy/ring"
@@ -98,16 +99,16 @@ func (l *Ledger) splitTime(i int, a, b int64, e uint64) {
 	l.parts = parts
 	dt := float64(b - a)
 	covered := l.coverage(parts, a, b, spanTime, true)
-	var cum float64
-	var given uint64
+	shares := slices.Grow(l.shareMJ[:0], len(parts))[:len(parts)]
+	l.shareMJ = shares
+	clear(shares)
+	given := give(e, parts, byCoverage, dt, shares)
+	var cum float64 // the requests' time, summed as give sums it
 	for k := range parts {
 		cum += parts[k].cov
-		s := uint64(math.Floor(float64(e) * min(1, cum/dt)))
-		s = min(max(s, given), e)
-		if s > given && l.cfg.TimeGive != nil {
-			l.cfg.TimeGive(parts[k].r, i, s-given)
+		if shares[k] > 0 && l.cfg.TimeGive != nil {
+			l.cfg.TimeGive(parts[k].r, i, shares[k])
 		}
-		given = s
 	}
 	td.unattributed.Add(e - given)
 	if covered > 0 && cum > 0 {
