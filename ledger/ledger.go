@@ -103,21 +103,16 @@ type Ledger struct {
 	prevRead  int64
 	firstRead int64
 	read      bool
-	ttft      ttft
-	// shift places the end of every prefill shift·step after its
-	// request's pfEnd (one decode step before the first token): 0 when
-	// the first token follows the prefill by a decode step, 1 when the
-	// prefill itself ends with it. The data choose it (maybeFlip).
-	shift    float64
-	step     float64 // the batch's recent decode step, ns per token; 0 unknown
-	jOut     float64 // recent modelled energy per output token, decode power included, J
-	rate     float64 // recent requests' output rate, tokens per ns
-	rhoAvg   float64 // recent prefills' input tokens per ns
-	free     [][]point
-	parts    []part
-	running  int      // parts of requests not ended, in the last features
-	sweep    []uint64 // coverage's and union's scratch: edge keys
-	provLast int64    // when the last provisional pass ran
+	fit       fit     // the model stage
+	step      float64 // the batch's recent decode step, ns per token; 0 unknown
+	jOut      float64 // recent modelled energy per output token, decode power included, J
+	rate      float64 // recent requests' output rate, tokens per ns
+	rhoAvg    float64 // recent prefills' input tokens per ns
+	free      [][]point
+	parts     []part
+	running   int      // parts of requests not ended, in the last features
+	sweep     []uint64 // coverage's and union's scratch: edge keys
+	provLast  int64    // when the last provisional pass ran
 	// pfSpans and decSpans are learnFeatures' scratch.
 	pfSpans, decSpans []span
 	// provAcc holds, per active request by its index, what the
@@ -194,31 +189,13 @@ type device struct {
 	primed    bool
 	prevT     int64
 	prevE     uint64
-	m         model // the model of the chosen lag
-	// cands are the models of each candidate reporting lag: a counter
-	// whose step at τ reports the energy up to τ − lag. The one that
-	// explains the steps best is chosen.
-	cands [len(lags)]model
-	// alt is the chosen lag's model with the other placement of the
-	// prefill's end (Ledger.shift); wantFlip says it explains the steps
-	// clearly better.
-	alt      model
-	wantFlip bool
-	// idleY and idleT sum, with a forgetting of idleForget, the energy (J)
-	// and the time (s) of intervals with nothing in them.
-	idleY, idleT float64
 	// provWritten is the ring's Written count at the last provisional
 	// pass.
 	provWritten uint64
-	lag         int64 // the chosen lag, ns
-	best        int
-	solves      int // intervals learned: the chosen lag's cadence
-	calls       int // device steps that learned: the lag search's cadence
 	frac        float64
 	split       bool // frac applies
 	shared      bool // shared and not splittable
 	lost        bool
-	avgW        float64 // recent attributable power, W
 }
 
 // part is one request's features in the interval being split.
@@ -255,25 +232,10 @@ func New(cfg Config) *Ledger {
 	if cfg.TimeHorizon <= 0 {
 		cfg.TimeHorizon = cfg.Horizon
 	}
-	l := &Ledger{cfg: cfg, devs: make([]device, len(cfg.Rings))}
+	l := &Ledger{cfg: cfg, devs: make([]device, len(cfg.Rings)), fit: newFit(len(cfg.Rings), cfg)}
 	for i, r := range cfg.Rings {
 		d := &l.devs[i]
 		d.idx, d.ring, d.frac, d.split = i, r, 1, true
-		for c := range d.cands {
-			m := &d.cands[c]
-			if cfg.IdleFixed {
-				m.fixed[fStatic] = true
-				m.theta[fStatic] = cfg.IdleWatts / float64(len(cfg.Rings))
-			}
-			if cfg.WeightsFixed {
-				// Tokens go in as one weighted feature; prefill as its
-				// own feature is left out.
-				m.fixed[fPrefill], m.fixed[fPrefillBusy], m.fixed[fInput] = true, true, true
-				m.fixed[fDecodeBusy], m.fixed[fDecode] = true, true
-			}
-		}
-		d.alt = d.cands[0]
-		d.m = d.cands[0]
 	}
 	l.newTimes()
 	l.setActive(0)
@@ -573,7 +535,7 @@ func (l *Ledger) observe(r *Account, t, rep int64) {
 		if in > 0 && o > 0 {
 			// Its length teaches the prefill time of requests that show
 			// no first token (see ttft).
-			l.ttft.addWhole(float64(in), float64(o), float64(end-r.start)/nsPerSecond)
+			l.fit.ttft.addWhole(float64(in), float64(o), float64(end-r.start)/nsPerSecond)
 		}
 	} else if t-r.start > l.cfg.MaxAge {
 		s.endSeen, s.end = true, r.start+l.cfg.MaxAge
@@ -646,8 +608,8 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 		// The n tokens' own rate is unknown: keep at least one token's
 		// even share of (start, at] for decode.
 		latest := at - (at-r.start)/int64(n+1)
-		step, byStep := l.ttft.stepSeconds()
-		sec, byPrompt := l.ttft.predict(float64(in))
+		step, byStep := l.fit.ttft.stepSeconds()
+		sec, byPrompt := l.fit.ttft.predict(float64(in))
 		if byStep && (!byPrompt || float64(n)*step < sec) {
 			// Under continuous batching (the whole-request fit holds) its
 			// n tokens took n of the batch's steps before its end: that
@@ -668,7 +630,7 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 	}
 	pfEnd := latest
 	s.step = int64(step)
-	if sec, ok := l.ttft.predict(float64(in)); ok && n > 2 {
+	if sec, ok := l.fit.ttft.predict(float64(in)); ok && n > 2 {
 		// A chunk's length at the batch's step is off by the request's
 		// own rate times the chunk; the learned prefill time is not.
 		pfEnd = min(r.start+int64(sec*nsPerSecond), at-(at-r.start)/int64(n+1))
@@ -703,7 +665,7 @@ func (l *Ledger) placeFromRate(r *Account, at int64, o, in uint64) bool {
 	byRate := s.firstT - int64(perToken*float64(s.firstN))
 	poor := s.endSeen && o-s.firstN < s.firstN
 	if poor {
-		if sec, ok := l.ttft.predict(float64(in)); ok {
+		if sec, ok := l.fit.ttft.predict(float64(in)); ok {
 			// Keep at least one token's time per token of the first
 			// chunk at the later report's rate, at most.
 			byRate = max(r.start+int64(sec*nsPerSecond), byRate)
@@ -712,7 +674,7 @@ func (l *Ledger) placeFromRate(r *Account, at int64, o, in uint64) bool {
 	s.pfEnd = max(r.start, min(s.firstT, byRate))
 	s.step = int64(perToken)
 	if !poor {
-		l.ttft.add(float64(in), float64(s.pfEnd-r.start)/nsPerSecond)
+		l.fit.ttft.add(float64(in), float64(s.pfEnd-r.start)/nsPerSecond)
 		if l.step <= 0 {
 			l.step = perToken
 		} else {
@@ -767,7 +729,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 				// An interval longer than the horizon follows a stall:
 				// the requests' timelines no longer cover it, so it
 				// would teach the model wrong features.
-				l.learn(d, d.learnT, p.T, satSub(p.EnergyMJ, d.learnE), minKnown)
+				l.learn(d, d.learnT, p.T, satSub(p.EnergyMJ, d.learnE))
 				learned++
 			} else if !d.lprimed {
 				d.firstT = p.T
@@ -775,7 +737,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 			d.lprimed, d.learnT, d.learnE, d.learnNext = true, p.T, p.EnergyMJ, j+1
 		}
 		if learned > 0 {
-			l.chooseLag(d, learned)
+			l.fit.devs[d.idx].chooseLag(learned)
 			flipSeen = true
 		}
 		for d.next < d.learnNext {
@@ -791,7 +753,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 			// Waiting holds every request's timeline, so a busy service
 			// (more than maxWarmActive requests at once) splits with what
 			// it has.
-			young := (!d.m.usable || d.learnT-d.firstT < l.cfg.Horizon*3/4) && len(l.active) <= maxWarmActive
+			young := (!l.fit.devs[d.idx].m.usable || d.learnT-d.firstT < l.cfg.Horizon*3/4) && len(l.active) <= maxWarmActive
 			if !ok || (d.primed && young && t-p.T <= horizon) {
 				break
 			}
@@ -816,10 +778,10 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 			// request back: they are finalized without its energy for
 			// that time, and flagged. When it steps again, its energy
 			// goes to the requests active in that interval.
-			stall = min(stall, dThrough-d.lag)
+			stall = min(stall, dThrough-l.fit.devs[d.idx].lag)
 			dThrough = t - horizon
 		}
-		through = min(through, dThrough-d.lag)
+		through = min(through, dThrough-l.fit.devs[d.idx].lag)
 	}
 	timeHorizon := l.cfg.TimeHorizon
 	if force {
@@ -831,7 +793,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 	}
 	through = min(through, tThrough)
 	if flipSeen {
-		l.maybeFlip()
+		l.fit.maybeFlip(func(i int) bool { return l.devs[i].lost })
 	}
 	provThru, prov := l.provisional(t, minKnown, splitNow, running)
 	if prov {
@@ -930,22 +892,15 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 	l.active = l.active[:kept]
 	l.prune(&l.unowned, through)
 	l.setActive(kept)
-	if th, ok := l.ttft.coefs(); ok {
+	if th, ok := l.fit.ttft.coefs(); ok {
 		for i, v := range th {
 			l.pfCoef[i].Store(math.Float64bits(v))
 		}
 		l.pfCoefOK.Store(true)
 	}
-	for i := range nFeat {
-		var sum float64
-		for d := range l.devs {
-			sum += l.devs[d].m.theta[i]
-		}
-		l.coef[i].Store(math.Float64bits(sum))
-	}
-	var w float64
-	for d := range l.devs {
-		w += l.devs[d].avgW
+	th, w := l.fit.coefs()
+	for i, v := range th {
+		l.coef[i].Store(math.Float64bits(v))
 	}
 	l.avgW.Store(math.Float64bits(w))
 	l.jOutBits.Store(math.Float64bits(l.jOut))

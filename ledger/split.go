@@ -109,7 +109,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 	if shares {
 		l.coverage(parts, a, b, spanActive, true)
 	}
-	model := shares && d.m.usable && !l.cfg.WeightsFixed
+	model := shares && l.fit.devs[d.idx].m.usable && !l.cfg.WeightsFixed
 	busy := l.coverage(parts, a, b, spanPrefill, model)
 	noTokens := unowned == 0
 	if model {
@@ -159,15 +159,15 @@ func (l *Ledger) extrapolate(r *Account) {
 	}
 	var extFrom int64
 	var extRate float64
-	pfEnd := s.prefillEnd(l.shift)
+	pfEnd := s.prefillEnd(l.fit.shift)
 	if pfEnd < 0 && !s.endSeen {
 		in := float64(last.in)
 		if in <= 0 {
-			in = l.ttft.meanTokens()
+			in = l.fit.ttft.meanTokens()
 		}
-		if sec, ok := l.ttft.predict(in); ok {
+		if sec, ok := l.fit.ttft.predict(in); ok {
 			pfEnd = r.start + int64(sec*nsPerSecond)
-		} else if l.ttft.unknowable() && l.rate > 0 {
+		} else if l.fit.ttft.unknowable() && l.rate > 0 {
 			pfEnd = r.start // as expectedPrefillEnd takes it
 		}
 	}
@@ -203,9 +203,9 @@ func (l *Ledger) extrapolate(r *Account) {
 // or after b, so that r is taken to be in prefill through b.
 func (l *Ledger) expectedPrefillEnd(r *Account, in float64, b int64) int64 {
 	if in <= 0 {
-		in = l.ttft.meanTokens()
+		in = l.fit.ttft.meanTokens()
 	}
-	sec, ok := l.ttft.predict(in)
+	sec, ok := l.fit.ttft.predict(in)
 	if !ok {
 		// No prefill time can be known: no request has shown its first
 		// token, and whole requests' lengths, enough of them, do not
@@ -213,7 +213,7 @@ func (l *Ledger) expectedPrefillEnd(r *Account, in float64, b int64) int64 {
 		// with a prefill of a token's share of its length (see
 		// placePrefill), about none: it is taken as decoding from its
 		// start, as it will be split.
-		if l.ttft.unknowable() && l.rate > 0 {
+		if l.fit.ttft.unknowable() && l.rate > 0 {
 			return r.start
 		}
 		return -1
@@ -236,9 +236,9 @@ func (l *Ledger) inputEnd(r *Account, in float64, pfEnd, pfHi int64) int64 {
 		return pfHi
 	}
 	if in <= 0 {
-		in = l.ttft.meanTokens()
+		in = l.fit.ttft.meanTokens()
 	}
-	if sec, ok := l.ttft.predict(in); ok {
+	if sec, ok := l.fit.ttft.predict(in); ok {
 		return max(pfHi, r.start+int64(sec*nsPerSecond))
 	}
 	return pfHi
@@ -267,6 +267,17 @@ func (l *Ledger) silentTokens(r *Account, pfEnd, lo, hi int64) float64 {
 		return 0
 	}
 	return rate * float64(hi-from)
+}
+
+// learn folds the interval (a, b] of device d, with energy e, into the
+// model stage, which reads the interval's features from the requests
+// through learnFeatures.
+func (l *Ledger) learn(d *device, a, b int64, e uint64) {
+	if b <= a {
+		return
+	}
+	idle := len(l.active) == 0 && len(l.unowned.st.pts) <= 1
+	l.fit.learn(d.idx, a, b, float64(attributable(d, e))/1000, len(l.active), idle, l)
 }
 
 // learnFeatures returns the features of (a, b] as features does, for
@@ -398,7 +409,7 @@ func (l *Ledger) prefillRate(r *Account, in float64, pfEnd int64) float64 {
 	case s.endSeen:
 		dur = float64(s.end - r.start)
 	default:
-		if sec, ok := l.ttft.predict(in); ok {
+		if sec, ok := l.fit.ttft.predict(in); ok {
 			dur = sec * nsPerSecond
 		}
 		dur = max(dur, float64(s.known-r.start))
@@ -429,151 +440,6 @@ func (l *Ledger) tokenWeights() (float64, float64) {
 		return l.cfg.OutputWeight, l.cfg.InputWeight
 	}
 	return 1, fallbackInput
-}
-
-// lags are the candidate reporting lags, in ns: a counter's step at τ may
-// report the energy consumed up to τ − lag. Each has a model; the one with
-// the least residual is used.
-var lags = [...]int64{0, 10e6, 20e6, 30e6, 40e6, 50e6, 60e6, 80e6, 100e6}
-
-// maxLagSearch bounds the requests for which every candidate lag is
-// evaluated on every interval; with more active requests only the chosen
-// lag keeps learning, which keeps a busy sampler's work O(active).
-const maxLagSearch = 64
-
-// learn folds the interval (a, b] with energy e into device d's models.
-func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
-	if b <= a {
-		return
-	}
-	y := float64(attributable(d, e)) / 1000
-	lambda := math.Exp(-float64(b-a) / DefaultForget)
-	search := len(l.active) <= maxLagSearch
-	idle := len(l.active) == 0 && len(l.unowned.st.pts) <= 1
-	var x [nFeat]float64
-	for c, lag := range lags {
-		if !search && c != d.best {
-			continue
-		}
-		if !idle || c == 0 {
-			// With nothing active every lag sees the same features.
-			x = l.learnFeatures(a-lag, b-lag, l.shift)
-		}
-		d.cands[c].add(x, y, lambda)
-		if c == d.best {
-			// An interval with nothing in it measures the static power,
-			// which changes far more slowly than the rest: it is kept
-			// for idleForget, so that a long busy stretch does not lose it.
-			li := math.Exp(-float64(b-a) / idleForget)
-			d.idleY, d.idleT = li*d.idleY, li*d.idleT
-			if x[fStatic] > 0 && x == ([nFeat]float64{fStatic: x[fStatic]}) {
-				d.idleY += y
-				d.idleT += x[fStatic]
-			}
-		}
-		if c == d.best && search {
-			// The other placement of the prefill's end, at the chosen
-			// lag, for chooseLag to weigh against it.
-			d.alt.add(l.learnFeatures(a-lag, b-lag, 1-l.shift), y, lambda)
-		}
-	}
-	// About the last ten seconds' power, for estimates before the model.
-	w := y / (float64(b-a) / nsPerSecond)
-	if d.avgW == 0 {
-		d.avgW = w
-	} else {
-		d.avgW += (1 - math.Exp(-float64(b-a)/10e9)) * (w - d.avgW)
-	}
-}
-
-// chooseLag solves the chosen lag's model once every fourth interval
-// learned (n were just learned), and every candidate's every thirty-second
-// call (once per device step that taught the models something), taking
-// the lag whose model leaves the least residual per interval. The models
-// forget over minutes and a counter's lag does not change, so solving now
-// and then is enough, and it keeps a sampler tick cheap. The chosen lag's
-// cadence counts intervals, not calls: intervals wait to be learned while
-// a request is silent (a long prefill), then come together, and the
-// splits that follow must not use a model that has not seen them. The lag
-// search keeps counting calls: run on every such burst it switched lags
-// on few intervals, and End's estimates after bursts of prompts doubled
-// their p99.
-func (l *Ledger) chooseLag(d *device, n int) {
-	d.calls++
-	before := d.solves
-	d.solves += n
-	// crossed reports whether some count s in (before, d.solves] has
-	// s mod k = 1, the counts a solve falls on.
-	crossed := func(k int) bool { return before == 0 || (d.solves-1)/k > (before-1)/k }
-	if known := d.idleT >= minIdleSeconds; known {
-		w := d.idleY / d.idleT
-		for c := range d.cands {
-			d.cands[c].idleKnown, d.cands[c].idleW = true, w
-		}
-		d.alt.idleKnown, d.alt.idleW = true, w
-	}
-	switch {
-	case d.calls%32 == 1 || !d.m.usable:
-	case crossed(4):
-		d.cands[d.best].solve()
-		d.m = d.cands[d.best]
-		return
-	default:
-		return
-	}
-	best, bestRSS := d.best, math.Inf(1)
-	for c := range d.cands {
-		m := &d.cands[c]
-		m.solve()
-		if !m.usable || m.count() <= 0 {
-			continue
-		}
-		if r := m.rss(m.theta) / m.count(); r < bestRSS {
-			best, bestRSS = c, r
-		}
-	}
-	d.best, d.lag, d.m = best, lags[best], d.cands[best]
-	d.alt.solve()
-	d.wantFlip = d.alt.usable && d.alt.count() > 0 && !math.IsInf(bestRSS, 1) &&
-		d.alt.rss(d.alt.theta)/d.alt.count() < flipMargin*bestRSS
-}
-
-// minIdleSeconds is how much idle time, within idleForget, the ledger
-// needs before it takes the static power as measured on it.
-const (
-	minIdleSeconds = 0.5
-	idleForget     = 1800e9 // ns
-)
-
-// flipMargin is how much less residual per interval the other placement
-// of the prefill's end must leave before the ledger takes it.
-const flipMargin = 0.95
-
-// maybeFlip moves every prefill's end to the other placement when every
-// device that can tell finds that it explains the steps clearly better;
-// the models swap with their alternatives, which learned under it.
-func (l *Ledger) maybeFlip() {
-	want := false
-	for i := range l.devs {
-		d := &l.devs[i]
-		if d.lost || !d.alt.usable {
-			continue
-		}
-		if !d.wantFlip {
-			return
-		}
-		want = true
-	}
-	if !want {
-		return
-	}
-	l.shift = 1 - l.shift
-	for i := range l.devs {
-		d := &l.devs[i]
-		d.cands[d.best], d.alt = d.alt, d.cands[d.best]
-		d.m = d.cands[d.best]
-		d.wantFlip = false
-	}
 }
 
 // split divides the energy e metered by device d over (a, b] among the
@@ -638,16 +504,18 @@ func (l *Ledger) onSplit(d *device, a, b int64, parts []part, rest uint64) {
 // request still silent after its expected prefill is taken to be
 // decoding since then, as the provisional split assumes.
 func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark, prov bool) weighing {
-	x, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, mark, prov, l.shift)
-	a, b = a-d.lag, b-d.lag
+	m := &l.fit.devs[d.idx].m
+	lag := l.fit.devs[d.idx].lag
+	x, unowned := l.features(d, a-lag, b-lag, minKnown, mark, prov, l.fit.shift)
+	a, b = a-lag, b-lag
 	parts := l.parts
 	dt := float64(b - a)
 	wo, wi := l.tokenWeights()
-	th := d.m.theta
-	learned := d.m.usable
+	th := m.theta
+	learned := m.usable
 
 	w := weighing{dt: dt, by: byWeight}
-	if learned || d.m.fixed[fStatic] {
+	if learned || m.fixed[fStatic] {
 		w.static = min(attr, uint64(th[fStatic]*dt/nsPerSecond*1000))
 	}
 	dyn := attr - w.static
@@ -851,7 +719,7 @@ func (l *Ledger) provisional(t, minKnown int64, split, running bool) (int64, boo
 		}
 		newest := d.ring.Written()
 		if newest == 0 || newest-1 < d.next {
-			thru = min(thru, d.prevT-d.lag)
+			thru = min(thru, d.prevT-l.fit.devs[i].lag)
 			continue
 		}
 		first := max(d.next, d.ring.Oldest())
@@ -874,7 +742,7 @@ func (l *Ledger) provisional(t, minKnown int64, split, running bool) (int64, boo
 			}
 			a, ea = p.T, p.EnergyMJ
 		}
-		thru = min(thru, a-d.lag)
+		thru = min(thru, a-l.fit.devs[i].lag)
 	}
 	return thru, true
 }
