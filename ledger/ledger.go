@@ -176,26 +176,13 @@ type Ledger struct {
 }
 
 type device struct {
-	idx  int // its index in Config.Rings
-	ring *ring.Ring
-	next uint64 // logical index of the next point to split up to
-	// The model learns ahead of the split: learnNext is the next point to
-	// learn up to, learnT and learnE the previous learned point.
-	learnNext uint64
-	lprimed   bool
-	learnT    int64
-	learnE    uint64
-	firstT    int64 // the first point learned
-	primed    bool
-	prevT     int64
-	prevE     uint64
-	// provWritten is the ring's Written count at the last provisional
-	// pass.
-	provWritten uint64
-	frac        float64
-	split       bool // frac applies
-	shared      bool // shared and not splittable
-	lost        bool
+	idx int       // its index in Config.Rings
+	ivs intervals // the intervals stage's walk over its ring
+	// The attributed processes' share of the device (SetShare).
+	frac   float64
+	split  bool // frac applies
+	shared bool // shared and not splittable
+	lost   bool
 }
 
 // part is one request's features in the interval being split.
@@ -235,7 +222,7 @@ func New(cfg Config) *Ledger {
 	l := &Ledger{cfg: cfg, devs: make([]device, len(cfg.Rings)), fit: newFit(len(cfg.Rings), cfg)}
 	for i, r := range cfg.Rings {
 		d := &l.devs[i]
-		d.idx, d.ring, d.frac, d.split = i, r, 1, true
+		d.idx, d.ivs.ring, d.frac, d.split = i, r, 1, true
 	}
 	l.newTimes()
 	l.setActive(0)
@@ -715,73 +702,52 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 		// wait for it, up to the horizon.
 		learned := 0
 		for {
-			j := d.learnNext
-			if old := d.ring.Oldest(); j < old {
-				// The ring lapped the ledger: continue from the oldest
-				// point; the energy in between is one interval.
-				j = old
-			}
-			p, ok := d.ring.At(j)
-			if !ok || (d.lprimed && p.T > minKnown && t-p.T <= horizon) {
+			iv, teach, ok := d.ivs.nextLearn(minKnown, t, horizon, l.cfg.Horizon)
+			if !ok {
 				break
 			}
-			if d.lprimed && p.T-d.learnT <= l.cfg.Horizon {
-				// An interval longer than the horizon follows a stall:
-				// the requests' timelines no longer cover it, so it
-				// would teach the model wrong features.
-				l.learn(d, d.learnT, p.T, satSub(p.EnergyMJ, d.learnE))
+			if teach {
+				l.learn(d, iv.a, iv.b, iv.e)
 				learned++
-			} else if !d.lprimed {
-				d.firstT = p.T
 			}
-			d.lprimed, d.learnT, d.learnE, d.learnNext = true, p.T, p.EnergyMJ, j+1
 		}
+		f := &l.fit.devs[d.idx]
 		if learned > 0 {
-			l.fit.devs[d.idx].chooseLag(learned)
+			f.chooseLag(learned)
 			flipSeen = true
 		}
-		for d.next < d.learnNext {
-			j := d.next
-			if old := d.ring.Oldest(); j < old {
-				j = old
-			}
-			p, ok := d.ring.At(j)
-			// While the model is young, intervals wait for it as long as
-			// the horizon allows: the first requests of a run start
-			// together, and what they did cannot be told apart until
-			// later requests have started and ended at other times.
-			// Waiting holds every request's timeline, so a busy service
-			// (more than maxWarmActive requests at once) splits with what
-			// it has.
-			young := (!l.fit.devs[d.idx].m.usable || d.learnT-d.firstT < l.cfg.Horizon*3/4) && len(l.active) <= maxWarmActive
-			if !ok || (d.primed && young && t-p.T <= horizon) {
+		// While the model is young, intervals wait for it as long as the
+		// horizon allows: the first requests of a run start together, and
+		// what they did cannot be told apart until later requests have
+		// started and ended at other times. Waiting holds every request's
+		// timeline, so a busy service (more than maxWarmActive requests at
+		// once) splits with what it has.
+		young := (!f.m.usable || d.ivs.learnedFor() < l.cfg.Horizon*3/4) && len(l.active) <= maxWarmActive
+		for {
+			iv, split, ok := d.ivs.nextSplit(young, t, horizon)
+			if !ok {
 				break
 			}
-			if d.primed {
-				e := satSub(p.EnergyMJ, d.prevE)
-				l.splitMJ.Add(e)
-				l.split(d, d.prevT, p.T, e, minKnown)
+			if split {
+				l.splitMJ.Add(iv.e)
+				l.split(d, iv.a, iv.b, iv.e, minKnown)
 				splitNow = true
 			}
-			d.primed, d.prevT, d.prevE, d.next = true, p.T, p.EnergyMJ, j+1
 		}
 		if d.lost {
 			continue
 		}
-		dThrough := d.prevT
-		if !d.primed {
-			dThrough = l.firstRead
-		}
-		if _, more := d.ring.At(d.next); !more && t-horizon > dThrough {
+		dThrough, stalled := d.ivs.splitThrough(l.firstRead, t, horizon)
+		if stalled {
 			// A device that has not stepped for a horizon (stuck, or
 			// failing every read, even the first) must not hold every
 			// request back: they are finalized without its energy for
 			// that time, and flagged. When it steps again, its energy
 			// goes to the requests active in that interval.
-			stall = min(stall, dThrough-l.fit.devs[d.idx].lag)
+			stall = min(stall, dThrough-f.lag)
 			dThrough = t - horizon
 		}
-		through = min(through, dThrough-l.fit.devs[d.idx].lag)
+		through = min(through, dThrough-f.lag)
 	}
 	timeHorizon := l.cfg.TimeHorizon
 	if force {

@@ -695,8 +695,8 @@ func (l *Ledger) provisional(t, minKnown int64, split, running bool) (int64, boo
 	}
 	stepped := split
 	for i := range l.devs {
-		if w := l.devs[i].ring.Written(); w != l.devs[i].provWritten {
-			l.devs[i].provWritten, stepped = w, true
+		if l.devs[i].ivs.stepped() {
+			stepped = true
 		}
 	}
 	if !stepped {
@@ -714,35 +714,19 @@ func (l *Ledger) provisional(t, minKnown int64, split, running bool) (int64, boo
 	groups := min(provMaxGroups, max(1, provBudget/len(l.active)))
 	for i := range l.devs {
 		d := &l.devs[i]
-		if d.lost || !d.primed {
+		if d.lost || !d.ivs.split.primed {
 			continue
 		}
-		newest := d.ring.Written()
-		if newest == 0 || newest-1 < d.next {
-			thru = min(thru, d.prevT-l.fit.devs[i].lag)
-			continue
-		}
-		first := max(d.next, d.ring.Oldest())
-		n := newest - first
-		per := max(1, (n+uint64(groups)-1)/uint64(groups))
-		a, ea := d.prevT, d.prevE
-		for j := first; j < newest; j += per {
-			p, ok := d.ring.At(min(j+per, newest) - 1)
-			if !ok {
-				break
+		end := d.ivs.pending(groups, func(iv interval) {
+			if len(l.provAcc) != len(l.active) {
+				l.provAcc = slices.Grow(l.provAcc[:0], len(l.active))[:len(l.active)]
+				clear(l.provAcc)
 			}
-			if p.T > a {
-				if len(l.provAcc) != len(l.active) {
-					l.provAcc = slices.Grow(l.provAcc[:0], len(l.active))[:len(l.active)]
-					clear(l.provAcc)
-				}
-				attr := attributable(d, satSub(p.EnergyMJ, ea))
-				w := l.weigh(d, a, p.T, attr, minKnown, false, true)
-				l.noteShares(w, attr, true)
-			}
-			a, ea = p.T, p.EnergyMJ
-		}
-		thru = min(thru, a-l.fit.devs[i].lag)
+			attr := attributable(d, iv.e)
+			w := l.weigh(d, iv.a, iv.b, attr, minKnown, false, true)
+			l.noteShares(w, attr, true)
+		})
+		thru = min(thru, end-l.fit.devs[i].lag)
 	}
 	return thru, true
 }
