@@ -3,7 +3,6 @@ package ledger
 import (
 	"math"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/otelenergy/otelenergy/ring"
 )
@@ -85,15 +84,8 @@ type Config struct {
 type Ledger struct {
 	cfg Config
 
-	// inbox is where Add leaves requests for the sampler: one cache line
-	// per shard, so that a request touches only its own shard's line.
-	inbox [inboxShards]shard
-	// roomGen counts the publications of the stacks' room; fullGen is
-	// the publication at which an Add found every stack full, so that
-	// later refusals under it try no other stack. Read-mostly: each is
-	// written about once a sampler pass.
-	roomGen, fullGen atomic.Uint64
-	_                [48]byte
+	// in is the intake stage, where Add leaves requests for the sampler.
+	in intake
 
 	// Sampler-owned.
 	active    []*Account
@@ -229,34 +221,6 @@ func New(cfg Config) *Ledger {
 	return l
 }
 
-// shard is one stack of the inbox, with its own bound, padded to a cache
-// line of its own.
-type shard struct {
-	head atomic.Pointer[Account]
-	// queued counts the requests on this stack: Add counts one before it
-	// pushes it, and uncounts it at once if it is refused; drain uncounts
-	// one after it pops it. So it is never below the stack's length.
-	queued atomic.Int64
-	// room is this shard's part of the room the sampler last published:
-	// MaxActive less the active requests, spread over the shards.
-	room atomic.Int64
-	// ended counts the tracked requests [Ledger.End] ended whose
-	// requests hash to this stack, so that an estimate can tell how many
-	// requests are still running without a lock (see Ledger.runningNow).
-	ended atomic.Int64
-	// endT sums their end times, modulo 2⁶⁴: with ended, it tells when
-	// the ends since the last settle came, on average.
-	endT atomic.Uint64
-	_    [24]byte
-}
-
-// A shard fills exactly one 64-byte cache line: these fail to compile
-// otherwise.
-var (
-	_ [64 - unsafe.Sizeof(shard{})]struct{}
-	_ [unsafe.Sizeof(shard{}) - 64]struct{}
-)
-
 // Add hands r to the ledger. It is lock-free: r is pushed on one of a few
 // stacks that the sampler drains at its next Observe. The requests waiting
 // there and the active ones together are bounded by MaxActive, so a
@@ -269,24 +233,9 @@ var (
 // stack's cache line while that stack has room. A full stack sends it on
 // to the next ones, so no request is refused while any stack has room.
 func (l *Ledger) Add(r *Account) {
-	first := shardOf(r)
-	if l.inbox[first].push(r) {
-		return
-	}
-	// Under overload every stack is full until the sampler publishes more
-	// room: one Add found that out, and the others refuse at once.
-	g := l.roomGen.Load()
-	if l.fullGen.Load() == g {
+	if !l.in.add(r) {
 		l.drop(r)
-		return
 	}
-	for k := 1; k < inboxShards; k++ {
-		if l.inbox[(first+k)%inboxShards].push(r) {
-			return
-		}
-	}
-	l.fullGen.Store(g)
-	l.drop(r)
 }
 
 // End ends r at t, as [Account.End] does, and counts the end for the
@@ -302,24 +251,7 @@ func (l *Ledger) End(r *Account, t int64) {
 		// longer counts it as running.
 		return
 	}
-	s := &l.inbox[shardOf(r)]
-	s.ended.Add(1)
-	s.endT.Add(uint64(r.end.Load()))
-}
-
-// shardOf returns the inbox stack Add tries first for r.
-func shardOf(r *Account) int { return int(uintptr(unsafe.Pointer(r))>>6) % inboxShards }
-
-// endedSum returns the ends [Ledger.End] counted, summed over the inbox,
-// and the sum of their times (modulo 2⁶⁴).
-func (l *Ledger) endedSum() (int64, uint64) {
-	var n int64
-	var sum uint64
-	for i := range l.inbox {
-		n += l.inbox[i].ended.Load()
-		sum += l.inbox[i].endT.Load()
-	}
-	return n, sum
+	l.in.ended(r)
 }
 
 // publishLive publishes, for runningNow, the requests not ended among the
@@ -342,14 +274,7 @@ func (l *Ledger) publishLive(t, live, endedSum int64, endT uint64) {
 // once too often or too seldom.
 func (l *Ledger) runningNow() (n, ends, endOff int64) {
 	v := l.live.Load()
-	var queued, ended int64
-	var endT uint64
-	for i := range l.inbox {
-		s := &l.inbox[i]
-		queued += s.queued.Load()
-		ended += s.ended.Load()
-		endT += s.endT.Load()
-	}
+	queued, ended, endT := l.in.waiting()
 	k := uint32(ended) - uint32(v>>32)
 	// The times are summed modulo 2⁶⁴; their offsets from the settle's
 	// time are small, so their sum comes out exact.
@@ -357,40 +282,12 @@ func (l *Ledger) runningNow() (n, ends, endOff int64) {
 	return int64(uint32(v)) + queued + l.adopted.Load() - int64(k), int64(k), endOff
 }
 
-// push pushes r on s if s has room, and reports whether it did.
-func (s *shard) push(r *Account) bool {
-	if s.queued.Add(1) > s.room.Load() {
-		s.queued.Add(-1)
-		return false
-	}
-	for {
-		h := s.head.Load()
-		r.next = h
-		if s.head.CompareAndSwap(h, r) {
-			return true
-		}
-	}
-}
-
 // setActive publishes n, the number of active requests, and spreads the
 // room left under MaxActive over the inbox's stacks. It is called after
 // every drain, which frees room too, and starts a new generation of room.
 func (l *Ledger) setActive(n int) {
 	l.activeN.Store(int64(n))
-	free := max(l.cfg.MaxActive-n, 0)
-	for i := range l.inbox {
-		room := free / inboxShards
-		if i < free%inboxShards {
-			room++
-		}
-		// Stored only when it changes: a store takes the line from the
-		// cores whose requests use it, and a change in n moves the room
-		// of one or two stacks only.
-		if s := &l.inbox[i]; s.room.Load() != int64(room) {
-			s.room.Store(int64(room))
-		}
-	}
-	l.roomGen.Add(1)
+	l.in.setRoom(max(l.cfg.MaxActive-n, 0))
 }
 
 // SetShare sets the fraction of device i's energy that belongs to the
@@ -426,7 +323,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	// A report first seen at this read happened in (prev, t].
 	rep := prev + (t-prev)/2
 	before := len(l.active)
-	l.drain(l.adopt)
+	l.in.drain(l.adopt)
 	// The requests adopted here leave the inbox's count; until the next
 	// settle counts them among the running, runningNow counts them here:
 	// those not ended by that settle's time (an end after it is among
@@ -459,19 +356,6 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 		}
 	}
 	l.setActive(len(l.active))
-}
-
-// drain empties every inbox stack, handing each request to f.
-func (l *Ledger) drain(f func(*Account)) {
-	for i := range l.inbox {
-		for r := l.inbox[i].head.Swap(nil); r != nil; {
-			next := r.next
-			r.next = nil
-			l.inbox[i].queued.Add(-1)
-			f(r)
-			r = next
-		}
-	}
 }
 
 func (l *Ledger) adopt(r *Account) {
@@ -768,7 +652,7 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 	// The ended count is summed before the requests are looked at: an
 	// End between the two is then missed by neither (a request that ends
 	// in between is counted once too often, until the next settle).
-	endedSum, endT := l.endedSum()
+	endedSum, endT := l.in.endedSum()
 	pThru := l.provThru.Load()
 	var live, atThru, thruEnded, thruOff int64
 	kept := 0
@@ -880,7 +764,7 @@ func (l *Ledger) Flush(final func(*Account)) {
 	if l.read {
 		l.settle(l.prevRead, true, final)
 	}
-	l.drain(func(r *Account) {
+	l.in.drain(func(r *Account) {
 		l.retire(r)
 		r.setFlag(FlagFlushed)
 		r.final.Store(true)
