@@ -100,7 +100,6 @@ type Ledger struct {
 	jOut      float64 // recent modelled energy per output token, decode power included, J
 	rate      float64 // recent requests' output rate, tokens per ns
 	rhoAvg    float64 // recent prefills' input tokens per ns
-	free      [][]point
 	parts     []part
 	running   int      // parts of requests not ended, in the last features
 	sweep     []uint64 // coverage's and union's scratch: edge keys
@@ -136,11 +135,10 @@ type Ledger struct {
 	pfCoef   [3]atomic.Uint64
 	pfCoefOK atomic.Bool
 
-	// retiredOut and retiredIn sum the tokens of the requests let go, as
-	// counted when they were (see retire); tokOut and tokIn publish them
-	// plus the active requests' counts at the last Observe.
-	retiredOut, retiredIn atomic.Uint64
-	tokOut, tokIn         atomic.Uint64
+	// tokOut and tokIn publish the tokens of the requests let go
+	// (books.retiredOut and retiredIn) plus the active requests' counts
+	// at the last Observe.
+	tokOut, tokIn atomic.Uint64
 
 	// The running requests, for Estimate (see Ledger.runningNow). provN
 	// packs the number of requests active at provThru (low 32 bits) with
@@ -159,12 +157,7 @@ type Ledger struct {
 	// running at its time (see Observe).
 	adopted atomic.Int64
 
-	// escN counts the requests that had a share escrowed; escAssumed and
-	// escReported sum, as float64 bits, their tokens assumed in the
-	// intervals split at the horizon and those they reported for the same
-	// time (see Escrow).
-	escN                    atomic.Uint64
-	escAssumed, escReported atomic.Uint64
+	books settlement // the settlement stage
 }
 
 type device struct {
@@ -348,8 +341,8 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	// No active request retires during the pass (only the sampler side
 	// retires them; Add retires only requests it refuses, never active),
 	// so none is counted twice or missed between the two sums.
-	l.tokOut.Store(l.retiredOut.Load() + out)
-	l.tokIn.Store(l.retiredIn.Load() + in)
+	l.tokOut.Store(l.books.retiredOut.Load() + out)
+	l.tokIn.Store(l.books.retiredIn.Load() + in)
 	if u := &l.unowned; len(u.st.pts) > 0 {
 		if last := u.st.pts[len(u.st.pts)-1]; last.out != uOut || last.in != uIn {
 			u.st.pts = append(u.st.pts, point{t: max(rep, last.t), out: uOut, in: uIn})
@@ -371,7 +364,7 @@ func (l *Ledger) adopt(r *Account) {
 // drop refuses r: it gets nothing, is final at once and is counted.
 func (l *Ledger) drop(r *Account) {
 	l.dropped.Add(1)
-	l.retire(r)
+	l.books.retire(r)
 	r.setFlag(FlagDropped)
 	r.final.Store(true)
 }
@@ -381,10 +374,8 @@ func (l *Ledger) drop(r *Account) {
 func (l *Ledger) addPoint(r *Account, p point) {
 	s := &r.st
 	if len(s.pts) == cap(s.pts) {
-		if n := len(l.free); n > 0 && cap(l.free[n-1]) > len(s.pts) {
-			grown := append(l.free[n-1][:0], s.pts...)
-			l.free = l.free[:n-1]
-			s.pts = grown
+		if grown, ok := l.books.reuse(len(s.pts)); ok {
+			s.pts = append(grown, s.pts...)
 		}
 	}
 	s.pts = append(s.pts, p)
@@ -455,7 +446,7 @@ func (l *Ledger) observe(r *Account, t, rep int64) {
 		s.firstN = 0
 	}
 	if s.endSeen {
-		l.reconcile(r)
+		l.books.reconcile(r)
 	}
 }
 
@@ -555,276 +546,6 @@ func (l *Ledger) placeFromRate(r *Account, at int64, o, in uint64) bool {
 	return true
 }
 
-// Settle splits every interval that is ready as of t and finalizes the
-// requests whose intervals are all split, calling final for each. An
-// interval is ready when every request active in it has reported past its
-// end or ended, or when it is older than the horizon.
-func (l *Ledger) Settle(t int64, final func(*Account)) { l.settle(t, false, final) }
-
-// settle is Settle; with force, every interval pushed so far is ready.
-func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
-	minKnown := int64(math.MaxInt64)
-	running := false // some request has not ended
-	for _, r := range l.active {
-		if !r.st.endSeen {
-			minKnown = min(minKnown, r.st.known)
-			running = true
-		}
-	}
-	horizon := l.cfg.Horizon
-	if force {
-		horizon = -1 << 62
-	}
-	through := int64(math.MaxInt64)
-	stall := int64(math.MaxInt64) // how far only a stalled device's silence vouches
-	flipSeen := false
-	splitNow := false // some interval was split
-	for i := range l.devs {
-		d := &l.devs[i]
-		// Learn from every ready interval first, then split the learned
-		// ones: while the model is still too young to trust, intervals
-		// wait for it, up to the horizon.
-		learned := 0
-		for {
-			iv, teach, ok := d.ivs.nextLearn(minKnown, t, horizon, l.cfg.Horizon)
-			if !ok {
-				break
-			}
-			if teach {
-				l.learn(d, iv.a, iv.b, iv.e)
-				learned++
-			}
-		}
-		f := &l.fit.devs[d.idx]
-		if learned > 0 {
-			f.chooseLag(learned)
-			flipSeen = true
-		}
-		// While the model is young, intervals wait for it as long as the
-		// horizon allows: the first requests of a run start together, and
-		// what they did cannot be told apart until later requests have
-		// started and ended at other times. Waiting holds every request's
-		// timeline, so a busy service (more than maxWarmActive requests at
-		// once) splits with what it has.
-		young := (!f.m.usable || d.ivs.learnedFor() < l.cfg.Horizon*3/4) && len(l.active) <= maxWarmActive
-		for {
-			iv, split, ok := d.ivs.nextSplit(young, t, horizon)
-			if !ok {
-				break
-			}
-			if split {
-				l.splitMJ.Add(iv.e)
-				l.split(d, iv.a, iv.b, iv.e, minKnown)
-				splitNow = true
-			}
-		}
-		if d.lost {
-			continue
-		}
-		dThrough, stalled := d.ivs.splitThrough(l.firstRead, t, horizon)
-		if stalled {
-			// A device that has not stepped for a horizon (stuck, or
-			// failing every read, even the first) must not hold every
-			// request back: they are finalized without its energy for
-			// that time, and flagged. When it steps again, its energy
-			// goes to the requests active in that interval.
-			stall = min(stall, dThrough-f.lag)
-			dThrough = t - horizon
-		}
-		through = min(through, dThrough-f.lag)
-	}
-	timeHorizon := l.cfg.TimeHorizon
-	if force {
-		timeHorizon = horizon
-	}
-	tThrough, timeStall := l.settleTimes(t, timeHorizon)
-	if through == math.MaxInt64 {
-		through = t // every device lost: nothing more will be split
-	}
-	through = min(through, tThrough)
-	if flipSeen {
-		l.fit.maybeFlip(func(i int) bool { return l.devs[i].lost })
-	}
-	provThru, prov := l.provisional(t, minKnown, splitNow, running)
-	if prov {
-		l.provThru.Store(provThru)
-	}
-	// The ended count is summed before the requests are looked at: an
-	// End between the two is then missed by neither (a request that ends
-	// in between is counted once too often, until the next settle).
-	endedSum, endT := l.in.endedSum()
-	pThru := l.provThru.Load()
-	var live, atThru, thruEnded, thruOff int64
-	kept := 0
-	for i, r := range l.active {
-		s := &r.st
-		if r.start < pThru && (!s.endSeen || s.end > pThru) {
-			atThru++
-			if e := r.end.Load(); e != notEnded {
-				thruEnded++
-				thruOff += max(0, e-pThru)
-			}
-		}
-		if s.endSeen && s.end <= through {
-			if s.end > stall {
-				r.setFlag(FlagForced)
-			}
-			if s.end > timeStall {
-				r.setFlag(FlagTimeForced)
-			}
-			r.through.Store(s.end)
-			l.release(r)
-			r.final.Store(true)
-			if final != nil {
-				final(r)
-			}
-			continue
-		}
-		r.through.Store(max(r.start, through))
-		if !s.endSeen && len(s.pts) == 1 && s.pts[0].out == 0 {
-			// Silent since its start: it is taken to produce tokens at
-			// the batch's rate once its prefill is expected to end, and
-			// the estimate must know that rate as the batch's moves
-			// (extrapolate publishes only a change). Here rather than at
-			// every read: the splits that use it come with a settle.
-			l.extrapolate(r)
-		}
-		if prov && !s.endSeen {
-			// The estimate is published as one figure, the split part plus
-			// the provisional share of what follows, so that a reader never
-			// adds a provisional share to the real share of the same
-			// interval. Each is stored only when it changed: a store costs
-			// far more than a load. With nothing pending (the pass had
-			// nothing to weigh) it is the split part alone, and the power
-			// the split gave last.
-			var acc struct{ mj, tok, tokJ, pf, pfS, pfT float64 }
-			if i < len(l.provAcc) {
-				acc = l.provAcc[i]
-			}
-			if v := r.mj.Load() + uint64(min(acc.mj, 1<<62)); v != r.estMJ.Load() {
-				r.estMJ.Store(v)
-			}
-			old := r.powPrice.Load()
-			price := math.Float32frombits(uint32(old >> 32))
-			if acc.tok > 0 {
-				price = float32(acc.tokJ / acc.tok)
-			}
-			if v := uint64(math.Float32bits(s.powW)) | uint64(math.Float32bits(price))<<32; v != old {
-				r.powPrice.Store(v)
-			}
-			if v := packPair(s.pfMJ+acc.pf, s.inHat); v != r.pfIn.Load() {
-				r.pfIn.Store(v)
-			}
-			var f float64
-			if t := s.pfT + acc.pfT; t > 0 {
-				f = (s.pfS + acc.pfS) / t
-			}
-			if v := packPair(s.tHat, f); v != r.pfTF.Load() {
-				r.pfTF.Store(v)
-			}
-		}
-		if r.end.Load() == notEnded {
-			live++
-		}
-		l.prune(r, through)
-		l.active[kept] = r
-		kept++
-	}
-	l.publishLive(t, live, endedSum, endT)
-	l.adopted.Store(0)
-	if v := uint64(uint32(min(atThru, math.MaxUint32))) | uint64(uint32(min(thruEnded, math.MaxUint32)))<<32; v != l.provN.Load() {
-		l.provN.Store(v)
-	}
-	if thruOff != l.provOff.Load() {
-		l.provOff.Store(thruOff)
-	}
-	clear(l.active[kept:])
-	l.active = l.active[:kept]
-	l.prune(&l.unowned, through)
-	l.setActive(kept)
-	if th, ok := l.fit.ttft.coefs(); ok {
-		for i, v := range th {
-			l.pfCoef[i].Store(math.Float64bits(v))
-		}
-		l.pfCoefOK.Store(true)
-	}
-	th, w := l.fit.coefs()
-	for i, v := range th {
-		l.coef[i].Store(math.Float64bits(v))
-	}
-	l.avgW.Store(math.Float64bits(w))
-	l.jOutBits.Store(math.Float64bits(l.jOut))
-}
-
-// Flush splits every interval pushed so far, as if the horizon had passed,
-// finalizes the requests that ended by then, and then every other tracked
-// request with what it has, marking it flushed; it calls final for each.
-// Shutdown uses it so that nothing waits for a split that will not come.
-func (l *Ledger) Flush(final func(*Account)) {
-	if l.read {
-		l.settle(l.prevRead, true, final)
-	}
-	l.in.drain(func(r *Account) {
-		l.retire(r)
-		r.setFlag(FlagFlushed)
-		r.final.Store(true)
-	})
-	for _, r := range l.active {
-		r.setFlag(FlagFlushed)
-		l.release(r)
-		r.final.Store(true)
-		if final != nil {
-			final(r)
-		}
-	}
-	clear(l.active)
-	l.active = l.active[:0]
-	l.setActive(0)
-	// Nothing is active or waiting: the retired counts are every
-	// request's.
-	l.tokOut.Store(l.retiredOut.Load())
-	l.tokIn.Store(l.retiredIn.Load())
-}
-
-// release retires r and returns its timeline to the free list.
-func (l *Ledger) release(r *Account) {
-	l.retire(r)
-	if cap(r.st.pts) > len(r.st.inline) && len(l.free) < 1024 {
-		l.free = append(l.free, r.st.pts[:0])
-	}
-	r.st.pts = nil
-}
-
-// retire takes r's token counts into the retired totals and marks its
-// counters, in one atomic operation each, so that every later report is
-// seen by its caller as not counted here (see retiredBit). It is called
-// once per request: when it is released, dropped or flushed from the
-// inbox.
-func (l *Ledger) retire(r *Account) {
-	if o := r.out.Or(retiredBit) &^ retiredBit; o != 0 {
-		l.retiredOut.Add(o)
-	}
-	if i := r.in.Or(retiredBit) &^ retiredBit; i != 0 {
-		l.retiredIn.Add(i)
-	}
-}
-
-// prune drops the points of r's timeline that every device has split
-// past, keeping the newest of them as the anchor of the next segment.
-func (l *Ledger) prune(r *Account, through int64) {
-	pts := r.st.pts
-	k := 0
-	for k+1 < len(pts) && pts[k+1].t <= through {
-		k++
-	}
-	if k > 0 {
-		// The first output segment's start comes from pfEnd, which
-		// survives pruning, so the anchor keeps its meaning.
-		n := copy(pts, pts[k:])
-		r.st.pts = pts[:n]
-	}
-}
-
 // prefillCoefs returns the prefill time's coefficients as the sampler
 // last published them, and false before they are learned.
 func (l *Ledger) prefillCoefs() ([3]float64, bool) {
@@ -868,49 +589,6 @@ func (l *Ledger) Expired() uint64 { return l.expired.Load() }
 
 // Active returns the number of requests being tracked.
 func (l *Ledger) Active() int { return int(l.activeN.Load()) }
-
-// EscrowStats says how well the shares escrowed for silent requests
-// matched what they reported. An interval that a request active in it has
-// not reported past is split at the horizon with that request taken to
-// produce tokens at its own recent rate (the batch's, for one that never
-// reported) from its expected prefill end: its expected share is escrowed
-// to it, and the other requests' figures become final. When it reports,
-// the tokens it really produced in that time are known; the difference
-// moves no energy (figures already exported are never revised) and is
-// counted here, in tokens.
-type EscrowStats struct {
-	// Requests is how many requests had a share escrowed and have since
-	// reported their end.
-	Requests uint64
-	// AssumedTokens is the output tokens those requests were taken to
-	// produce in intervals split while they were silent; ReportedTokens
-	// is what their reports put in the same time.
-	AssumedTokens, ReportedTokens float64
-}
-
-// Escrow returns the escrow's reconciliation so far. It is safe from any
-// goroutine.
-func (l *Ledger) Escrow() EscrowStats {
-	return EscrowStats{
-		Requests:       l.escN.Load(),
-		AssumedTokens:  math.Float64frombits(l.escAssumed.Load()),
-		ReportedTokens: math.Float64frombits(l.escReported.Load()),
-	}
-}
-
-// reconcile counts r's escrow once its end is seen: the tokens assumed
-// against those its reports put in the same time.
-func (l *Ledger) reconcile(r *Account) {
-	s := &r.st
-	if s.escTok <= 0 {
-		return
-	}
-	rep := s.outputIn(r.start, s.escHi, s.pfEnd)
-	l.escN.Add(1)
-	l.escAssumed.Store(math.Float64bits(math.Float64frombits(l.escAssumed.Load()) + s.escTok))
-	l.escReported.Store(math.Float64bits(math.Float64frombits(l.escReported.Load()) + rep))
-	s.escTok = 0
-}
 
 // Coefficients is the ledger's learned energy model, summed over devices.
 // All are zero until enough intervals have been seen.

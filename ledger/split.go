@@ -680,68 +680,9 @@ func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
 	}
 }
 
-// provisional splits, with the current model, the intervals of every
-// device that are pushed but not yet split, adding each request's share
-// to its provisional energy, and returns the instant (on the requests'
-// clock) through which it did so, and whether it ran. Many pending
-// intervals are merged into at most provBudget/active groups, so that the
-// work stays O(active) per read and bounded. It runs only when a device
-// stepped or split since it last ran: otherwise what it would find is
-// what it published then. running says some request has not ended.
-func (l *Ledger) provisional(t, minKnown int64, split, running bool) (int64, bool) {
-	if !running {
-		// Every request has ended: no estimate is wanted.
-		return t, true
-	}
-	stepped := split
-	for i := range l.devs {
-		if l.devs[i].ivs.stepped() {
-			stepped = true
-		}
-	}
-	if !stepped {
-		return 0, false
-	}
-	// Many requests at once make each pass costly; then it runs less
-	// often, and estimates lean on each request's recent power for
-	// longer.
-	if n := len(l.active); n > provBudget && t-l.provLast < provGap*int64(n/provBudget) {
-		return 0, false
-	}
-	l.provLast = t
-	l.provAcc = l.provAcc[:0] // sized when there is something to weigh
-	thru := t
-	groups := min(provMaxGroups, max(1, provBudget/len(l.active)))
-	for i := range l.devs {
-		d := &l.devs[i]
-		if d.lost || !d.ivs.split.primed {
-			continue
-		}
-		end := d.ivs.pending(groups, func(iv interval) {
-			if len(l.provAcc) != len(l.active) {
-				l.provAcc = slices.Grow(l.provAcc[:0], len(l.active))[:len(l.active)]
-				clear(l.provAcc)
-			}
-			attr := attributable(d, iv.e)
-			w := l.weigh(d, iv.a, iv.b, attr, minKnown, false, true)
-			l.noteShares(w, attr, true)
-		})
-		thru = min(thru, end-l.fit.devs[i].lag)
-	}
-	return thru, true
-}
-
 // jOutForget is the time constant, in ns, of the energy per output token
 // that estimates use.
 const jOutForget = 2e9
-
-// provBudget bounds the request-intervals one provisional pass weighs,
-// and provMaxGroups the groups of intervals on one device.
-const (
-	provBudget    = 1024
-	provMaxGroups = 128
-	provGap       = 50e6 // ns between passes per provBudget requests beyond the first
-)
 
 // Relative uncertainties of the modelled parts of a request's energy in an
 // interval. Prefill's energy varies with the prompt, the batch and the
