@@ -5,6 +5,13 @@ import (
 	"slices"
 )
 
+// This file reads the requests' timelines for the other stages: the
+// features of an interval (who was active in it, in prefill or decoding,
+// with how many tokens), which the model stage learns from
+// (learnFeatures), and the weighing of an interval's requests under the
+// current model, which the split stage divides by (weigh). It decides
+// nothing about energy itself: every millijoule is placed by divide.
+
 // attributable returns the part of e that belongs to the attributed
 // processes on device d.
 func attributable(d *device, e uint64) uint64 {
@@ -440,62 +447,6 @@ func (l *Ledger) tokenWeights() (float64, float64) {
 		return l.cfg.OutputWeight, l.cfg.InputWeight
 	}
 	return 1, fallbackInput
-}
-
-// split divides the energy e metered by device d over (a, b] among the
-// requests active in it, with the device's current model: weigh weighs
-// them, divide splits by that weighing, and the shares are then added to
-// the requests.
-//
-// Invariant: every millijoule of e goes to exactly one of a request, the
-// unattributed counter, or the other-processes counter.
-func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
-	attr := attributable(d, e)
-	l.other.Add(e - attr)
-	if b <= a {
-		l.unattributed.Add(attr)
-		l.onSplit(d, a, b, nil, e)
-		return
-	}
-	w := l.weigh(d, a, b, attr, minKnown, true, false)
-	parts := l.parts
-	shares := slices.Grow(l.shareMJ[:0], len(parts))[:len(parts)]
-	l.shareMJ = shares
-	rest := divide(attr, w, parts, shares)
-	for i, mj := range shares {
-		if mj > 0 {
-			parts[i].r.mj.Add(mj)
-		}
-	}
-	l.unattributed.Add(rest)
-	if l.running > 0 {
-		l.noteShares(w, attr, false)
-	}
-	l.onSplit(d, a, b, parts, e-attr+rest)
-}
-
-// onSplit hands the interval (a, b] of d, just split among parts (their
-// shares in l.shareMJ), to Config.OnSplit, with rest the mJ no part got.
-func (l *Ledger) onSplit(d *device, a, b int64, parts []part, rest uint64) {
-	if l.cfg.OnSplit == nil {
-		return
-	}
-	n := len(parts)
-	reqs := slices.Grow(l.hookReqs[:0], n)[:n]
-	cov := slices.Grow(l.hookCov[:0], n)[:n]
-	for i := range parts {
-		reqs[i] = parts[i].r
-		// cov is a share of (a, b] in ns, at most b − a; the covers sum
-		// to at most b − a, which truncation keeps.
-		if c := parts[i].cov; c > 0 {
-			cov[i] = uint64(min(c, float64(b-a)))
-		} else {
-			cov[i] = 0
-		}
-	}
-	l.hookReqs, l.hookCov = reqs, cov
-	l.cfg.OnSplit(d.idx, a, b, reqs, l.shareMJ[:n], rest, cov)
-	clear(reqs) // hold no request past its split
 }
 
 // weigh fills l.parts with the requests active in the interval (a, b] of
