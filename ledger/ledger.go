@@ -81,6 +81,10 @@ type Config struct {
 // Add, Estimate and the Account methods are safe from any goroutine and
 // lock-free. Observe, Settle, Flush, SetShare and SetLost form the sampler
 // side: they must be called from one goroutine at a time.
+//
+// It composes the stages of the package documentation: in (intake), each
+// device's ivs (intervals), fit (model), divide (split, which keeps no
+// state) and books (settlement).
 type Ledger struct {
 	cfg Config
 
@@ -160,6 +164,8 @@ type Ledger struct {
 	books settlement // the settlement stage
 }
 
+// device is the ledger's state for one of Config.Rings: its walk
+// through the ring, and the attributed processes' share of it.
 type device struct {
 	idx int       // its index in Config.Rings
 	ivs intervals // the intervals stage's walk over its ring
