@@ -13,20 +13,22 @@ import (
 //
 // # Protocol
 //
-// Each stack is a Treiber stack: add links the request to the head it
+// Each stack is a Treiber stack: push links the request to the head it
 // loaded and publishes it by a compare-and-swap of the head, so the
-// request's fields written before add happen before the sampler's drain
-// reads them; drain takes a whole stack by one swap of its head with nil.
-// A stack's queued count is raised before its push and lowered after its
-// pop, so it is never below the stack's length, and the room the sampler
-// publishes bounds what waits: requests waiting plus active ones never
-// exceed MaxActive.
+// request's fields written before the push happen before the sampler's
+// drain reads them; drain takes a whole stack by one swap of its head
+// with nil. A stack's queued count is raised before its push and lowered
+// after its pop, so it is never below the stack's length, and a push
+// that would raise it past the stack's room is undone and refused. The
+// room is what MaxActive leaves beside the active requests: while the
+// sampler does not drain, what waits and what is active never exceed
+// MaxActive, but for a push about to be undone.
 
 // intake is the intake stage's state: the stacks, padded so that no other
 // field shares their cache lines.
 //
-// add, ended, endedSum and waiting are safe from any goroutine; drain and
-// setRoom are the sampler's, from one goroutine at a time.
+// push, spill, ended, endedSum and waiting are safe from any goroutine;
+// drain and setRoom are the sampler's, from one goroutine at a time.
 type intake struct {
 	// inbox is where Add leaves requests for the sampler: one cache line
 	// per shard, so that a request touches only its own shard's line.
@@ -67,14 +69,11 @@ var (
 	_ [unsafe.Sizeof(shard{}) - 64]struct{}
 )
 
-// add pushes r on its stack, or on the next one with room, and reports
-// whether it did: false means every stack is full, and the caller refuses
-// r.
-func (in *intake) add(r *Account) bool {
-	first := shardOf(r)
-	if in.inbox[first].push(r) {
-		return true
-	}
+// spill pushes r, whose own stack (first, see shardOf) is full, on the
+// next stack with room, and reports whether it did: false means every
+// stack is full, and the caller refuses r. Add tries r's own stack first
+// itself (push), so that a request whose stack has room costs one call.
+func (in *intake) spill(r *Account, first int) bool {
 	// Under overload every stack is full until the sampler publishes more
 	// room: one Add found that out, and the others refuse at once.
 	g := in.roomGen.Load()

@@ -232,9 +232,11 @@ func New(cfg Config) *Ledger {
 // stack's cache line while that stack has room. A full stack sends it on
 // to the next ones, so no request is refused while any stack has room.
 func (l *Ledger) Add(r *Account) {
-	if !l.in.add(r) {
-		l.drop(r)
+	first := shardOf(r)
+	if l.in.inbox[first].push(r) || l.in.spill(r, first) {
+		return
 	}
+	l.drop(r)
 }
 
 // End ends r at t, as [Account.End] does, and counts the end for the
