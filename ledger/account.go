@@ -482,7 +482,7 @@ func (s *sampled) span(start, a, b int64) (int64, int64) {
 }
 
 // prefillEnd returns the end of the prefill, shift decode steps after
-// pfEnd (see Ledger.shift), or -1 when it is not placed.
+// pfEnd (see fit.shift), or -1 when it is not placed.
 func (s *sampled) prefillEnd(shift float64) int64 {
 	if s.pfEnd < 0 {
 		return -1

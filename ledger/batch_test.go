@@ -12,8 +12,8 @@ import (
 func TestPrefillSharesByInputRate(t *testing.T) {
 	g := newRig(t, Config{Horizon: 10e9})
 	d := &g.l.devs[0]
-	d.primed, d.m.usable = true, true
-	d.m.theta[fPrefillBusy] = 300 // W while anything is in prefill
+	d.ivs.split.primed, g.l.fit.devs[0].m.usable = true, true
+	g.l.fit.devs[0].m.theta[fPrefillBusy] = 300 // W while anything is in prefill
 	mk := func(in uint64) *Account {
 		r := NewAccount(0, nil)
 		r.st = sampled{known: 400e6, pfEnd: 200e6, step: 40e6}

@@ -4,6 +4,39 @@
 // rings (package ring) that the sampler fills, so no second copy of the
 // samples exists.
 //
+// # Stages
+//
+// Requests and metered energy go through five stages, each a type of its
+// own, in one direction:
+//
+//   - intake (intake.go): the lock-free stacks where [Ledger.Add] leaves
+//     requests and [Ledger.End] counts their ends. [Ledger.Observe]
+//     (ledger.go) drains them into the active requests and notes each
+//     one's reports on its timeline.
+//   - intervals (intervals.go): each device's walk over its ring, which
+//     yields the interval between consecutive counter steps once it is
+//     ready, first to the model and then, never ahead of it, to the
+//     split. Each interval is yielded once, and together they hold the
+//     ring's energy.
+//   - model (fit.go): what is learned (each device's power model and
+//     reporting lag, the prefill time, where a prefill ends, and, in
+//     prefillrate.go, the prefill time per prompt token that places the
+//     prefills no timing placed) and when it is solved. It reads the
+//     requests only through the features of each interval it learns.
+//   - split (divide.go): an interval's attributable energy, divided by
+//     the weighing of its requests under the model into integer shares
+//     and a rest that add up to it exactly. A pure function.
+//   - settlement (settle.go): finalizes the requests whose intervals are
+//     all split, lets go of them, prunes the others' timelines,
+//     reconciles the escrow, and runs the provisional split behind the
+//     estimates.
+//
+// [Ledger.Settle] runs intervals, model, split and settlement in that
+// order. The weighing (weigh.go) reads the requests' timelines for the
+// model and the split: the features of an interval, and its requests'
+// weights under the model. The sections below describe what each stage
+// computes.
+//
 // # Intervals
 //
 // Each device has a ring whose points are its counter's steps: T the step's

@@ -120,7 +120,7 @@ func TestEstimateSilentBeforeModel(t *testing.T) {
 	ended.AddOutput(100)
 	g.l.End(ended, end)
 	g.step(end+5e7, stepMJ, nil)
-	if g.l.devs[0].m.usable {
+	if g.l.fit.devs[0].m.usable {
 		t.Fatal("the model is learned: the case is before it")
 	}
 	half := float64((steps+1)*stepMJ) / 2

@@ -2,6 +2,113 @@ package ledger
 
 import "math"
 
+// This file is the model stage: what the ledger learns from the intervals
+// and the requests' reports, and nothing else. fit owns every learned
+// figure the split reads (each device's power model and its reporting lag,
+// the prefill time, and where a prefill ends), and the cadence at which
+// they are solved. It reads the requests only through the features it is
+// handed (featureSource), and it never splits, so learning runs ahead of
+// the split and a split reads the model as it stands.
+
+// fit is the model stage's state.
+type fit struct {
+	devs []devFit // by device, as Config.Rings
+	ttft ttft
+	// shift places the end of every prefill shift·step after its
+	// request's pfEnd (one decode step before the first token): 0 when
+	// the first token follows the prefill by a decode step, 1 when the
+	// prefill itself ends with it. The data choose it (fit.maybeFlip).
+	shift float64
+	// tau indexes taus: the prefill time per input token that places the
+	// prefills no timing placed (prefillrate.go).
+	tau int
+}
+
+// devFit is one device's power model: a model per candidate reporting
+// lag, the chosen one, and the chosen lag's model under the other
+// placement of the prefill's end.
+type devFit struct {
+	m model // the model of the chosen lag
+	// cands are the models of each candidate reporting lag: a counter
+	// whose step at τ reports the energy up to τ − lag. The one that
+	// explains the steps best is chosen.
+	cands [len(lags)]model
+	// alt is the chosen lag's model with the other placement of the
+	// prefill's end (fit.shift); wantFlip says it explains the steps
+	// clearly better.
+	alt      model
+	wantFlip bool
+	// idleY and idleT sum, with a forgetting of idleForget, the energy (J)
+	// and the time (s) of intervals with nothing in them.
+	idleY, idleT float64
+	lag          int64 // the chosen lag, ns
+	best         int
+	solves       int     // intervals learned: the chosen lag's cadence
+	calls        int     // device steps that learned: the lag search's cadence
+	avgW         float64 // recent attributable power, W
+	// tauM are the chosen lag's models under each candidate placement of
+	// the guessed prefills (taus), and tauRSS their residuals per
+	// interval at the last lag search. tauLive says they are learning;
+	// tauSeen is the end of the last interval learned with a guessed
+	// prefill in it, and tauTick counts the intervals seen since they
+	// started, for their stride.
+	tauM    [len(taus)]model
+	tauRSS  [len(taus)]float64
+	tauLive bool
+	tauSeen int64
+	tauTick int
+}
+
+// featureSource gives the model stage an interval's features, as the
+// requests' timelines place them: (a, b] on the requests' clock, with
+// every prefill's end placed shift steps after its request's pfEnd, and
+// with tau ≥ 0 every guessed prefill placed at tau ns per input token
+// instead; guessed says the interval holds a guessed prefill.
+type featureSource interface {
+	learnFeatures(a, b int64, shift, tau float64) (x [nFeat]float64, guessed bool)
+}
+
+// newFit returns the model stage of n devices, with the static power and
+// the token weights fixed as cfg says.
+func newFit(n int, cfg Config) fit {
+	f := fit{devs: make([]devFit, n)}
+	for i := range f.devs {
+		d := &f.devs[i]
+		for c := range d.cands {
+			m := &d.cands[c]
+			if cfg.IdleFixed {
+				m.fixed[fStatic] = true
+				m.theta[fStatic] = cfg.IdleWatts / float64(n)
+			}
+			if cfg.WeightsFixed {
+				// Tokens go in as one weighted feature; prefill as its
+				// own feature is left out.
+				m.fixed[fPrefill], m.fixed[fPrefillBusy], m.fixed[fInput] = true, true, true
+				m.fixed[fDecodeBusy], m.fixed[fDecode] = true, true
+			}
+		}
+		d.alt = d.cands[0]
+		d.m = d.cands[0]
+	}
+	return f
+}
+
+// coefs returns the chosen models' coefficients summed over devices, and
+// their recent attributable power summed likewise, W.
+func (f *fit) coefs() (th [nFeat]float64, avgW float64) {
+	for i := range nFeat {
+		var sum float64
+		for d := range f.devs {
+			sum += f.devs[d].m.theta[i]
+		}
+		th[i] = sum
+	}
+	for d := range f.devs {
+		avgW += f.devs[d].avgW
+	}
+	return th, avgW
+}
+
 // Feature indices of the energy model. An interval's metered energy is
 // modelled as
 //
@@ -498,4 +605,161 @@ func (f *lsq) solveSubset(idx []int) ([lsqN]float64, bool) {
 		out[r] = v / g[r][r]
 	}
 	return out, true
+}
+
+// lags are the candidate reporting lags, in ns: a counter's step at τ may
+// report the energy consumed up to τ − lag. Each has a model; the one with
+// the least residual is used.
+var lags = [...]int64{0, 10e6, 20e6, 30e6, 40e6, 50e6, 60e6, 80e6, 100e6}
+
+// maxLagSearch bounds the requests for which every candidate lag is
+// evaluated on every interval; with more active requests only the chosen
+// lag keeps learning, which keeps a busy sampler's work O(active).
+const maxLagSearch = 64
+
+// learn folds the interval (a, b] of device i, whose attributable
+// energy is y J, into the device's models: every candidate lag's while at
+// most maxLagSearch requests are active, the chosen one's alone beyond,
+// and the chosen lag's model under the other placement of the prefill's
+// end. src gives the interval's features at each lag; idle says nothing
+// is active in it, so that every lag sees the same features. b > a.
+func (f *fit) learn(i int, a, b int64, y float64, active int, idle bool, src featureSource) {
+	d := &f.devs[i]
+	lambda := math.Exp(-float64(b-a) / DefaultForget)
+	search := active <= maxLagSearch
+	var x, xBest [nFeat]float64
+	var guessed, gBest bool
+	for c, lag := range lags {
+		if !search && c != d.best {
+			continue
+		}
+		if !idle || c == 0 {
+			// With nothing active every lag sees the same features.
+			x, guessed = src.learnFeatures(a-lag, b-lag, f.shift, -1)
+		}
+		if c == d.best {
+			if guessed {
+				d.startTaus(&d.cands[c])
+			}
+			xBest, gBest = x, guessed
+		}
+		d.cands[c].add(x, y, lambda)
+		if c == d.best {
+			// An interval with nothing in it measures the static power,
+			// which changes far more slowly than the rest: it is kept
+			// for idleForget, so that a long busy stretch does not lose it.
+			li := math.Exp(-float64(b-a) / idleForget)
+			d.idleY, d.idleT = li*d.idleY, li*d.idleT
+			if x[fStatic] > 0 && x == ([nFeat]float64{fStatic: x[fStatic]}) {
+				d.idleY += y
+				d.idleT += x[fStatic]
+			}
+		}
+		if c == d.best && search {
+			// The other placement of the prefill's end, at the chosen
+			// lag, for chooseLag to weigh against it.
+			xAlt, _ := src.learnFeatures(a-lag, b-lag, 1-f.shift, -1)
+			d.alt.add(xAlt, y, lambda)
+		}
+	}
+	f.learnTaus(d, a-d.lag, b-d.lag, xBest, gBest, y, lambda, active, src)
+	// About the last ten seconds' power, for estimates before the model.
+	w := y / (float64(b-a) / nsPerSecond)
+	if d.avgW == 0 {
+		d.avgW = w
+	} else {
+		d.avgW += (1 - math.Exp(-float64(b-a)/10e9)) * (w - d.avgW)
+	}
+}
+
+// chooseLag solves the chosen lag's model once every fourth interval
+// learned (n were just learned), and every candidate's every thirty-second
+// call (once per device step that taught the models something), taking
+// the lag whose model leaves the least residual per interval. The models
+// forget over minutes and a counter's lag does not change, so solving now
+// and then is enough, and it keeps a sampler tick cheap. The chosen lag's
+// cadence counts intervals, not calls: intervals wait to be learned while
+// a request is silent (a long prefill), then come together, and the
+// splits that follow must not use a model that has not seen them. The lag
+// search keeps counting calls: run on every such burst it switched lags
+// on few intervals, and End's estimates after bursts of prompts doubled
+// their p99.
+func (d *devFit) chooseLag(n int) {
+	d.calls++
+	before := d.solves
+	d.solves += n
+	// crossed reports whether some count s in (before, d.solves] has
+	// s mod k = 1, the counts a solve falls on.
+	crossed := func(k int) bool { return before == 0 || (d.solves-1)/k > (before-1)/k }
+	if known := d.idleT >= minIdleSeconds; known {
+		w := d.idleY / d.idleT
+		for c := range d.cands {
+			d.cands[c].idleKnown, d.cands[c].idleW = true, w
+		}
+		d.alt.idleKnown, d.alt.idleW = true, w
+	}
+	switch {
+	case d.calls%32 == 1 || !d.m.usable:
+	case crossed(4):
+		d.cands[d.best].solve()
+		d.m = d.cands[d.best]
+		return
+	default:
+		return
+	}
+	best, bestRSS := d.best, math.Inf(1)
+	for c := range d.cands {
+		m := &d.cands[c]
+		m.solve()
+		if !m.usable || m.count() <= 0 {
+			continue
+		}
+		if r := m.rss(m.theta) / m.count(); r < bestRSS {
+			best, bestRSS = c, r
+		}
+	}
+	d.best, d.lag, d.m = best, lags[best], d.cands[best]
+	d.solveTaus()
+	d.alt.solve()
+	d.wantFlip = d.alt.usable && d.alt.count() > 0 && !math.IsInf(bestRSS, 1) &&
+		d.alt.rss(d.alt.theta)/d.alt.count() < flipMargin*bestRSS
+}
+
+// minIdleSeconds is how much idle time, within idleForget, the ledger
+// needs before it takes the static power as measured on it.
+const (
+	minIdleSeconds = 0.5
+	idleForget     = 1800e9 // ns
+)
+
+// flipMargin is how much less residual per interval the other placement
+// of the prefill's end must leave before the ledger takes it.
+const flipMargin = 0.95
+
+// maybeFlip moves every prefill's end to the other placement when every
+// device that can tell (lost says which cannot) finds that it explains the
+// steps clearly better; the models swap with their alternatives, which
+// learned under it.
+func (f *fit) maybeFlip(lost func(i int) bool) {
+	want := false
+	for i := range f.devs {
+		d := &f.devs[i]
+		if lost(i) || !d.alt.usable {
+			continue
+		}
+		if !d.wantFlip {
+			return
+		}
+		want = true
+	}
+	if !want {
+		return
+	}
+	f.shift = 1 - f.shift
+	for i := range f.devs {
+		d := &f.devs[i]
+		d.cands[d.best], d.alt = d.alt, d.cands[d.best]
+		d.m = d.cands[d.best]
+		d.wantFlip = false
+	}
 }

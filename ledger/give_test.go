@@ -36,7 +36,6 @@ func TestGiveCumulativeFloor(t *testing.T) {
 				parts := make([]part, len(tt.weights))
 				var total float64
 				for i, w := range tt.weights {
-					parts[i].r = NewAccount(0, nil)
 					if by == byWeight {
 						parts[i].weight, parts[i].cov = w, 1 // cov must be ignored
 					} else {
@@ -44,11 +43,12 @@ func TestGiveCumulativeFloor(t *testing.T) {
 					}
 					total += w
 				}
-				if got := give(tt.e, parts, by, total, nil); got != tt.e {
+				shares := make([]uint64, len(parts))
+				if got := give(tt.e, parts, by, total, shares); got != tt.e {
 					t.Fatalf("give returned %d mJ, want all %d", got, tt.e)
 				}
-				for i, p := range parts {
-					if got := p.r.EnergyMJ(); got != tt.want[i] {
+				for i, got := range shares {
+					if got != tt.want[i] {
 						t.Errorf("part %d (weight %v) got %d mJ, want %d", i, tt.weights[i], got, tt.want[i])
 					}
 				}
@@ -61,12 +61,13 @@ func TestGiveCumulativeFloor(t *testing.T) {
 // passed (the rest of the interval is nobody's): each part still gets
 // ⌊E·Cᵢ/W⌋ − ⌊E·Cᵢ₋₁/W⌋, and what is not given is returned as such.
 func TestGivePartialTotal(t *testing.T) {
-	parts := []part{{r: NewAccount(0, nil), cov: 1}, {r: NewAccount(0, nil), cov: 2}}
+	parts := []part{{cov: 1}, {cov: 2}}
+	shares := make([]uint64, len(parts))
 	// W = 10: ⌊100·1/10⌋ = 10, ⌊100·3/10⌋ = 30.
-	if got := give(100, parts, byCoverage, 10, nil); got != 30 {
+	if got := give(100, parts, byCoverage, 10, shares); got != 30 {
 		t.Fatalf("given %d mJ, want 30", got)
 	}
-	if a, b := parts[0].r.EnergyMJ(), parts[1].r.EnergyMJ(); a != 10 || b != 20 {
+	if a, b := shares[0], shares[1]; a != 10 || b != 20 {
 		t.Fatalf("parts got %d and %d mJ, want 10 and 20", a, b)
 	}
 }
@@ -75,9 +76,10 @@ func TestGivePartialTotal(t *testing.T) {
 // negative, NaN or infinite.
 func TestGiveRefusesBadTotals(t *testing.T) {
 	for _, total := range []float64{0, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
-		parts := []part{{r: NewAccount(0, nil), cov: 1}}
-		if got := give(100, parts, byCoverage, total, nil); got != 0 || parts[0].r.EnergyMJ() != 0 {
-			t.Errorf("total %v: gave %d mJ (part %d), want nothing", total, got, parts[0].r.EnergyMJ())
+		parts := []part{{cov: 1}}
+		shares := make([]uint64, 1)
+		if got := give(100, parts, byCoverage, total, shares); got != 0 || shares[0] != 0 {
+			t.Errorf("total %v: gave %d mJ (part %d), want nothing", total, got, shares[0])
 		}
 	}
 }

@@ -3,7 +3,6 @@ package ledger
 import (
 	"math"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/otelenergy/otelenergy/ring"
 )
@@ -82,18 +81,15 @@ type Config struct {
 // Add, Estimate and the Account methods are safe from any goroutine and
 // lock-free. Observe, Settle, Flush, SetShare and SetLost form the sampler
 // side: they must be called from one goroutine at a time.
+//
+// It composes the stages of the package documentation: in (intake), each
+// device's ivs (intervals), fit (model), divide (split, which keeps no
+// state) and books (settlement).
 type Ledger struct {
 	cfg Config
 
-	// inbox is where Add leaves requests for the sampler: one cache line
-	// per shard, so that a request touches only its own shard's line.
-	inbox [inboxShards]shard
-	// roomGen counts the publications of the stacks' room; fullGen is
-	// the publication at which an Add found every stack full, so that
-	// later refusals under it try no other stack. Read-mostly: each is
-	// written about once a sampler pass.
-	roomGen, fullGen atomic.Uint64
-	_                [48]byte
+	// in is the intake stage, where Add leaves requests for the sampler.
+	in intake
 
 	// Sampler-owned.
 	active    []*Account
@@ -103,25 +99,16 @@ type Ledger struct {
 	prevRead  int64
 	firstRead int64
 	read      bool
-	ttft      ttft
-	// shift places the end of every prefill shift·step after its
-	// request's pfEnd (one decode step before the first token): 0 when
-	// the first token follows the prefill by a decode step, 1 when the
-	// prefill itself ends with it. The data choose it (maybeFlip).
-	shift float64
-	// tau indexes taus: the prefill time per input token that places
-	// prefills no timing placed (prefillrate.go).
-	tau      int
-	tauPub   atomic.Int32 // tau, for Coefficients
-	step     float64      // the batch's recent decode step, ns per token; 0 unknown
-	jOut     float64      // recent modelled energy per output token, decode power included, J
-	rate     float64      // recent requests' output rate, tokens per ns
-	rhoAvg   float64      // recent prefills' input tokens per ns
-	free     [][]point
-	parts    []part
-	running  int      // parts of requests not ended, in the last features
-	sweep    []uint64 // coverage's and union's scratch: edge keys
-	provLast int64    // when the last provisional pass ran
+	fit       fit          // the model stage
+	tauPub    atomic.Int32 // fit.tau, for Coefficients
+	step      float64      // the batch's recent decode step, ns per token; 0 unknown
+	jOut      float64      // recent modelled energy per output token, decode power included, J
+	rate      float64      // recent requests' output rate, tokens per ns
+	rhoAvg    float64      // recent prefills' input tokens per ns
+	parts     []part
+	running   int      // parts of requests not ended, in the last features
+	sweep     []uint64 // coverage's and union's scratch: edge keys
+	provLast  int64    // when the last provisional pass ran
 	// pfSpans and decSpans are learnFeatures' scratch.
 	pfSpans, decSpans []span
 	// provAcc holds, per active request by its index, what the
@@ -131,9 +118,10 @@ type Ledger struct {
 	// the prefill time pfT in ns) for End to reprice once the prompt is
 	// known.
 	provAcc []struct{ mj, tok, tokJ, pf, pfS, pfT float64 }
-	// hookReqs, hookMJ and hookCov are OnSplit's scratch.
+	// shareMJ holds the shares of the interval being split; hookReqs and
+	// hookCov are OnSplit's scratch.
+	shareMJ  []uint64
 	hookReqs []*Account
-	hookMJ   []uint64
 	hookCov  []uint64
 
 	// Published.
@@ -152,11 +140,10 @@ type Ledger struct {
 	pfCoef   [3]atomic.Uint64
 	pfCoefOK atomic.Bool
 
-	// retiredOut and retiredIn sum the tokens of the requests let go, as
-	// counted when they were (see retire); tokOut and tokIn publish them
-	// plus the active requests' counts at the last Observe.
-	retiredOut, retiredIn atomic.Uint64
-	tokOut, tokIn         atomic.Uint64
+	// tokOut and tokIn publish the tokens of the requests let go
+	// (books.retiredOut and retiredIn) plus the active requests' counts
+	// at the last Observe.
+	tokOut, tokIn atomic.Uint64
 
 	// The running requests, for Estimate (see Ledger.runningNow). provN
 	// packs the number of requests active at provThru (low 32 bits) with
@@ -175,63 +162,19 @@ type Ledger struct {
 	// running at its time (see Observe).
 	adopted atomic.Int64
 
-	// escN counts the requests that had a share escrowed; escAssumed and
-	// escReported sum, as float64 bits, their tokens assumed in the
-	// intervals split at the horizon and those they reported for the same
-	// time (see Escrow).
-	escN                    atomic.Uint64
-	escAssumed, escReported atomic.Uint64
+	books settlement // the settlement stage
 }
 
+// device is the ledger's state for one of Config.Rings: its walk
+// through the ring, and the attributed processes' share of it.
 type device struct {
-	idx  int // its index in Config.Rings
-	ring *ring.Ring
-	next uint64 // logical index of the next point to split up to
-	// The model learns ahead of the split: learnNext is the next point to
-	// learn up to, learnT and learnE the previous learned point.
-	learnNext uint64
-	lprimed   bool
-	learnT    int64
-	learnE    uint64
-	firstT    int64 // the first point learned
-	primed    bool
-	prevT     int64
-	prevE     uint64
-	m         model // the model of the chosen lag
-	// cands are the models of each candidate reporting lag: a counter
-	// whose step at τ reports the energy up to τ − lag. The one that
-	// explains the steps best is chosen.
-	cands [len(lags)]model
-	// alt is the chosen lag's model with the other placement of the
-	// prefill's end (Ledger.shift); wantFlip says it explains the steps
-	// clearly better.
-	alt      model
-	wantFlip bool
-	// tauM are the chosen lag's models under each candidate placement of
-	// the guessed prefills (taus), and tauRSS their residuals per
-	// interval at the last lag search.
-	tauM   [len(taus)]model
-	tauRSS [len(taus)]float64
-	// tauLive says the candidates are learning; tauSeen is the end of
-	// the last interval learned with a guessed prefill in it.
-	tauLive bool
-	tauSeen int64
-	tauTick int // intervals seen while tauLive, for the stride
-	// idleY and idleT sum, with a forgetting of idleForget, the energy (J)
-	// and the time (s) of intervals with nothing in them.
-	idleY, idleT float64
-	// provWritten is the ring's Written count at the last provisional
-	// pass.
-	provWritten uint64
-	lag         int64 // the chosen lag, ns
-	best        int
-	solves      int // intervals learned: the chosen lag's cadence
-	calls       int // device steps that learned: the lag search's cadence
-	frac        float64
-	split       bool // frac applies
-	shared      bool // shared and not splittable
-	lost        bool
-	avgW        float64 // recent attributable power, W
+	idx int       // its index in Config.Rings
+	ivs intervals // the intervals stage's walk over its ring
+	// The attributed processes' share of the device (SetShare).
+	frac   float64
+	split  bool // frac applies
+	shared bool // shared and not splittable
+	lost   bool
 }
 
 // part is one request's features in the interval being split.
@@ -268,58 +211,15 @@ func New(cfg Config) *Ledger {
 	if cfg.TimeHorizon <= 0 {
 		cfg.TimeHorizon = cfg.Horizon
 	}
-	l := &Ledger{cfg: cfg, devs: make([]device, len(cfg.Rings))}
+	l := &Ledger{cfg: cfg, devs: make([]device, len(cfg.Rings)), fit: newFit(len(cfg.Rings), cfg)}
 	for i, r := range cfg.Rings {
 		d := &l.devs[i]
-		d.idx, d.ring, d.frac, d.split = i, r, 1, true
-		for c := range d.cands {
-			m := &d.cands[c]
-			if cfg.IdleFixed {
-				m.fixed[fStatic] = true
-				m.theta[fStatic] = cfg.IdleWatts / float64(len(cfg.Rings))
-			}
-			if cfg.WeightsFixed {
-				// Tokens go in as one weighted feature; prefill as its
-				// own feature is left out.
-				m.fixed[fPrefill], m.fixed[fPrefillBusy], m.fixed[fInput] = true, true, true
-				m.fixed[fDecodeBusy], m.fixed[fDecode] = true, true
-			}
-		}
-		d.alt = d.cands[0]
-		d.m = d.cands[0]
+		d.idx, d.ivs.ring, d.frac, d.split = i, r, 1, true
 	}
 	l.newTimes()
 	l.setActive(0)
 	return l
 }
-
-// shard is one stack of the inbox, with its own bound, padded to a cache
-// line of its own.
-type shard struct {
-	head atomic.Pointer[Account]
-	// queued counts the requests on this stack: Add counts one before it
-	// pushes it, and uncounts it at once if it is refused; drain uncounts
-	// one after it pops it. So it is never below the stack's length.
-	queued atomic.Int64
-	// room is this shard's part of the room the sampler last published:
-	// MaxActive less the active requests, spread over the shards.
-	room atomic.Int64
-	// ended counts the tracked requests [Ledger.End] ended whose
-	// requests hash to this stack, so that an estimate can tell how many
-	// requests are still running without a lock (see Ledger.runningNow).
-	ended atomic.Int64
-	// endT sums their end times, modulo 2⁶⁴: with ended, it tells when
-	// the ends since the last settle came, on average.
-	endT atomic.Uint64
-	_    [24]byte
-}
-
-// A shard fills exactly one 64-byte cache line: these fail to compile
-// otherwise.
-var (
-	_ [64 - unsafe.Sizeof(shard{})]struct{}
-	_ [unsafe.Sizeof(shard{}) - 64]struct{}
-)
 
 // Add hands r to the ledger. It is lock-free: r is pushed on one of a few
 // stacks that the sampler drains at its next Observe. The requests waiting
@@ -334,22 +234,9 @@ var (
 // to the next ones, so no request is refused while any stack has room.
 func (l *Ledger) Add(r *Account) {
 	first := shardOf(r)
-	if l.inbox[first].push(r) {
+	if l.in.inbox[first].push(r) || l.in.spill(r, first) {
 		return
 	}
-	// Under overload every stack is full until the sampler publishes more
-	// room: one Add found that out, and the others refuse at once.
-	g := l.roomGen.Load()
-	if l.fullGen.Load() == g {
-		l.drop(r)
-		return
-	}
-	for k := 1; k < inboxShards; k++ {
-		if l.inbox[(first+k)%inboxShards].push(r) {
-			return
-		}
-	}
-	l.fullGen.Store(g)
 	l.drop(r)
 }
 
@@ -366,24 +253,7 @@ func (l *Ledger) End(r *Account, t int64) {
 		// longer counts it as running.
 		return
 	}
-	s := &l.inbox[shardOf(r)]
-	s.ended.Add(1)
-	s.endT.Add(uint64(r.end.Load()))
-}
-
-// shardOf returns the inbox stack Add tries first for r.
-func shardOf(r *Account) int { return int(uintptr(unsafe.Pointer(r))>>6) % inboxShards }
-
-// endedSum returns the ends [Ledger.End] counted, summed over the inbox,
-// and the sum of their times (modulo 2⁶⁴).
-func (l *Ledger) endedSum() (int64, uint64) {
-	var n int64
-	var sum uint64
-	for i := range l.inbox {
-		n += l.inbox[i].ended.Load()
-		sum += l.inbox[i].endT.Load()
-	}
-	return n, sum
+	l.in.ended(r)
 }
 
 // publishLive publishes, for runningNow, the requests not ended among the
@@ -406,14 +276,7 @@ func (l *Ledger) publishLive(t, live, endedSum int64, endT uint64) {
 // once too often or too seldom.
 func (l *Ledger) runningNow() (n, ends, endOff int64) {
 	v := l.live.Load()
-	var queued, ended int64
-	var endT uint64
-	for i := range l.inbox {
-		s := &l.inbox[i]
-		queued += s.queued.Load()
-		ended += s.ended.Load()
-		endT += s.endT.Load()
-	}
+	queued, ended, endT := l.in.waiting()
 	k := uint32(ended) - uint32(v>>32)
 	// The times are summed modulo 2⁶⁴; their offsets from the settle's
 	// time are small, so their sum comes out exact.
@@ -421,40 +284,12 @@ func (l *Ledger) runningNow() (n, ends, endOff int64) {
 	return int64(uint32(v)) + queued + l.adopted.Load() - int64(k), int64(k), endOff
 }
 
-// push pushes r on s if s has room, and reports whether it did.
-func (s *shard) push(r *Account) bool {
-	if s.queued.Add(1) > s.room.Load() {
-		s.queued.Add(-1)
-		return false
-	}
-	for {
-		h := s.head.Load()
-		r.next = h
-		if s.head.CompareAndSwap(h, r) {
-			return true
-		}
-	}
-}
-
 // setActive publishes n, the number of active requests, and spreads the
 // room left under MaxActive over the inbox's stacks. It is called after
 // every drain, which frees room too, and starts a new generation of room.
 func (l *Ledger) setActive(n int) {
 	l.activeN.Store(int64(n))
-	free := max(l.cfg.MaxActive-n, 0)
-	for i := range l.inbox {
-		room := free / inboxShards
-		if i < free%inboxShards {
-			room++
-		}
-		// Stored only when it changes: a store takes the line from the
-		// cores whose requests use it, and a change in n moves the room
-		// of one or two stacks only.
-		if s := &l.inbox[i]; s.room.Load() != int64(room) {
-			s.room.Store(int64(room))
-		}
-	}
-	l.roomGen.Add(1)
+	l.in.setRoom(max(l.cfg.MaxActive-n, 0))
 }
 
 // SetShare sets the fraction of device i's energy that belongs to the
@@ -490,7 +325,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	// A report first seen at this read happened in (prev, t].
 	rep := prev + (t-prev)/2
 	before := len(l.active)
-	l.drain(l.adopt)
+	l.in.drain(l.adopt)
 	// The requests adopted here leave the inbox's count; until the next
 	// settle counts them among the running, runningNow counts them here:
 	// those not ended by that settle's time (an end after it is among
@@ -515,27 +350,14 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	// No active request retires during the pass (only the sampler side
 	// retires them; Add retires only requests it refuses, never active),
 	// so none is counted twice or missed between the two sums.
-	l.tokOut.Store(l.retiredOut.Load() + out)
-	l.tokIn.Store(l.retiredIn.Load() + in)
+	l.tokOut.Store(l.books.retiredOut.Load() + out)
+	l.tokIn.Store(l.books.retiredIn.Load() + in)
 	if u := &l.unowned; len(u.st.pts) > 0 {
 		if last := u.st.pts[len(u.st.pts)-1]; last.out != uOut || last.in != uIn {
 			u.st.pts = append(u.st.pts, point{t: max(rep, last.t), out: uOut, in: uIn})
 		}
 	}
 	l.setActive(len(l.active))
-}
-
-// drain empties every inbox stack, handing each request to f.
-func (l *Ledger) drain(f func(*Account)) {
-	for i := range l.inbox {
-		for r := l.inbox[i].head.Swap(nil); r != nil; {
-			next := r.next
-			r.next = nil
-			l.inbox[i].queued.Add(-1)
-			f(r)
-			r = next
-		}
-	}
 }
 
 func (l *Ledger) adopt(r *Account) {
@@ -551,7 +373,7 @@ func (l *Ledger) adopt(r *Account) {
 // drop refuses r: it gets nothing, is final at once and is counted.
 func (l *Ledger) drop(r *Account) {
 	l.dropped.Add(1)
-	l.retire(r)
+	l.books.retire(r)
 	r.setFlag(FlagDropped)
 	r.final.Store(true)
 }
@@ -561,10 +383,8 @@ func (l *Ledger) drop(r *Account) {
 func (l *Ledger) addPoint(r *Account, p point) {
 	s := &r.st
 	if len(s.pts) == cap(s.pts) {
-		if n := len(l.free); n > 0 && cap(l.free[n-1]) > len(s.pts) {
-			grown := append(l.free[n-1][:0], s.pts...)
-			l.free = l.free[:n-1]
-			s.pts = grown
+		if grown, ok := l.books.reuse(len(s.pts)); ok {
+			s.pts = append(grown, s.pts...)
 		}
 	}
 	s.pts = append(s.pts, p)
@@ -586,7 +406,7 @@ func (l *Ledger) observe(r *Account, t, rep int64) {
 		if in > 0 && o > 0 {
 			// Its length teaches the prefill time of requests that show
 			// no first token (see ttft).
-			l.ttft.addWhole(float64(in), float64(o), float64(end-r.start)/nsPerSecond)
+			l.fit.ttft.addWhole(float64(in), float64(o), float64(end-r.start)/nsPerSecond)
 		}
 	} else if t-r.start > l.cfg.MaxAge {
 		s.endSeen, s.end = true, r.start+l.cfg.MaxAge
@@ -635,7 +455,7 @@ func (l *Ledger) observe(r *Account, t, rep int64) {
 		s.firstN = 0
 	}
 	if s.endSeen {
-		l.reconcile(r)
+		l.books.reconcile(r)
 	}
 }
 
@@ -659,8 +479,8 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 		// The n tokens' own rate is unknown: keep at least one token's
 		// even share of (start, at] for decode.
 		latest := at - (at-r.start)/int64(n+1)
-		step, byStep := l.ttft.stepSeconds()
-		sec, byPrompt := l.ttft.predict(float64(in))
+		step, byStep := l.fit.ttft.stepSeconds()
+		sec, byPrompt := l.fit.ttft.predict(float64(in))
 		if byStep && (!byPrompt || float64(n)*step < sec) {
 			// Under continuous batching (the whole-request fit holds) its
 			// n tokens took n of the batch's steps before its end: that
@@ -681,7 +501,7 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 	}
 	pfEnd := latest
 	s.step = int64(step)
-	sec, byPrompt := l.ttft.predict(float64(in))
+	sec, byPrompt := l.fit.ttft.predict(float64(in))
 	if byPrompt && n > 2 {
 		// A chunk's length at the batch's step is off by the request's
 		// own rate times the chunk; the learned prefill time is not.
@@ -722,7 +542,7 @@ func (l *Ledger) placeFromRate(r *Account, at int64, o, in uint64) bool {
 	byRate := s.firstT - int64(perToken*float64(s.firstN))
 	poor := s.endSeen && o-s.firstN < s.firstN
 	if poor {
-		if sec, ok := l.ttft.predict(float64(in)); ok {
+		if sec, ok := l.fit.ttft.predict(float64(in)); ok {
 			// Keep at least one token's time per token of the first
 			// chunk at the later report's rate, at most.
 			byRate = max(r.start+int64(sec*nsPerSecond), byRate)
@@ -732,7 +552,7 @@ func (l *Ledger) placeFromRate(r *Account, at int64, o, in uint64) bool {
 	s.pfGuess = false
 	s.step = int64(perToken)
 	if !poor {
-		l.ttft.add(float64(in), float64(s.pfEnd-r.start)/nsPerSecond)
+		l.fit.ttft.add(float64(in), float64(s.pfEnd-r.start)/nsPerSecond)
 		if l.step <= 0 {
 			l.step = perToken
 		} else {
@@ -740,305 +560,6 @@ func (l *Ledger) placeFromRate(r *Account, at int64, o, in uint64) bool {
 		}
 	}
 	return true
-}
-
-// Settle splits every interval that is ready as of t and finalizes the
-// requests whose intervals are all split, calling final for each. An
-// interval is ready when every request active in it has reported past its
-// end or ended, or when it is older than the horizon.
-func (l *Ledger) Settle(t int64, final func(*Account)) { l.settle(t, false, final) }
-
-// settle is Settle; with force, every interval pushed so far is ready.
-func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
-	minKnown := int64(math.MaxInt64)
-	running := false // some request has not ended
-	for _, r := range l.active {
-		if !r.st.endSeen {
-			minKnown = min(minKnown, r.st.known)
-			running = true
-		}
-	}
-	horizon := l.cfg.Horizon
-	if force {
-		horizon = -1 << 62
-	}
-	through := int64(math.MaxInt64)
-	stall := int64(math.MaxInt64) // how far only a stalled device's silence vouches
-	flipSeen := false
-	splitNow := false // some interval was split
-	for i := range l.devs {
-		d := &l.devs[i]
-		// Learn from every ready interval first, then split the learned
-		// ones: while the model is still too young to trust, intervals
-		// wait for it, up to the horizon.
-		learned := 0
-		for {
-			j := d.learnNext
-			if old := d.ring.Oldest(); j < old {
-				// The ring lapped the ledger: continue from the oldest
-				// point; the energy in between is one interval.
-				j = old
-			}
-			p, ok := d.ring.At(j)
-			if !ok || (d.lprimed && p.T > minKnown && t-p.T <= horizon) {
-				break
-			}
-			if d.lprimed && p.T-d.learnT <= l.cfg.Horizon {
-				// An interval longer than the horizon follows a stall:
-				// the requests' timelines no longer cover it, so it
-				// would teach the model wrong features.
-				l.learn(d, d.learnT, p.T, satSub(p.EnergyMJ, d.learnE), minKnown)
-				learned++
-			} else if !d.lprimed {
-				d.firstT = p.T
-			}
-			d.lprimed, d.learnT, d.learnE, d.learnNext = true, p.T, p.EnergyMJ, j+1
-		}
-		if learned > 0 {
-			l.chooseLag(d, learned)
-			flipSeen = true
-		}
-		for d.next < d.learnNext {
-			j := d.next
-			if old := d.ring.Oldest(); j < old {
-				j = old
-			}
-			p, ok := d.ring.At(j)
-			// While the model is young, intervals wait for it as long as
-			// the horizon allows: the first requests of a run start
-			// together, and what they did cannot be told apart until
-			// later requests have started and ended at other times.
-			// Waiting holds every request's timeline, so a busy service
-			// (more than maxWarmActive requests at once) splits with what
-			// it has.
-			young := (!d.m.usable || d.learnT-d.firstT < l.cfg.Horizon*3/4) && len(l.active) <= maxWarmActive
-			if !ok || (d.primed && young && t-p.T <= horizon) {
-				break
-			}
-			if d.primed {
-				e := satSub(p.EnergyMJ, d.prevE)
-				l.splitMJ.Add(e)
-				l.split(d, d.prevT, p.T, e, minKnown)
-				splitNow = true
-			}
-			d.primed, d.prevT, d.prevE, d.next = true, p.T, p.EnergyMJ, j+1
-		}
-		if d.lost {
-			continue
-		}
-		dThrough := d.prevT
-		if !d.primed {
-			dThrough = l.firstRead
-		}
-		if _, more := d.ring.At(d.next); !more && t-horizon > dThrough {
-			// A device that has not stepped for a horizon (stuck, or
-			// failing every read, even the first) must not hold every
-			// request back: they are finalized without its energy for
-			// that time, and flagged. When it steps again, its energy
-			// goes to the requests active in that interval.
-			stall = min(stall, dThrough-d.lag)
-			dThrough = t - horizon
-		}
-		through = min(through, dThrough-d.lag)
-	}
-	timeHorizon := l.cfg.TimeHorizon
-	if force {
-		timeHorizon = horizon
-	}
-	tThrough, timeStall := l.settleTimes(t, timeHorizon)
-	if through == math.MaxInt64 {
-		through = t // every device lost: nothing more will be split
-	}
-	through = min(through, tThrough)
-	if flipSeen {
-		l.maybeFlip()
-		l.maybeRetau()
-	}
-	provThru, prov := l.provisional(t, minKnown, splitNow, running)
-	if prov {
-		l.provThru.Store(provThru)
-	}
-	// The ended count is summed before the requests are looked at: an
-	// End between the two is then missed by neither (a request that ends
-	// in between is counted once too often, until the next settle).
-	endedSum, endT := l.endedSum()
-	pThru := l.provThru.Load()
-	var live, atThru, thruEnded, thruOff int64
-	kept := 0
-	for i, r := range l.active {
-		s := &r.st
-		if r.start < pThru && (!s.endSeen || s.end > pThru) {
-			atThru++
-			if e := r.end.Load(); e != notEnded {
-				thruEnded++
-				thruOff += max(0, e-pThru)
-			}
-		}
-		if s.endSeen && s.end <= through {
-			if s.end > stall {
-				r.setFlag(FlagForced)
-			}
-			if s.end > timeStall {
-				r.setFlag(FlagTimeForced)
-			}
-			r.through.Store(s.end)
-			l.release(r)
-			r.final.Store(true)
-			if final != nil {
-				final(r)
-			}
-			continue
-		}
-		r.through.Store(max(r.start, through))
-		if !s.endSeen && len(s.pts) == 1 && s.pts[0].out == 0 {
-			// Silent since its start: it is taken to produce tokens at
-			// the batch's rate once its prefill is expected to end, and
-			// the estimate must know that rate as the batch's moves
-			// (extrapolate publishes only a change). Here rather than at
-			// every read: the splits that use it come with a settle.
-			l.extrapolate(r)
-		}
-		if prov && !s.endSeen {
-			// The estimate is published as one figure, the split part plus
-			// the provisional share of what follows, so that a reader never
-			// adds a provisional share to the real share of the same
-			// interval. Each is stored only when it changed: a store costs
-			// far more than a load. With nothing pending (the pass had
-			// nothing to weigh) it is the split part alone, and the power
-			// the split gave last.
-			var acc struct{ mj, tok, tokJ, pf, pfS, pfT float64 }
-			if i < len(l.provAcc) {
-				acc = l.provAcc[i]
-			}
-			if v := r.mj.Load() + uint64(min(acc.mj, 1<<62)); v != r.estMJ.Load() {
-				r.estMJ.Store(v)
-			}
-			old := r.powPrice.Load()
-			price := math.Float32frombits(uint32(old >> 32))
-			if acc.tok > 0 {
-				price = float32(acc.tokJ / acc.tok)
-			}
-			if v := uint64(math.Float32bits(s.powW)) | uint64(math.Float32bits(price))<<32; v != old {
-				r.powPrice.Store(v)
-			}
-			if v := packPair(s.pfMJ+acc.pf, s.inHat); v != r.pfIn.Load() {
-				r.pfIn.Store(v)
-			}
-			var f float64
-			if t := s.pfT + acc.pfT; t > 0 {
-				f = (s.pfS + acc.pfS) / t
-			}
-			if v := packPair(s.tHat, f); v != r.pfTF.Load() {
-				r.pfTF.Store(v)
-			}
-		}
-		if r.end.Load() == notEnded {
-			live++
-		}
-		l.prune(r, through)
-		l.active[kept] = r
-		kept++
-	}
-	l.publishLive(t, live, endedSum, endT)
-	l.adopted.Store(0)
-	if v := uint64(uint32(min(atThru, math.MaxUint32))) | uint64(uint32(min(thruEnded, math.MaxUint32)))<<32; v != l.provN.Load() {
-		l.provN.Store(v)
-	}
-	if thruOff != l.provOff.Load() {
-		l.provOff.Store(thruOff)
-	}
-	clear(l.active[kept:])
-	l.active = l.active[:kept]
-	l.prune(&l.unowned, through)
-	l.setActive(kept)
-	if th, ok := l.prefillTimeCoefs(); ok {
-		for i, v := range th {
-			l.pfCoef[i].Store(math.Float64bits(v))
-		}
-		l.pfCoefOK.Store(true)
-	}
-	for i := range nFeat {
-		var sum float64
-		for d := range l.devs {
-			sum += l.devs[d].m.theta[i]
-		}
-		l.coef[i].Store(math.Float64bits(sum))
-	}
-	var w float64
-	for d := range l.devs {
-		w += l.devs[d].avgW
-	}
-	l.avgW.Store(math.Float64bits(w))
-	l.jOutBits.Store(math.Float64bits(l.jOut))
-}
-
-// Flush splits every interval pushed so far, as if the horizon had passed,
-// finalizes the requests that ended by then, and then every other tracked
-// request with what it has, marking it flushed; it calls final for each.
-// Shutdown uses it so that nothing waits for a split that will not come.
-func (l *Ledger) Flush(final func(*Account)) {
-	if l.read {
-		l.settle(l.prevRead, true, final)
-	}
-	l.drain(func(r *Account) {
-		l.retire(r)
-		r.setFlag(FlagFlushed)
-		r.final.Store(true)
-	})
-	for _, r := range l.active {
-		r.setFlag(FlagFlushed)
-		l.release(r)
-		r.final.Store(true)
-		if final != nil {
-			final(r)
-		}
-	}
-	clear(l.active)
-	l.active = l.active[:0]
-	l.setActive(0)
-	// Nothing is active or waiting: the retired counts are every
-	// request's.
-	l.tokOut.Store(l.retiredOut.Load())
-	l.tokIn.Store(l.retiredIn.Load())
-}
-
-// release retires r and returns its timeline to the free list.
-func (l *Ledger) release(r *Account) {
-	l.retire(r)
-	if cap(r.st.pts) > len(r.st.inline) && len(l.free) < 1024 {
-		l.free = append(l.free, r.st.pts[:0])
-	}
-	r.st.pts = nil
-}
-
-// retire takes r's token counts into the retired totals and marks its
-// counters, in one atomic operation each, so that every later report is
-// seen by its caller as not counted here (see retiredBit). It is called
-// once per request: when it is released, dropped or flushed from the
-// inbox.
-func (l *Ledger) retire(r *Account) {
-	if o := r.out.Or(retiredBit) &^ retiredBit; o != 0 {
-		l.retiredOut.Add(o)
-	}
-	if i := r.in.Or(retiredBit) &^ retiredBit; i != 0 {
-		l.retiredIn.Add(i)
-	}
-}
-
-// prune drops the points of r's timeline that every device has split
-// past, keeping the newest of them as the anchor of the next segment.
-func (l *Ledger) prune(r *Account, through int64) {
-	pts := r.st.pts
-	k := 0
-	for k+1 < len(pts) && pts[k+1].t <= through {
-		k++
-	}
-	if k > 0 {
-		// The first output segment's start comes from pfEnd, which
-		// survives pruning, so the anchor keeps its meaning.
-		n := copy(pts, pts[k:])
-		r.st.pts = pts[:n]
-	}
 }
 
 // prefillCoefs returns the prefill time's coefficients as the sampler
@@ -1084,49 +605,6 @@ func (l *Ledger) Expired() uint64 { return l.expired.Load() }
 
 // Active returns the number of requests being tracked.
 func (l *Ledger) Active() int { return int(l.activeN.Load()) }
-
-// EscrowStats says how well the shares escrowed for silent requests
-// matched what they reported. An interval that a request active in it has
-// not reported past is split at the horizon with that request taken to
-// produce tokens at its own recent rate (the batch's, for one that never
-// reported) from its expected prefill end: its expected share is escrowed
-// to it, and the other requests' figures become final. When it reports,
-// the tokens it really produced in that time are known; the difference
-// moves no energy (figures already exported are never revised) and is
-// counted here, in tokens.
-type EscrowStats struct {
-	// Requests is how many requests had a share escrowed and have since
-	// reported their end.
-	Requests uint64
-	// AssumedTokens is the output tokens those requests were taken to
-	// produce in intervals split while they were silent; ReportedTokens
-	// is what their reports put in the same time.
-	AssumedTokens, ReportedTokens float64
-}
-
-// Escrow returns the escrow's reconciliation so far. It is safe from any
-// goroutine.
-func (l *Ledger) Escrow() EscrowStats {
-	return EscrowStats{
-		Requests:       l.escN.Load(),
-		AssumedTokens:  math.Float64frombits(l.escAssumed.Load()),
-		ReportedTokens: math.Float64frombits(l.escReported.Load()),
-	}
-}
-
-// reconcile counts r's escrow once its end is seen: the tokens assumed
-// against those its reports put in the same time.
-func (l *Ledger) reconcile(r *Account) {
-	s := &r.st
-	if s.escTok <= 0 {
-		return
-	}
-	rep := s.outputIn(r.start, s.escHi, s.pfEnd)
-	l.escN.Add(1)
-	l.escAssumed.Store(math.Float64bits(math.Float64frombits(l.escAssumed.Load()) + s.escTok))
-	l.escReported.Store(math.Float64bits(math.Float64frombits(l.escReported.Load()) + rep))
-	s.escTok = 0
-}
 
 // Coefficients is the ledger's learned energy model, summed over devices.
 // All are zero until enough intervals have been seen.

@@ -21,7 +21,8 @@ import "math"
 // candidates do under theirs. The one that explains the steps clearly
 // best is taken, and every guessed prefill is placed again by it. The
 // first candidate is the even share, so a ledger that finds nothing
-// better keeps it.
+// better keeps it. This is part of the model stage (fit); the placement
+// itself is the intake's (guessPrefill).
 
 // taus are the candidate prefill times per input token, ns: from a small
 // model on a large board (tens of thousands of prompt tokens a second) to
@@ -39,7 +40,7 @@ const tauMargin = 0.95
 func (l *Ledger) guessPrefill(r *Account, base, latest int64, in uint64) {
 	s := &r.st
 	s.pfGuess, s.pfBase, s.pfMax, s.pfIn = true, base, latest, float64(in)
-	s.pfEnd = s.guessedEnd(r.start, taus[l.tau])
+	s.pfEnd = s.guessedEnd(r.start, taus[l.fit.tau])
 }
 
 // guessedEnd returns the end of a guessed prefill at tau ns per input
@@ -52,18 +53,40 @@ func (s *sampled) guessedEnd(start int64, tau float64) int64 {
 	return max(start, min(e, s.pfMax))
 }
 
+// replaceGuesses places every active guessed prefill again, at the
+// prefill time the model stage chose.
+func (l *Ledger) replaceGuesses() {
+	for _, r := range l.active {
+		if s := &r.st; s.pfGuess {
+			s.pfEnd = s.guessedEnd(r.start, taus[l.fit.tau])
+		}
+	}
+}
+
+// startTaus sets every candidate to m, the chosen lag's model before the
+// first guessed interval, so that they start from one history.
+func (d *devFit) startTaus(m *model) {
+	if d.tauLive {
+		return
+	}
+	d.tauLive = true
+	for k := range d.tauM {
+		d.tauM[k] = *m
+	}
+}
+
 // learnTaus folds the interval (a, b] of device d, with energy y (J) and
 // forgetting lambda, into the candidates' models; x is its features as
 // placed now, and guessed says a guessed prefill is in it. Without one,
 // every candidate learns x, so that their residuals stay comparable. The
 // candidates learn only while guessed prefills come (within a model's
 // memory of the last): a ledger whose requests all show timing pays
-// nothing for them. With many requests active, placing each of them every
-// way on every interval would make a sampler pass cost the candidates
-// times the requests; the candidates then learn one interval in a stride
-// that grows with the requests, all the same ones, so that the work per
-// pass stays about that of one placement.
-func (l *Ledger) learnTaus(d *device, a, b int64, x [nFeat]float64, guessed bool, y, lambda float64) {
+// nothing for them. With many requests active (active of them), placing
+// each of them every way on every interval would make a sampler pass cost
+// the candidates times the requests; the candidates then learn one
+// interval in a stride that grows with the requests, all the same ones,
+// so that the work per pass stays about that of one placement.
+func (f *fit) learnTaus(d *devFit, a, b int64, x [nFeat]float64, guessed bool, y, lambda float64, active int, src featureSource) {
 	if guessed {
 		d.tauSeen = b
 	}
@@ -78,8 +101,8 @@ func (l *Ledger) learnTaus(d *device, a, b int64, x [nFeat]float64, guessed bool
 		return
 	}
 	d.tauTick++
-	if n := len(l.active); n > maxLagSearch {
-		stride := 1 + n/maxLagSearch
+	if active > maxLagSearch {
+		stride := 1 + active/maxLagSearch
 		if d.tauTick%stride != 0 {
 			return
 		}
@@ -89,28 +112,16 @@ func (l *Ledger) learnTaus(d *device, a, b int64, x [nFeat]float64, guessed bool
 	}
 	for k := range taus {
 		xk := x
-		if guessed && k != l.tau {
-			xk, _ = l.learnFeatures(a, b, l.shift, taus[k])
+		if guessed && k != f.tau {
+			xk, _ = src.learnFeatures(a, b, f.shift, taus[k])
 		}
 		d.tauM[k].add(xk, y, lambda)
 	}
 }
 
-// startTaus sets every candidate to m, the chosen lag's model before the
-// first guessed interval, so that they start from one history.
-func (d *device) startTaus(m *model) {
-	if d.tauLive {
-		return
-	}
-	d.tauLive = true
-	for k := range d.tauM {
-		d.tauM[k] = *m
-	}
-}
-
-// solveTaus solves device d's candidate models and records each one's
+// solveTaus solves the candidates' models and records each one's
 // residual per interval.
-func (l *Ledger) solveTaus(d *device) {
+func (d *devFit) solveTaus() {
 	if !d.tauLive {
 		return
 	}
@@ -128,14 +139,15 @@ func (l *Ledger) solveTaus(d *device) {
 }
 
 // maybeRetau takes the candidate whose models, summed over the devices
-// that learn, leave clearly the least residual, and places every guessed
-// prefill again by it; the chosen lag's model becomes that candidate's.
-func (l *Ledger) maybeRetau() {
+// that learn (lost says which do not), leave clearly the least residual,
+// and reports whether it changed; the chosen lag's model becomes that
+// candidate's. The caller places the guessed prefills again.
+func (f *fit) maybeRetau(lost func(i int) bool) bool {
 	var sum [len(taus)]float64
 	n := 0
-	for i := range l.devs {
-		d := &l.devs[i]
-		if d.lost || !d.tauLive {
+	for i := range f.devs {
+		d := &f.devs[i]
+		if lost(i) || !d.tauLive {
 			continue
 		}
 		n++
@@ -143,33 +155,28 @@ func (l *Ledger) maybeRetau() {
 			sum[k] += d.tauRSS[k]
 		}
 	}
-	if n == 0 || math.IsInf(sum[l.tau], 1) {
-		return
+	if n == 0 || math.IsInf(sum[f.tau], 1) {
+		return false
 	}
-	best := l.tau
+	best := f.tau
 	for k := range taus {
 		if sum[k] < sum[best] {
 			best = k
 		}
 	}
-	if best == l.tau || !(sum[best] < tauMargin*sum[l.tau]) {
-		return
+	if best == f.tau || !(sum[best] < tauMargin*sum[f.tau]) {
+		return false
 	}
-	l.tau = best
-	l.tauPub.Store(int32(best))
-	for i := range l.devs {
-		d := &l.devs[i]
-		if d.lost || !d.tauLive || !d.tauM[best].usable {
+	f.tau = best
+	for i := range f.devs {
+		d := &f.devs[i]
+		if lost(i) || !d.tauLive || !d.tauM[best].usable {
 			continue
 		}
 		d.cands[d.best] = d.tauM[best]
 		d.m = d.cands[d.best]
 	}
-	for _, r := range l.active {
-		if s := &r.st; s.pfGuess {
-			s.pfEnd = s.guessedEnd(r.start, taus[best])
-		}
-	}
+	return true
 }
 
 // prefillTime returns the prefill time, in s, expected for a prompt of in
@@ -181,11 +188,11 @@ func (l *Ledger) maybeRetau() {
 // its end had been given tokens it never made, and End's estimate lost
 // its prefill's part taking them back.
 func (l *Ledger) prefillTime(in float64) (float64, bool) {
-	if sec, ok := l.ttft.predict(in); ok {
+	if sec, ok := l.fit.ttft.predict(in); ok {
 		return sec, true
 	}
-	if l.tau > 0 {
-		return taus[l.tau] * in / nsPerSecond, true
+	if l.fit.tau > 0 {
+		return taus[l.fit.tau] * in / nsPerSecond, true
 	}
 	return 0, false
 }
@@ -193,11 +200,11 @@ func (l *Ledger) prefillTime(in float64) (float64, bool) {
 // prefillTimeCoefs returns prefillTime's coefficients, as ttft.coefs
 // does, for the estimates.
 func (l *Ledger) prefillTimeCoefs() ([3]float64, bool) {
-	if th, ok := l.ttft.coefs(); ok {
+	if th, ok := l.fit.ttft.coefs(); ok {
 		return th, true
 	}
-	if l.tau > 0 {
-		return [3]float64{0, taus[l.tau] * 1000 / nsPerSecond, 0}, true
+	if l.fit.tau > 0 {
+		return [3]float64{0, taus[l.fit.tau] * 1000 / nsPerSecond, 0}, true
 	}
 	return [3]float64{}, false
 }

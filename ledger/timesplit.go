@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"math"
+	"slices"
 	"sync/atomic"
 
 	"github.com/otelenergy/otelenergy/ring"
@@ -9,11 +10,8 @@ import (
 
 // timeDev is the sampler's state for one of [Config.TimeRings].
 type timeDev struct {
-	ring   *ring.Ring
-	next   uint64 // logical index of the next point to split up to
-	primed bool
-	prevT  int64
-	prevE  uint64
+	ring *ring.Ring
+	cur  cursor // through the ring's points split so far
 
 	// Published.
 	splitMJ      atomic.Uint64
@@ -41,28 +39,20 @@ func (l *Ledger) settleTimes(t, horizon int64) (through, timeStall int64) {
 	for i := range l.times {
 		td := &l.times[i]
 		for {
-			j := td.next
-			if old := td.ring.Oldest(); j < old {
-				// The ring lapped the ledger: the energy in between is
-				// one interval.
-				j = old
-			}
-			p, ok := td.ring.At(j)
+			j, p, ok := td.cur.peek(td.ring)
 			if !ok {
 				break
 			}
-			if td.primed {
-				e := satSub(p.EnergyMJ, td.prevE)
-				td.splitMJ.Add(e)
-				l.splitTime(i, td.prevT, p.T, e)
+			if iv, ok := td.cur.advance(j, p); ok {
+				td.splitMJ.Add(iv.e)
+				l.splitTime(i, iv.a, iv.b, iv.e)
 			}
-			td.primed, td.prevT, td.prevE, td.next = true, p.T, p.EnergyMJ, j+1
 		}
-		tThrough := td.prevT
-		if !td.primed {
+		tThrough := td.cur.prevT
+		if !td.cur.primed {
 			tThrough = l.firstRead
 		} else {
-			td.through.Store(td.prevT)
+			td.through.Store(td.cur.prevT)
 		}
 		if t-horizon > tThrough {
 			timeStall = min(timeStall, tThrough)
@@ -98,16 +88,16 @@ func (l *Ledger) splitTime(i int, a, b int64, e uint64) {
 	l.parts = parts
 	dt := float64(b - a)
 	covered := l.coverage(parts, a, b, spanTime, true)
-	var cum float64
-	var given uint64
+	shares := slices.Grow(l.shareMJ[:0], len(parts))[:len(parts)]
+	l.shareMJ = shares
+	clear(shares)
+	given := give(e, parts, byCoverage, dt, shares)
+	var cum float64 // the requests' time, summed as give sums it
 	for k := range parts {
 		cum += parts[k].cov
-		s := uint64(math.Floor(float64(e) * min(1, cum/dt)))
-		s = min(max(s, given), e)
-		if s > given && l.cfg.TimeGive != nil {
-			l.cfg.TimeGive(parts[k].r, i, s-given)
+		if shares[k] > 0 && l.cfg.TimeGive != nil {
+			l.cfg.TimeGive(parts[k].r, i, shares[k])
 		}
-		given = s
 	}
 	td.unattributed.Add(e - given)
 	if covered > 0 && cum > 0 {

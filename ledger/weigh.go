@@ -5,6 +5,13 @@ import (
 	"slices"
 )
 
+// This file reads the requests' timelines for the other stages: the
+// features of an interval (who was active in it, in prefill or decoding,
+// with how many tokens), which the model stage learns from
+// (learnFeatures), and the weighing of an interval's requests under the
+// current model, which the split stage divides by (weigh). It decides
+// nothing about energy itself: every millijoule is placed by divide.
+
 // attributable returns the part of e that belongs to the attributed
 // processes on device d.
 func attributable(d *device, e uint64) uint64 {
@@ -109,7 +116,7 @@ func (l *Ledger) features(d *device, a, b, minKnown int64, mark, prov bool, shif
 	if shares {
 		l.coverage(parts, a, b, spanActive, true)
 	}
-	model := shares && d.m.usable && !l.cfg.WeightsFixed
+	model := shares && l.fit.devs[d.idx].m.usable && !l.cfg.WeightsFixed
 	busy := l.coverage(parts, a, b, spanPrefill, model)
 	noTokens := unowned == 0
 	if model {
@@ -159,15 +166,15 @@ func (l *Ledger) extrapolate(r *Account) {
 	}
 	var extFrom int64
 	var extRate float64
-	pfEnd := s.prefillEnd(l.shift)
+	pfEnd := s.prefillEnd(l.fit.shift)
 	if pfEnd < 0 && !s.endSeen {
 		in := float64(last.in)
 		if in <= 0 {
-			in = l.ttft.meanTokens()
+			in = l.fit.ttft.meanTokens()
 		}
 		if sec, ok := l.prefillTime(in); ok {
 			pfEnd = r.start + int64(sec*nsPerSecond)
-		} else if l.ttft.unknowable() && l.rate > 0 {
+		} else if l.fit.ttft.unknowable() && l.rate > 0 {
 			pfEnd = r.start // as expectedPrefillEnd takes it
 		}
 	}
@@ -203,7 +210,7 @@ func (l *Ledger) extrapolate(r *Account) {
 // or after b, so that r is taken to be in prefill through b.
 func (l *Ledger) expectedPrefillEnd(r *Account, in float64, b int64) int64 {
 	if in <= 0 {
-		in = l.ttft.meanTokens()
+		in = l.fit.ttft.meanTokens()
 	}
 	sec, ok := l.prefillTime(in)
 	if !ok {
@@ -213,7 +220,7 @@ func (l *Ledger) expectedPrefillEnd(r *Account, in float64, b int64) int64 {
 		// with a prefill of a token's share of its length (see
 		// placePrefill), about none: it is taken as decoding from its
 		// start, as it will be split.
-		if l.ttft.unknowable() && l.rate > 0 {
+		if l.fit.ttft.unknowable() && l.rate > 0 {
 			return r.start
 		}
 		return -1
@@ -236,7 +243,7 @@ func (l *Ledger) inputEnd(r *Account, in float64, pfEnd, pfHi int64) int64 {
 		return pfHi
 	}
 	if in <= 0 {
-		in = l.ttft.meanTokens()
+		in = l.fit.ttft.meanTokens()
 	}
 	if sec, ok := l.prefillTime(in); ok {
 		return max(pfHi, r.start+int64(sec*nsPerSecond))
@@ -267,6 +274,17 @@ func (l *Ledger) silentTokens(r *Account, pfEnd, lo, hi int64) float64 {
 		return 0
 	}
 	return rate * float64(hi-from)
+}
+
+// learn folds the interval (a, b] of device d, with energy e, into the
+// model stage, which reads the interval's features from the requests
+// through learnFeatures.
+func (l *Ledger) learn(d *device, a, b int64, e uint64) {
+	if b <= a {
+		return
+	}
+	idle := len(l.active) == 0 && len(l.unowned.st.pts) <= 1
+	l.fit.learn(d.idx, a, b, float64(attributable(d, e))/1000, len(l.active), idle, l)
 }
 
 // learnFeatures returns the features of (a, b] as features does, for
@@ -439,240 +457,24 @@ func (l *Ledger) tokenWeights() (float64, float64) {
 	return 1, fallbackInput
 }
 
-// lags are the candidate reporting lags, in ns: a counter's step at τ may
-// report the energy consumed up to τ − lag. Each has a model; the one with
-// the least residual is used.
-var lags = [...]int64{0, 10e6, 20e6, 30e6, 40e6, 50e6, 60e6, 80e6, 100e6}
-
-// maxLagSearch bounds the requests for which every candidate lag is
-// evaluated on every interval; with more active requests only the chosen
-// lag keeps learning, which keeps a busy sampler's work O(active).
-const maxLagSearch = 64
-
-// learn folds the interval (a, b] with energy e into device d's models.
-func (l *Ledger) learn(d *device, a, b int64, e uint64, minKnown int64) {
-	if b <= a {
-		return
-	}
-	y := float64(attributable(d, e)) / 1000
-	lambda := math.Exp(-float64(b-a) / DefaultForget)
-	search := len(l.active) <= maxLagSearch
-	idle := len(l.active) == 0 && len(l.unowned.st.pts) <= 1
-	var x, xBest [nFeat]float64
-	var guessed, gBest bool
-	for c, lag := range lags {
-		if !search && c != d.best {
-			continue
-		}
-		if !idle || c == 0 {
-			// With nothing active every lag sees the same features.
-			x, guessed = l.learnFeatures(a-lag, b-lag, l.shift, -1)
-		}
-		if c == d.best && guessed {
-			d.startTaus(&d.cands[c])
-		}
-		d.cands[c].add(x, y, lambda)
-		if c == d.best {
-			xBest, gBest = x, guessed
-		}
-		if c == d.best {
-			// An interval with nothing in it measures the static power,
-			// which changes far more slowly than the rest: it is kept
-			// for idleForget, so that a long busy stretch does not lose it.
-			li := math.Exp(-float64(b-a) / idleForget)
-			d.idleY, d.idleT = li*d.idleY, li*d.idleT
-			if x[fStatic] > 0 && x == ([nFeat]float64{fStatic: x[fStatic]}) {
-				d.idleY += y
-				d.idleT += x[fStatic]
-			}
-		}
-		if c == d.best && search {
-			// The other placement of the prefill's end, at the chosen
-			// lag, for chooseLag to weigh against it.
-			xAlt, _ := l.learnFeatures(a-lag, b-lag, 1-l.shift, -1)
-			d.alt.add(xAlt, y, lambda)
-		}
-	}
-	l.learnTaus(d, a-d.lag, b-d.lag, xBest, gBest, y, lambda)
-	// About the last ten seconds' power, for estimates before the model.
-	w := y / (float64(b-a) / nsPerSecond)
-	if d.avgW == 0 {
-		d.avgW = w
-	} else {
-		d.avgW += (1 - math.Exp(-float64(b-a)/10e9)) * (w - d.avgW)
-	}
-}
-
-// chooseLag solves the chosen lag's model once every fourth interval
-// learned (n were just learned), and every candidate's every thirty-second
-// call (once per device step that taught the models something), taking
-// the lag whose model leaves the least residual per interval. The models
-// forget over minutes and a counter's lag does not change, so solving now
-// and then is enough, and it keeps a sampler tick cheap. The chosen lag's
-// cadence counts intervals, not calls: intervals wait to be learned while
-// a request is silent (a long prefill), then come together, and the
-// splits that follow must not use a model that has not seen them. The lag
-// search keeps counting calls: run on every such burst it switched lags
-// on few intervals, and End's estimates after bursts of prompts doubled
-// their p99.
-func (l *Ledger) chooseLag(d *device, n int) {
-	d.calls++
-	before := d.solves
-	d.solves += n
-	// crossed reports whether some count s in (before, d.solves] has
-	// s mod k = 1, the counts a solve falls on.
-	crossed := func(k int) bool { return before == 0 || (d.solves-1)/k > (before-1)/k }
-	if known := d.idleT >= minIdleSeconds; known {
-		w := d.idleY / d.idleT
-		for c := range d.cands {
-			d.cands[c].idleKnown, d.cands[c].idleW = true, w
-		}
-		d.alt.idleKnown, d.alt.idleW = true, w
-	}
-	switch {
-	case d.calls%32 == 1 || !d.m.usable:
-	case crossed(4):
-		d.cands[d.best].solve()
-		d.m = d.cands[d.best]
-		return
-	default:
-		return
-	}
-	best, bestRSS := d.best, math.Inf(1)
-	for c := range d.cands {
-		m := &d.cands[c]
-		m.solve()
-		if !m.usable || m.count() <= 0 {
-			continue
-		}
-		if r := m.rss(m.theta) / m.count(); r < bestRSS {
-			best, bestRSS = c, r
-		}
-	}
-	d.best, d.lag, d.m = best, lags[best], d.cands[best]
-	l.solveTaus(d)
-	d.alt.solve()
-	d.wantFlip = d.alt.usable && d.alt.count() > 0 && !math.IsInf(bestRSS, 1) &&
-		d.alt.rss(d.alt.theta)/d.alt.count() < flipMargin*bestRSS
-}
-
-// minIdleSeconds is how much idle time, within idleForget, the ledger
-// needs before it takes the static power as measured on it.
-const (
-	minIdleSeconds = 0.5
-	idleForget     = 1800e9 // ns
-)
-
-// flipMargin is how much less residual per interval the other placement
-// of the prefill's end must leave before the ledger takes it.
-const flipMargin = 0.95
-
-// maybeFlip moves every prefill's end to the other placement when every
-// device that can tell finds that it explains the steps clearly better;
-// the models swap with their alternatives, which learned under it.
-func (l *Ledger) maybeFlip() {
-	want := false
-	for i := range l.devs {
-		d := &l.devs[i]
-		if d.lost || !d.alt.usable {
-			continue
-		}
-		if !d.wantFlip {
-			return
-		}
-		want = true
-	}
-	if !want {
-		return
-	}
-	l.shift = 1 - l.shift
-	for i := range l.devs {
-		d := &l.devs[i]
-		d.cands[d.best], d.alt = d.alt, d.cands[d.best]
-		d.m = d.cands[d.best]
-		d.wantFlip = false
-	}
-}
-
-// split divides the energy e metered by device d over (a, b] among the
-// requests active in it, with the device's current model.
-//
-// Invariant: every millijoule of e goes to exactly one of a request, the
-// unattributed counter, or the other-processes counter.
-func (l *Ledger) split(d *device, a, b int64, e uint64, minKnown int64) {
-	attr := attributable(d, e)
-	l.other.Add(e - attr)
-	if b <= a {
-		l.unattributed.Add(attr)
-		l.onSplit(d, a, b, nil, e)
-		return
-	}
-	w := l.weigh(d, a, b, attr, minKnown, true, false)
-	parts := l.parts
-	var got []uint64
-	if l.cfg.OnSplit != nil {
-		got = slices.Grow(l.hookMJ[:0], len(parts))[:len(parts)]
-		clear(got)
-		l.hookMJ = got
-	}
-	given := give(w.static, parts, byCoverage, w.dt, got)
-	given += give(attr-w.static, parts, w.by, w.total, got)
-	l.unattributed.Add(attr - given)
-	if l.running > 0 {
-		l.noteShares(w, attr, false)
-	}
-	l.onSplit(d, a, b, parts, e-given)
-}
-
-// onSplit hands the interval (a, b] of d, just split among parts (their
-// shares in l.hookMJ), to Config.OnSplit, with rest the mJ no part got.
-func (l *Ledger) onSplit(d *device, a, b int64, parts []part, rest uint64) {
-	if l.cfg.OnSplit == nil {
-		return
-	}
-	n := len(parts)
-	reqs := slices.Grow(l.hookReqs[:0], n)[:n]
-	cov := slices.Grow(l.hookCov[:0], n)[:n]
-	for i := range parts {
-		reqs[i] = parts[i].r
-		// cov is a share of (a, b] in ns, at most b − a; the covers sum
-		// to at most b − a, which truncation keeps.
-		if c := parts[i].cov; c > 0 {
-			cov[i] = uint64(min(c, float64(b-a)))
-		} else {
-			cov[i] = 0
-		}
-	}
-	l.hookReqs, l.hookCov = reqs, cov
-	l.cfg.OnSplit(d.idx, a, b, reqs, l.hookMJ[:n], rest, cov)
-	clear(reqs) // hold no request past its split
-}
-
-// weighing is how an interval's attributable energy is to be split: its
-// static part by coverage out of dt, the rest by w.by out of total.
-type weighing struct {
-	static    uint64
-	dt, total float64
-	by        int
-	tokPrice  float64 // modelled energy of one output token, decode power included, J
-}
-
 // weigh fills l.parts with the requests active in the interval (a, b] of
 // device d (before the device's lag is applied) and their coverage and
 // weights for splitting attr, its attributable energy. With prov, a
 // request still silent after its expected prefill is taken to be
 // decoding since then, as the provisional split assumes.
 func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark, prov bool) weighing {
-	x, unowned := l.features(d, a-d.lag, b-d.lag, minKnown, mark, prov, l.shift)
-	a, b = a-d.lag, b-d.lag
+	m := &l.fit.devs[d.idx].m
+	lag := l.fit.devs[d.idx].lag
+	x, unowned := l.features(d, a-lag, b-lag, minKnown, mark, prov, l.fit.shift)
+	a, b = a-lag, b-lag
 	parts := l.parts
 	dt := float64(b - a)
 	wo, wi := l.tokenWeights()
-	th := d.m.theta
-	learned := d.m.usable
+	th := m.theta
+	learned := m.usable
 
 	w := weighing{dt: dt, by: byWeight}
-	if learned || d.m.fixed[fStatic] {
+	if learned || m.fixed[fStatic] {
 		w.static = min(attr, uint64(th[fStatic]*dt/nsPerSecond*1000))
 	}
 	dyn := attr - w.static
@@ -738,12 +540,7 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 		total = l.spreadResidual(parts, float64(dyn)/1000, unownedW)
 	}
 	w.total = total
-	if total <= 0 {
-		w.by, w.total = byCoverage, 0
-		for i := range parts {
-			w.total += parts[i].cov
-		}
-	}
+	w.fallBack(parts)
 	return w
 }
 
@@ -842,84 +639,9 @@ func (l *Ledger) noteShares(w weighing, attr uint64, prov bool) {
 	}
 }
 
-// provisional splits, with the current model, the intervals of every
-// device that are pushed but not yet split, adding each request's share
-// to its provisional energy, and returns the instant (on the requests'
-// clock) through which it did so, and whether it ran. Many pending
-// intervals are merged into at most provBudget/active groups, so that the
-// work stays O(active) per read and bounded. It runs only when a device
-// stepped or split since it last ran: otherwise what it would find is
-// what it published then. running says some request has not ended.
-func (l *Ledger) provisional(t, minKnown int64, split, running bool) (int64, bool) {
-	if !running {
-		// Every request has ended: no estimate is wanted.
-		return t, true
-	}
-	stepped := split
-	for i := range l.devs {
-		if w := l.devs[i].ring.Written(); w != l.devs[i].provWritten {
-			l.devs[i].provWritten, stepped = w, true
-		}
-	}
-	if !stepped {
-		return 0, false
-	}
-	// Many requests at once make each pass costly; then it runs less
-	// often, and estimates lean on each request's recent power for
-	// longer.
-	if n := len(l.active); n > provBudget && t-l.provLast < provGap*int64(n/provBudget) {
-		return 0, false
-	}
-	l.provLast = t
-	l.provAcc = l.provAcc[:0] // sized when there is something to weigh
-	thru := t
-	groups := min(provMaxGroups, max(1, provBudget/len(l.active)))
-	for i := range l.devs {
-		d := &l.devs[i]
-		if d.lost || !d.primed {
-			continue
-		}
-		newest := d.ring.Written()
-		if newest == 0 || newest-1 < d.next {
-			thru = min(thru, d.prevT-d.lag)
-			continue
-		}
-		first := max(d.next, d.ring.Oldest())
-		n := newest - first
-		per := max(1, (n+uint64(groups)-1)/uint64(groups))
-		a, ea := d.prevT, d.prevE
-		for j := first; j < newest; j += per {
-			p, ok := d.ring.At(min(j+per, newest) - 1)
-			if !ok {
-				break
-			}
-			if p.T > a {
-				if len(l.provAcc) != len(l.active) {
-					l.provAcc = slices.Grow(l.provAcc[:0], len(l.active))[:len(l.active)]
-					clear(l.provAcc)
-				}
-				attr := attributable(d, satSub(p.EnergyMJ, ea))
-				w := l.weigh(d, a, p.T, attr, minKnown, false, true)
-				l.noteShares(w, attr, true)
-			}
-			a, ea = p.T, p.EnergyMJ
-		}
-		thru = min(thru, a-d.lag)
-	}
-	return thru, true
-}
-
 // jOutForget is the time constant, in ns, of the energy per output token
 // that estimates use.
 const jOutForget = 2e9
-
-// provBudget bounds the request-intervals one provisional pass weighs,
-// and provMaxGroups the groups of intervals on one device.
-const (
-	provBudget    = 1024
-	provMaxGroups = 128
-	provGap       = 50e6 // ns between passes per provBudget requests beyond the first
-)
 
 // Relative uncertainties of the modelled parts of a request's energy in an
 // interval. Prefill's energy varies with the prompt, the batch and the
@@ -982,38 +704,6 @@ func (l *Ledger) spreadResidual(parts []part, dynJ, unownedJ float64) float64 {
 }
 
 func sq(x float64) float64 { return x * x }
-
-const (
-	byCoverage = iota
-	byWeight
-)
-
-// give splits e among parts in proportion to their coverage or weight out
-// of total, by cumulative rounding: the shares telescope, so exactly
-// floor(e·Σw/total) is given, and it returns that. With got, it also adds
-// part i's share to got[i].
-func give(e uint64, parts []part, by int, total float64, got []uint64) uint64 {
-	if e == 0 || total <= 0 || math.IsNaN(total) || math.IsInf(total, 0) {
-		return 0
-	}
-	var cum float64
-	var given uint64
-	for i := range parts {
-		w := parts[i].cov
-		if by == byWeight {
-			w = parts[i].weight
-		}
-		cum += w
-		s := uint64(math.Floor(float64(e) * min(1, cum/total)))
-		s = min(max(s, given), e)
-		parts[i].r.mj.Add(s - given)
-		if got != nil {
-			got[i] += s - given
-		}
-		given = s
-	}
-	return given
-}
 
 // Span kinds for coverage.
 const (
