@@ -46,17 +46,10 @@ type devFit struct {
 	solves       int     // intervals learned: the chosen lag's cadence
 	calls        int     // device steps that learned: the lag search's cadence
 	avgW         float64 // recent attributable power, W
-	// tauM are the chosen lag's models under each candidate placement of
-	// the guessed prefills (taus), and tauRSS their residuals per
-	// interval at the last lag search. tauLive says they are learning;
-	// tauSeen is the end of the last interval learned with a guessed
-	// prefill in it, and tauTick counts the intervals seen since they
-	// started, for their stride.
-	tauM    [len(taus)]model
-	tauRSS  [len(taus)]float64
-	tauLive bool
-	tauSeen int64
-	tauTick int
+	// tc is the prefill-time candidates' state (prefillrate.go), nil
+	// until a guessed prefill is learned: kept apart, so that a device
+	// whose requests all show timing keeps its models in few cache lines.
+	tc *tauCands
 }
 
 // featureSource gives the model stage an interval's features, as the

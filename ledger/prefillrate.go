@@ -63,15 +63,31 @@ func (l *Ledger) replaceGuesses() {
 	}
 }
 
+// tauCands are one device's models under each candidate placement of
+// the guessed prefills (taus), at the chosen lag.
+type tauCands struct {
+	m   [len(taus)]model
+	rss [len(taus)]float64 // residual per interval at the last lag search
+	// live says the candidates are learning; seen is the end of the last
+	// interval learned with a guessed prefill in it, and tick counts the
+	// intervals seen while live, for the stride.
+	live bool
+	seen int64
+	tick int
+}
+
 // startTaus sets every candidate to m, the chosen lag's model before the
 // first guessed interval, so that they start from one history.
 func (d *devFit) startTaus(m *model) {
-	if d.tauLive {
+	if d.tc == nil {
+		d.tc = new(tauCands)
+	}
+	if d.tc.live {
 		return
 	}
-	d.tauLive = true
-	for k := range d.tauM {
-		d.tauM[k] = *m
+	d.tc.live = true
+	for k := range d.tc.m {
+		d.tc.m[k] = *m
 	}
 }
 
@@ -87,23 +103,24 @@ func (d *devFit) startTaus(m *model) {
 // interval in a stride that grows with the requests, all the same ones,
 // so that the work per pass stays about that of one placement.
 func (f *fit) learnTaus(d *devFit, a, b int64, x [nFeat]float64, guessed bool, y, lambda float64, active int, src featureSource) {
-	if guessed {
-		d.tauSeen = b
-	}
-	if !d.tauLive {
+	tc := d.tc
+	if tc == nil || !tc.live {
 		return
 	}
-	if b-d.tauSeen > DefaultForget {
+	if guessed {
+		tc.seen = b
+	}
+	if b-tc.seen > DefaultForget {
 		// None for a model's memory: the choice stands for the next
 		// guesses, and the candidates start again from the chosen lag's
 		// model when they come.
-		d.tauLive = false
+		tc.live = false
 		return
 	}
-	d.tauTick++
+	tc.tick++
 	if active > maxLagSearch {
 		stride := 1 + active/maxLagSearch
-		if d.tauTick%stride != 0 {
+		if tc.tick%stride != 0 {
 			return
 		}
 		// The model learned the chosen lag only: the candidates start
@@ -115,25 +132,26 @@ func (f *fit) learnTaus(d *devFit, a, b int64, x [nFeat]float64, guessed bool, y
 		if guessed && k != f.tau {
 			xk, _ = src.learnFeatures(a, b, f.shift, taus[k])
 		}
-		d.tauM[k].add(xk, y, lambda)
+		tc.m[k].add(xk, y, lambda)
 	}
 }
 
 // solveTaus solves the candidates' models and records each one's
 // residual per interval.
 func (d *devFit) solveTaus() {
-	if !d.tauLive {
+	tc := d.tc
+	if tc == nil || !tc.live {
 		return
 	}
 	for k := range taus {
-		m := &d.tauM[k]
+		m := &tc.m[k]
 		if d.m.idleKnown {
 			m.idleKnown, m.idleW = true, d.m.idleW
 		}
 		m.solve()
-		d.tauRSS[k] = math.Inf(1)
+		tc.rss[k] = math.Inf(1)
 		if m.usable && m.count() > 0 {
-			d.tauRSS[k] = m.rss(m.theta) / m.count()
+			tc.rss[k] = m.rss(m.theta) / m.count()
 		}
 	}
 }
@@ -147,12 +165,12 @@ func (f *fit) maybeRetau(lost func(i int) bool) bool {
 	n := 0
 	for i := range f.devs {
 		d := &f.devs[i]
-		if lost(i) || !d.tauLive {
+		if lost(i) || d.tc == nil || !d.tc.live {
 			continue
 		}
 		n++
 		for k := range taus {
-			sum[k] += d.tauRSS[k]
+			sum[k] += d.tc.rss[k]
 		}
 	}
 	if n == 0 || math.IsInf(sum[f.tau], 1) {
@@ -170,10 +188,10 @@ func (f *fit) maybeRetau(lost func(i int) bool) bool {
 	f.tau = best
 	for i := range f.devs {
 		d := &f.devs[i]
-		if lost(i) || !d.tauLive || !d.tauM[best].usable {
+		if lost(i) || d.tc == nil || !d.tc.live || !d.tc.m[best].usable {
 			continue
 		}
-		d.cands[d.best] = d.tauM[best]
+		d.cands[d.best] = d.tc.m[best]
 		d.m = d.cands[d.best]
 	}
 	return true

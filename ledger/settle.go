@@ -339,7 +339,9 @@ func (l *Ledger) publishModel() {
 		}
 		l.pfCoefOK.Store(true)
 	}
-	l.tauPub.Store(int32(l.fit.tau))
+	if v := int32(l.fit.tau); v != l.tauPub.Load() {
+		l.tauPub.Store(v)
+	}
 	th, w := l.fit.coefs()
 	for i, v := range th {
 		l.coef[i].Store(math.Float64bits(v))
