@@ -163,7 +163,11 @@ const minIntervals = 64
 // The decay is kept as one scale shared by every sum (the sums are stored
 // divided by it), so that an interval costs O(k²) in its k non-zero
 // features rather than O(nFeat²): an idle interval touches one entry.
-func (m *model) add(x [nFeat]float64, y, lambda float64) {
+func (m *model) add(x [nFeat]float64, y, lambda float64) { m.addWeighted(x, y, lambda, 1) }
+
+// addWeighted is add with the interval counted w times: its products and
+// its count are scaled by w (1 leaves them exactly as add's).
+func (m *model) addWeighted(x [nFeat]float64, y, lambda, w float64) {
 	for i := range nFeat {
 		if m.fixed[i] {
 			y -= m.theta[i] * x[i]
@@ -177,7 +181,7 @@ func (m *model) add(x [nFeat]float64, y, lambda float64) {
 	if m.scale < 1e-150 {
 		m.rescale()
 	}
-	inv := 1 / m.scale
+	inv := w / m.scale
 	var idx [nFeat]int
 	k := 0
 	for i := range nFeat {
@@ -732,8 +736,10 @@ const flipMargin = 0.95
 // maybeFlip moves every prefill's end to the other placement when every
 // device that can tell (lost says which cannot) finds that it explains the
 // steps clearly better; the models swap with their alternatives, which
-// learned under it.
-func (f *fit) maybeFlip(lost func(i int) bool) {
+// learned under it; it reports whether it flipped. The prefill-time
+// candidates, which learned under the old placement, are stopped: the next
+// guessed prefill starts them again from the flipped model.
+func (f *fit) maybeFlip(lost func(i int) bool) bool {
 	want := false
 	for i := range f.devs {
 		d := &f.devs[i]
@@ -741,12 +747,12 @@ func (f *fit) maybeFlip(lost func(i int) bool) {
 			continue
 		}
 		if !d.wantFlip {
-			return
+			return false
 		}
 		want = true
 	}
 	if !want {
-		return
+		return false
 	}
 	f.shift = 1 - f.shift
 	for i := range f.devs {
@@ -755,4 +761,6 @@ func (f *fit) maybeFlip(lost func(i int) bool) {
 		d.m = d.cands[d.best]
 		d.wantFlip = false
 	}
+	f.stopTaus()
+	return true
 }

@@ -22,7 +22,8 @@ import "math"
 // best is taken, and every guessed prefill is placed again by it. The
 // first candidate is the even share, so a ledger that finds nothing
 // better keeps it. This is part of the model stage (fit); the placement
-// itself is the intake's (guessPrefill).
+// itself is made where the requests' reports are noted (placePrefill, in
+// Observe, through guessPrefill).
 
 // taus are the candidate prefill times per input token, ns: from a small
 // model on a large board (tens of thousands of prompt tokens a second) to
@@ -91,6 +92,18 @@ func (d *devFit) startTaus(m *model) {
 	}
 }
 
+// stopTaus stops every device's candidates, which learned under a
+// placement of the prefill's end that maybeFlip just changed: the next
+// guessed prefill starts them again from the flipped model. Until then
+// the choice of prefill time stands.
+func (f *fit) stopTaus() {
+	for i := range f.devs {
+		if tc := f.devs[i].tc; tc != nil {
+			tc.live = false
+		}
+	}
+}
+
 // learnTaus folds the interval (a, b] of device d, with energy y (J) and
 // forgetting lambda, into the candidates' models; x is its features as
 // placed now, and guessed says a guessed prefill is in it. Without one,
@@ -118,21 +131,26 @@ func (f *fit) learnTaus(d *devFit, a, b int64, x [nFeat]float64, guessed bool, y
 		return
 	}
 	tc.tick++
+	w := 1.0
 	if active > maxLagSearch {
 		stride := 1 + active/maxLagSearch
 		if tc.tick%stride != 0 {
 			return
 		}
 		// The model learned the chosen lag only: the candidates start
-		// from its history, and forget as it does over what they skip.
+		// from its history, forget as it does over what they skip, and
+		// weigh each interval they learn as the stride it stands for, so
+		// that they hold as many intervals' worth as the chosen model
+		// does and can be solved (minIntervals) whatever the stride.
 		lambda = math.Pow(lambda, float64(stride))
+		w = float64(stride)
 	}
 	for k := range taus {
 		xk := x
 		if guessed && k != f.tau {
 			xk, _ = src.learnFeatures(a, b, f.shift, taus[k])
 		}
-		tc.m[k].add(xk, y, lambda)
+		tc.m[k].addWeighted(xk, y, lambda, w)
 	}
 }
 
@@ -151,7 +169,10 @@ func (d *devFit) solveTaus() {
 		m.solve()
 		tc.rss[k] = math.Inf(1)
 		if m.usable && m.count() > 0 {
-			tc.rss[k] = m.rss(m.theta) / m.count()
+			// Rounding leaves a near-exact fit's residual a little below
+			// zero; floored as solve floors it, so that the margin
+			// compares residuals, not rounding.
+			tc.rss[k] = max(m.rss(m.theta), 1e-12) / m.count()
 		}
 	}
 }

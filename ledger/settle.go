@@ -150,8 +150,10 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 	through = min(through, tThrough)
 	if flipSeen {
 		lost := func(i int) bool { return l.devs[i].lost }
-		l.fit.maybeFlip(lost)
-		if l.fit.maybeRetau(lost) {
+		// A flip stops the prefill-time candidates (they learned under
+		// the other placement of the prefill's end), so that they choose
+		// nothing in the settle that flipped.
+		if !l.fit.maybeFlip(lost) && l.fit.maybeRetau(lost) {
 			l.replaceGuesses()
 		}
 	}
@@ -338,6 +340,11 @@ func (l *Ledger) publishModel() {
 			l.pfCoef[i].Store(math.Float64bits(v))
 		}
 		l.pfCoefOK.Store(true)
+	} else if l.pfCoefOK.Load() {
+		// The counter's choice went back to the even share with no
+		// timing learned: the estimates must not keep the prefill time
+		// it replaced.
+		l.pfCoefOK.Store(false)
 	}
 	if v := int32(l.fit.tau); v != l.tauPub.Load() {
 		l.tauPub.Store(v)
