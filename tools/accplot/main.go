@@ -46,7 +46,8 @@ import (
 // otherwise: the three with targets, then the production traces and the
 // variants that show where the ledger is weak.
 const defaultScenarios = "streaming,chunks16,endonly30,endonly-all,prod-conversation/endonly30,prod-conversation/endonly-all," +
-	"prod-code/streaming,prod-code/chunks16,prod-long-prompts/streaming,prod-concurrent256/streaming,prod-reasoning/endonly30,heldout-busy-from-start"
+	"prod-code/streaming,prod-code/chunks16,prod-code/endonly-all,prod-long-prompts/streaming,prod-concurrent256/streaming,prod-reasoning/endonly30," +
+	"prod-burstgpt/streaming,prod-burstgpt/endonly30,heldout-busy-from-start"
 
 func main() {
 	in := flag.String("in", "", "errors written by BenchmarkAttribution (OTELENERGY_ACC_OUT); empty runs the benchmark")
