@@ -122,3 +122,29 @@ func TestFitFlips(t *testing.T) {
 		t.Errorf("without the flip the energy per token is %v J, as good as with it", got)
 	}
 }
+
+// TestChooseLagCountsIntervals: intervals held back (by a long prefill
+// that reports nothing) and learned together are solved over before the
+// splits that follow use the model: the chosen lag's cadence counts
+// intervals, not the calls that brought them.
+func TestChooseLagCountsIntervals(t *testing.T) {
+	const staticW = 80.0
+	f := newFit(1, Config{})
+	src := slotSource{flipTo: -1}
+	learn := func(from, n int64, tokJ float64) {
+		for k := from; k < from+n; k++ {
+			a, b := k*50e6, (k+1)*50e6
+			f.learn(0, a, b, staticW*float64(b-a)/nsPerSecond+tokJ*src.output(a, b, 1), 1, false, src)
+		}
+	}
+	for k := range int64(102) {
+		learn(k, 1, 0.002)
+		f.devs[0].chooseLag(1)
+	}
+	// 400 intervals at twice the token energy, brought by one call.
+	learn(102, 400, 0.004)
+	f.devs[0].chooseLag(400)
+	if got := f.devs[0].m.theta[fOutput]; got < 0.003 {
+		t.Errorf("token energy %.4f J after 400 intervals at 0.004: the model was not solved over them", got)
+	}
+}
