@@ -394,17 +394,11 @@ type sampled struct {
 	pfEnd   int64 // one decode step before the first output token; -1 unknown
 	step    int64 // that decode step, ns
 	endSeen bool
+	pfGuess bool    // pfEnd is a guess (see pfIn), in endSeen's word
 	powW    float32 // the power last given to the request, W
 	end     int64
 	firstN  uint64 // tokens of a first report that was a chunk, until the next report places the prefill
 	firstT  int64
-	// pfGuess says no timing placed the prefill: pfEnd is guessed from
-	// the prompt, pfIn tokens, at the ledger's prefill time per token,
-	// within [start, pfMax]; pfBase is the even share's end (see
-	// prefillrate.go).
-	pfGuess       bool
-	pfIn          float64
-	pfBase, pfMax int64
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
 	inline [2]point
@@ -424,6 +418,12 @@ type sampled struct {
 	// of the prefill time and its time in prefill, ns: their ratio is its
 	// mean share of the prefill pool.
 	pfS, pfT float64
+	// With pfGuess, no timing placed the prefill: pfEnd is guessed from
+	// the prompt, pfIn tokens, at the ledger's prefill time per token,
+	// within [start, pfMax]; pfBase is the even share's end (see
+	// prefillrate.go). Last, with the fields a pass does not read.
+	pfIn          float64
+	pfBase, pfMax int64
 }
 
 // maxPromptRatio bounds how many times the prefill part weighed for an

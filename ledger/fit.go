@@ -163,11 +163,10 @@ const minIntervals = 64
 // The decay is kept as one scale shared by every sum (the sums are stored
 // divided by it), so that an interval costs O(k²) in its k non-zero
 // features rather than O(nFeat²): an idle interval touches one entry.
-func (m *model) add(x [nFeat]float64, y, lambda float64) { m.addWeighted(x, y, lambda, 1) }
-
-// addWeighted is add with the interval counted w times: its products and
-// its count are scaled by w (1 leaves them exactly as add's).
-func (m *model) addWeighted(x [nFeat]float64, y, lambda, w float64) {
+//
+// The interval counts w times: its products and its count are scaled by w
+// (1 for an interval learned as it came).
+func (m *model) add(x [nFeat]float64, y, lambda, w float64) {
 	for i := range nFeat {
 		if m.fixed[i] {
 			y -= m.theta[i] * x[i]
@@ -640,7 +639,7 @@ func (f *fit) learn(i int, a, b int64, y float64, active int, idle bool, src fea
 			}
 			xBest, gBest = x, guessed
 		}
-		d.cands[c].add(x, y, lambda)
+		d.cands[c].add(x, y, lambda, 1)
 		if c == d.best {
 			// An interval with nothing in it measures the static power,
 			// which changes far more slowly than the rest: it is kept
@@ -656,10 +655,12 @@ func (f *fit) learn(i int, a, b int64, y float64, active int, idle bool, src fea
 			// The other placement of the prefill's end, at the chosen
 			// lag, for chooseLag to weigh against it.
 			xAlt, _ := src.learnFeatures(a-lag, b-lag, 1-f.shift, -1)
-			d.alt.add(xAlt, y, lambda)
+			d.alt.add(xAlt, y, lambda, 1)
 		}
 	}
-	f.learnTaus(d, a-d.lag, b-d.lag, xBest, gBest, y, lambda, active, src)
+	if d.tc != nil {
+		f.learnTaus(d, a-d.lag, b-d.lag, &xBest, gBest, y, lambda, active, src)
+	}
 	// About the last ten seconds' power, for estimates before the model.
 	w := y / (float64(b-a) / nsPerSecond)
 	if d.avgW == 0 {

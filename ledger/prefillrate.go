@@ -115,7 +115,7 @@ func (f *fit) stopTaus() {
 // the candidates times the requests; the candidates then learn one
 // interval in a stride that grows with the requests, all the same ones,
 // so that the work per pass stays about that of one placement.
-func (f *fit) learnTaus(d *devFit, a, b int64, x [nFeat]float64, guessed bool, y, lambda float64, active int, src featureSource) {
+func (f *fit) learnTaus(d *devFit, a, b int64, x *[nFeat]float64, guessed bool, y, lambda float64, active int, src featureSource) {
 	tc := d.tc
 	if tc == nil || !tc.live {
 		return
@@ -146,11 +146,11 @@ func (f *fit) learnTaus(d *devFit, a, b int64, x [nFeat]float64, guessed bool, y
 		w = float64(stride)
 	}
 	for k := range taus {
-		xk := x
+		xk := *x
 		if guessed && k != f.tau {
 			xk, _ = src.learnFeatures(a, b, f.shift, taus[k])
 		}
-		tc.m[k].addWeighted(xk, y, lambda, w)
+		tc.m[k].add(xk, y, lambda, w)
 	}
 }
 
@@ -182,6 +182,16 @@ func (d *devFit) solveTaus() {
 // and reports whether it changed; the chosen lag's model becomes that
 // candidate's. The caller places the guessed prefills again.
 func (f *fit) maybeRetau(lost func(i int) bool) bool {
+	live := false
+	for i := range f.devs {
+		if tc := f.devs[i].tc; tc != nil && tc.live {
+			live = true
+			break
+		}
+	}
+	if !live {
+		return false
+	}
 	var sum [len(taus)]float64
 	n := 0
 	for i := range f.devs {
