@@ -237,13 +237,11 @@ func (f *fit) maybeRetau(lost func(i int) bool) bool {
 // its end had been given tokens it never made, and End's estimate lost
 // its prefill's part taking them back.
 func (l *Ledger) prefillTime(in float64) (float64, bool) {
-	if sec, ok := l.fit.ttft.predict(in); ok {
-		return sec, true
+	th, ok := l.prefillTimeCoefs()
+	if !ok {
+		return 0, false
 	}
-	if l.fit.tau > 0 {
-		return taus[l.fit.tau] * in / nsPerSecond, true
-	}
-	return 0, false
+	return prefillSeconds(th, in), true
 }
 
 // prefillTimeCoefs returns prefillTime's coefficients, as ttft.coefs
