@@ -33,6 +33,7 @@ const (
 // interval: it sees that export's points, whose timestamps differ by a
 // millisecond or so from one instrument to the next, and no other.
 func TestAgentEndToEnd(t *testing.T) {
+	summarize(t)
 	if testing.Short() {
 		t.Skip("end-to-end test: builds Jaeger, Prometheus 3 and the agent and runs them")
 	}
@@ -69,13 +70,13 @@ func TestAgentEndToEnd(t *testing.T) {
 	agent := startProcess(t, "agent", root, env, agentBin,
 		"-simulate", "-admin-listen", admin, "-duration", agentDuration.String(), "-log-format", "json")
 	if err := poll(ctx, startTimeout, func() error { return httpOK(ctx, "http://"+admin+"/readyz") }); err != nil {
-		t.Fatalf("agent not ready: %v", err)
+		fatalf(t, "agent not ready: %v", err)
 	}
 	if err := agent.wait(ctx, agentDuration+appExitSlack); err != nil {
-		t.Fatalf("agent did not exit 0 by itself: %v", err)
+		fatalf(t, "agent did not exit 0 by itself: %v", err)
 	}
 	if log := readFile(t, agent.stderr); !strings.Contains(log, "simulated GPUs") {
-		t.Errorf("the agent's log does not say its GPUs are simulated:\n%s", lastBytes([]byte(log), 2000))
+		errorf(t, "the agent's log does not say its GPUs are simulated:\n%s", lastBytes([]byte(log), 2000))
 	}
 
 	names := map[string]string{}
@@ -97,7 +98,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		return nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	t.Logf("metric names in Prometheus 3: %v", names)
 
@@ -114,7 +115,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		return err
 	})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 
 	t.Run("conservation per node at every export", func(t *testing.T) {
@@ -124,19 +125,19 @@ func TestAgentEndToEnd(t *testing.T) {
 		for _, ts := range stamps {
 			res, err := queryLookback(ctx, prom3, q, ts+0.05, "100ms")
 			if err != nil {
-				t.Fatal(err)
+				fatal(t, err)
 			}
 			if len(res) != 1 || res[0].Metric["instance"] != agentNode {
-				t.Fatalf("at %.3f: %d results %v, want one for %s", ts, len(res), res, agentNode)
+				fatalf(t, "at %.3f: %d results %v, want one for %s", ts, len(res), res, agentNode)
 			}
 			if d := res[0].value(); math.Abs(d) >= 0.0005 {
-				t.Errorf("at %.3f: Σ process + idle + unattributed − hw.energy = %.6f J, want 0 to the millijoule", ts, d)
+				errorf(t, "at %.3f: Σ process + idle + unattributed − hw.energy = %.6f J, want 0 to the millijoule", ts, d)
 			}
 			checked++
 		}
 		total, err := queryLookback(ctx, prom3, fmt.Sprintf(`sum(%s)`, sel), stamps[len(stamps)-1]+0.05, "100ms")
 		if err != nil || len(total) != 1 || !(total[0].value() > 0) {
-			t.Fatalf("hw.energy at the last export: %v %v", total, err)
+			fatalf(t, "hw.energy at the last export: %v %v", total, err)
 		}
 		t.Logf("conservation held at %d exports; the node's hw.energy at the last one: %.3f J", checked, total[0].value())
 	})
@@ -151,7 +152,7 @@ func TestAgentEndToEnd(t *testing.T) {
 		} {
 			res, err := queryLookback(ctx, prom3, q, last, "100ms")
 			if err != nil || len(res) == 0 {
-				t.Errorf("%s at the last export: %d series, %v", q, len(res), err)
+				errorf(t, "%s at the last export: %d series, %v", q, len(res), err)
 			}
 		}
 	})
@@ -160,21 +161,21 @@ func TestAgentEndToEnd(t *testing.T) {
 		first := names["otelenergy_process_energy"] + `{process_pid="10000"}`
 		seen, err := sampleTimes(ctx, prom3, first, time.Unix(int64(last), 0), agentDuration+time.Minute)
 		if err != nil || len(seen) == 0 {
-			t.Fatalf("the first short job never had a series: %v", err)
+			fatalf(t, "the first short job never had a series: %v", err)
 		}
 		if res, err := queryLookback(ctx, prom3, first, last, "100ms"); err != nil || len(res) != 0 {
-			t.Errorf("the first short job's series is still exported at the end: %v %v", res, err)
+			errorf(t, "the first short job's series is still exported at the end: %v %v", res, err)
 		}
 		exited := names["otelenergy_process_energy"] + `{otelenergy_process_exited="true"}`
 		res, err := queryLookback(ctx, prom3, "sum("+exited+")", last, "100ms")
 		if err != nil || len(res) != 1 || !(res[0].value() > 0) {
-			t.Errorf("no exited energy at the end: %v %v", res, err)
+			errorf(t, "no exited energy at the end: %v %v", res, err)
 		}
 	})
 	t.Run("the resource says the source is simulated", func(t *testing.T) {
 		res, err := (promClient{base: prom3, at: time.Unix(int64(last), 0)}).query(ctx, `target_info{otelenergy_source="simulated"}`)
 		if err != nil || len(res) == 0 {
-			t.Errorf("no target_info with otelenergy_source=simulated: %v", err)
+			errorf(t, "no target_info with otelenergy_source=simulated: %v", err)
 		}
 	})
 }

@@ -23,17 +23,18 @@ import (
 // target is a Prometheus query whose PromQL parses, and the panels do not
 // overlap. The end-to-end test runs the same queries against real data.
 func TestDashboard(t *testing.T) {
+	summarize(t)
 	root, err := filepath.Abs("..")
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	d, queries, err := loadDashboard(dashboardPath(root))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	for _, q := range queries {
 		if _, err := parser.ParseExpr(grafanaVars.Replace(q.Expr)); err != nil {
-			t.Errorf("panel %q target %s: PromQL does not parse: %v", q.Panel, q.RefID, err)
+			errorf(t, "panel %q target %s: PromQL does not parse: %v", q.Panel, q.RefID, err)
 		}
 	}
 	checkLayout(t, d)
@@ -50,13 +51,13 @@ func TestDashboard(t *testing.T) {
 		"otelenergy_process_co2e_grams_total",        // the agent's per-process emissions
 	} {
 		if !slices.ContainsFunc(queries, func(q dashboardQuery) bool { return strings.Contains(q.Expr, want) }) {
-			t.Errorf("no dashboard query reads %s", want)
+			errorf(t, "no dashboard query reads %s", want)
 		}
 	}
 	if !slices.ContainsFunc(queries, func(q dashboardQuery) bool {
 		return strings.Contains(q.Expr, "by (gen_ai_request_model)") && strings.Contains(q.Expr, "otelenergy_request_energy_joules")
 	}) {
-		t.Errorf("no dashboard query shows request energy by gen_ai_request_model")
+		errorf(t, "no dashboard query shows request energy by gen_ai_request_model")
 	}
 	t.Logf("%d panels, %d PromQL targets decode strictly and parse", len(d.Panels), len(queries))
 }
@@ -64,13 +65,14 @@ func TestDashboard(t *testing.T) {
 // TestDashboardStrict checks that the strict decoding in [loadDashboard]
 // really rejects what Grafana's types do not have, at each level.
 func TestDashboardStrict(t *testing.T) {
+	summarize(t)
 	root, err := filepath.Abs("..")
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	good, err := os.ReadFile(dashboardPath(root))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	tests := []struct {
 		name, old, new string
@@ -87,15 +89,15 @@ func TestDashboardStrict(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if !strings.Contains(string(good), tt.old) {
-				t.Fatalf("dashboard no longer contains %q; update the test", tt.old)
+				fatalf(t, "dashboard no longer contains %q; update the test", tt.old)
 			}
 			bad := strings.Replace(string(good), tt.old, tt.new, 1)
 			path := filepath.Join(dir, "bad.json")
 			if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
-				t.Fatal(err)
+				fatal(t, err)
 			}
 			if _, _, err := loadDashboard(path); err == nil {
-				t.Errorf("loadDashboard accepted the dashboard with %q", tt.new)
+				errorf(t, "loadDashboard accepted the dashboard with %q", tt.new)
 			} else {
 				t.Logf("rejected: %v", firstLine(err.Error()))
 			}
@@ -201,20 +203,20 @@ func checkLayout(t *testing.T, d *dashboard.Dashboard) {
 	ids := map[uint32]string{}
 	add := func(id *uint32, title string, g *dashboard.GridPos) {
 		if id == nil || g == nil {
-			t.Errorf("panel %q has no id or gridPos", title)
+			errorf(t, "panel %q has no id or gridPos", title)
 			return
 		}
 		if other, dup := ids[*id]; dup {
-			t.Errorf("panels %q and %q share id %d", other, title, *id)
+			errorf(t, "panels %q and %q share id %d", other, title, *id)
 		}
 		ids[*id] = title
 		if g.X+g.W > 24 {
-			t.Errorf("panel %q ends at column %d, past 24", title, g.X+g.W)
+			errorf(t, "panel %q ends at column %d, past 24", title, g.X+g.W)
 		}
 		b := box{title, g.X, g.Y, g.W, g.H}
 		for _, o := range boxes {
 			if b.x < o.x+o.w && o.x < b.x+b.w && b.y < o.y+o.h && o.y < b.y+b.h {
-				t.Errorf("panels %q and %q overlap", o.title, b.title)
+				errorf(t, "panels %q and %q overlap", o.title, b.title)
 			}
 		}
 		boxes = append(boxes, b)

@@ -68,6 +68,7 @@ const (
 )
 
 func TestEndToEnd(t *testing.T) {
+	summarize(t)
 	if testing.Short() {
 		t.Skip("end-to-end test: builds Jaeger and Prometheus 3 and runs real backends")
 	}
@@ -86,7 +87,7 @@ func TestEndToEnd(t *testing.T) {
 
 	promBin, err := findPrometheus(ctx, binDir)
 	if err != nil {
-		t.Fatalf("prometheus: %v", err)
+		fatalf(t, "prometheus: %v", err)
 	}
 	if out, err := exec.CommandContext(ctx, promBin, "--version").CombinedOutput(); err == nil {
 		t.Logf("using %s: %s", promBin, firstLine(string(out)))
@@ -97,7 +98,7 @@ func TestEndToEnd(t *testing.T) {
 	// Built inside the example module, which works with the root's go.work
 	// and with GOWORK=off alike.
 	if err := runCommand(ctx, buildTimeout, filepath.Join(root, "example"), nil, "go", "build", "-o", appBin, "./app"); err != nil {
-		t.Fatalf("build example app: %v", err)
+		fatalf(t, "build example app: %v", err)
 	}
 	clk.mark("build app")
 
@@ -135,10 +136,10 @@ func TestEndToEnd(t *testing.T) {
 		"-addr", appAddr, "-duration", appDuration.String(), "-swap-every", swapEvery.String(),
 		"-carbon-intensity", carbonGPerKWh, "-pue", carbonPUE)
 	if err := app.wait(ctx, appDuration+appExitSlack); err != nil {
-		t.Fatalf("app did not exit 0 by itself within %v: %v", appDuration+appExitSlack, err)
+		fatalf(t, "app did not exit 0 by itself within %v: %v", appDuration+appExitSlack, err)
 	}
 	if !strings.Contains(readFile(t, app.stdout)+readFile(t, app.stderr), "energy.millijoules=") {
-		t.Errorf("app output has no per-request energy.millijoules= lines")
+		errorf(t, "app output has no per-request energy.millijoules= lines")
 	}
 	clk.mark("run app")
 
@@ -231,11 +232,11 @@ func (c *checks) serverSpans(t *testing.T) {
 		return nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	t.Logf("%d of %d server spans carry energy.millijoules > 0 and gen_ai.usage.output_tokens; %d carry energy.co2e.milligrams", withEnergy, n, withCo2e)
 	if withCo2e == 0 || len(badCo2e) > 0 {
-		t.Errorf("%d spans with energy.co2e.milligrams; %d off their energy at %s g/kWh × %s: %q", withCo2e, len(badCo2e), carbonGPerKWh, carbonPUE, badCo2e)
+		errorf(t, "%d spans with energy.co2e.milligrams; %d off their energy at %s g/kWh × %s: %q", withCo2e, len(badCo2e), carbonGPerKWh, carbonPUE, badCo2e)
 	}
 }
 
@@ -264,10 +265,10 @@ func (c *checks) emissions(t *testing.T) {
 	t.Logf("emissions: requests %.6f g + unattributed %.6f g = %.6f g; split energy (%.3f + %.3f + %.3f) J × %s g/kWh × %s = %.6f g (tolerance %.6f g)",
 		reqG, unG, reqG+unG, reqJ, unJ, otherJ, carbonGPerKWh, carbonPUE, want, tol)
 	if reqG <= 0 || want <= 0 {
-		t.Fatalf("no emissions (%v g) or no energy (%v g worth)", reqG, want)
+		fatalf(t, "no emissions (%v g) or no energy (%v g worth)", reqG, want)
 	}
 	if math.Abs(reqG+unG-want) > tol {
-		t.Errorf("requests + unattributed emissions %.6f g, want %.6f g ± %.6f g", reqG+unG, want, tol)
+		errorf(t, "requests + unattributed emissions %.6f g, want %.6f g ± %.6f g", reqG+unG, want, tol)
 	}
 }
 
@@ -276,16 +277,16 @@ func (c *checks) emissions(t *testing.T) {
 func (c *checks) energyCounters(t *testing.T) {
 	gpus := labelValues(c.prom.poll(c.ctx, t, fmt.Sprintf(`group by (hw_id) (last_over_time(hw_energy_joules_total%s[%s]))`, c.sel, c.window)), "hw_id")
 	if len(gpus) < 2 {
-		t.Errorf("hw_energy_joules_total has hw_id values %q, want at least 2 GPUs", gpus)
+		errorf(t, "hw_energy_joules_total has hw_id values %q, want at least 2 GPUs", gpus)
 	}
 	for _, s := range c.prom.poll(c.ctx, t, fmt.Sprintf(`resets(hw_energy_joules_total%s[%s])`, c.sel, c.window)) {
 		if s.value() != 0 {
-			t.Errorf("hw_energy_joules_total{hw_id=%q} reset %v times across the run", s.Metric["hw_id"], s.value())
+			errorf(t, "hw_energy_joules_total{hw_id=%q} reset %v times across the run", s.Metric["hw_id"], s.value())
 		}
 	}
 	for _, s := range c.prom.poll(c.ctx, t, fmt.Sprintf(`increase(hw_energy_joules_total%s[%s])`, c.sel, c.window)) {
 		if !(s.value() > 0) {
-			t.Errorf("hw_energy_joules_total{hw_id=%q} grew by %v J, want > 0", s.Metric["hw_id"], s.value())
+			errorf(t, "hw_energy_joules_total{hw_id=%q} grew by %v J, want > 0", s.Metric["hw_id"], s.value())
 		}
 	}
 	t.Logf("GPUs: %q", gpus)
@@ -296,7 +297,7 @@ func (c *checks) runIDs(t *testing.T) {
 	runs := c.prom.poll(c.ctx, t, fmt.Sprintf(`group by (otelenergy_run_id) (last_over_time(otelenergy_run_energy_joules_total%s[%s]))`, c.sel, c.window))
 	ids := slices.DeleteFunc(labelValues(runs, "otelenergy_run_id"), func(s string) bool { return s == "" })
 	if len(ids) < 2 {
-		t.Errorf("otelenergy_run_energy_joules_total has otelenergy_run_id values %q, want one per run (at least 2 with a swap every %v)", ids, swapEvery)
+		errorf(t, "otelenergy_run_energy_joules_total has otelenergy_run_id values %q, want one per run (at least 2 with a swap every %v)", ids, swapEvery)
 	}
 	t.Logf("runs: %q", ids)
 }
@@ -322,7 +323,7 @@ func (c *checks) exemplars(t *testing.T) {
 		return fmt.Errorf("none of %d exemplar trace ids is in Jaeger", len(ids))
 	})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	t.Logf("exemplar trace %s is in Jaeger", found)
 }
@@ -332,20 +333,20 @@ func (c *checks) exemplars(t *testing.T) {
 func (c *checks) metricNames(t *testing.T) {
 	names, err := c.prom.metricNames(c.ctx)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	names = slices.DeleteFunc(names, func(n string) bool {
 		return !strings.HasPrefix(n, "hw_") && !strings.HasPrefix(n, "otelenergy_") &&
 			!strings.HasPrefix(n, "gen_ai_") && n != "target_info"
 	})
 	if len(names) == 0 {
-		t.Fatal("no hw_*, otelenergy_* or gen_ai_* metrics")
+		fatal(t, "no hw_*, otelenergy_* or gen_ai_* metrics")
 	}
 	t.Logf("%d metric names: %s", len(names), strings.Join(names, " "))
 	for _, m := range []string{"hw_energy_joules_total", "otelenergy_run_energy_joules_total", "target_info"} {
 		labels, err := c.prom.labelNames(c.ctx, m)
 		if err != nil {
-			t.Fatal(err)
+			fatal(t, err)
 		}
 		t.Logf("labels of %s: %s", m, strings.Join(labels, " "))
 	}
@@ -356,16 +357,16 @@ func (c *checks) metricNames(t *testing.T) {
 func (c *checks) dashboard(t *testing.T) {
 	_, queries, err := loadDashboard(dashboardPath(c.root))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	names, err := c.prom.metricNames(c.ctx)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	var exprs []string
 	for _, q := range queries {
 		if s := grafanaVars.Replace(q.Expr); strings.Contains(s, "$") {
-			t.Fatalf("dashboard expr %q uses a variable the test does not replace", q.Expr)
+			fatalf(t, "dashboard expr %q uses a variable the test does not replace", q.Expr)
 		}
 		if missing := missingOptional(q.Expr, names); len(missing) > 0 {
 			t.Logf("SKIP panel %q target %s: %s not in this Prometheus; the app does not emit it yet, and the check turns on once it does",
@@ -391,7 +392,7 @@ func (c *checks) dashboard(t *testing.T) {
 		return nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	t.Logf("%d of %d dashboard queries return data; %d skipped", len(exprs), len(queries), len(queries)-len(exprs))
 }
@@ -508,14 +509,14 @@ func repoDirs(t *testing.T) (root, binDir string) {
 	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	if !isLibraryRoot(root) {
-		t.Fatalf("%s is not the otelenergy repository root; run the test from e2e/", root)
+		fatalf(t, "%s is not the otelenergy repository root; run the test from e2e/", root)
 	}
 	binDir = filepath.Join(root, "e2e", ".bin")
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	return root, binDir
 }
@@ -558,7 +559,7 @@ func buildAll(ctx context.Context, t *testing.T, builds []goBuild) {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("build %s: %v", builds[i].name, err)
+			fatalf(t, "build %s: %v", builds[i].name, err)
 		}
 	}
 }
@@ -569,7 +570,7 @@ func startJaeger(ctx context.Context, t *testing.T, bin string, ports backendPor
 	startProcess(t, "jaeger", t.TempDir(), os.Environ(), bin, "--config", cfg)
 	health := fmt.Sprintf("http://127.0.0.1:%d/status", ports.Health)
 	if err := poll(ctx, startTimeout, func() error { return httpOK(ctx, health) }); err != nil {
-		t.Fatalf("jaeger not healthy: %v", err)
+		fatalf(t, "jaeger not healthy: %v", err)
 	}
 }
 
@@ -595,7 +596,7 @@ func startPrometheus(ctx context.Context, t *testing.T, bin string, ports backen
 		return err
 	})
 	if err != nil {
-		t.Fatalf("prometheus not scraping the exporter: %v", err)
+		fatalf(t, "prometheus not scraping the exporter: %v", err)
 	}
 }
 
@@ -612,7 +613,7 @@ func startPrometheus3(ctx context.Context, t *testing.T, bin string, ports backe
 	)
 	ready := fmt.Sprintf("http://127.0.0.1:%d/-/ready", ports.Prometheus3)
 	if err := poll(ctx, startTimeout, func() error { return httpOK(ctx, ready) }); err != nil {
-		t.Fatalf("prometheus 3 not ready: %v", err)
+		fatalf(t, "prometheus 3 not ready: %v", err)
 	}
 }
 
@@ -709,18 +710,18 @@ func startProcess(t *testing.T, name, dir string, env []string, bin string, args
 	}
 	outF, err := os.Create(p.stdout)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	errF, err := os.Create(p.stderr)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Dir, p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = dir, env, outF, errF
 	if err := p.cmd.Start(); err != nil {
 		outF.Close()
 		errF.Close()
-		t.Fatalf("start %s: %v", name, err)
+		fatalf(t, "start %s: %v", name, err)
 	}
 	go func() {
 		p.err = p.cmd.Wait()
@@ -790,7 +791,7 @@ func runCommand(ctx context.Context, d time.Duration, dir string, env []string, 
 func checkCommand(ctx context.Context, t *testing.T, dir, bin string, args ...string) {
 	t.Helper()
 	if err := runCommand(ctx, startTimeout, dir, nil, bin, args...); err != nil {
-		t.Error(err)
+		errorf(t, "%v", err)
 	}
 }
 
@@ -834,7 +835,7 @@ func freePorts(t *testing.T, n int) []int {
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			fatal(t, err)
 		}
 		defer l.Close()
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
@@ -994,7 +995,7 @@ func (c promClient) poll(ctx context.Context, t *testing.T, query string) []prom
 		return err
 	})
 	if err != nil {
-		t.Errorf("PromQL %s: %v", query, err)
+		errorf(t, "PromQL %s: %v", query, err)
 	}
 	return res
 }
@@ -1165,10 +1166,10 @@ func writeTemplate(t *testing.T, name string, tmpl *template.Template, data any)
 	path := filepath.Join(t.TempDir(), name)
 	var b bytes.Buffer
 	if err := tmpl.Execute(&b, data); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	return path
 }
@@ -1189,7 +1190,7 @@ func readFile(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	return string(data)
 }

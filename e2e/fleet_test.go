@@ -56,6 +56,7 @@ const (
 // the trailers are within the estimate's documented error of the final
 // figures.
 func TestFleet(t *testing.T) {
+	summarize(t)
 	if testing.Short() {
 		t.Skip("end-to-end test: builds Jaeger and Prometheus 3 and runs real backends")
 	}
@@ -108,7 +109,7 @@ func TestFleet(t *testing.T) {
 			"-carbon-intensity", carbonGPerKWh, "-pue", carbonPUE))
 		apis = append(apis, "http://"+api)
 		if err := poll(ctx, startTimeout, func() error { return httpOK(ctx, "http://"+admin+"/readyz") }); err != nil {
-			t.Fatalf("proxy %s not ready: %v", host, err)
+			fatalf(t, "proxy %s not ready: %v", host, err)
 		}
 	}
 	clk.mark("start jaeger, prometheus 3, two apps and two proxies")
@@ -161,7 +162,7 @@ func TestFleet(t *testing.T) {
 			return nil
 		})
 		if err != nil {
-			t.Fatal(err)
+			fatal(t, err)
 		}
 	})
 
@@ -172,7 +173,7 @@ func TestFleet(t *testing.T) {
 		for _, r := range results {
 			final, ok := finals[r.traceID]
 			if !ok || final == 0 {
-				t.Fatalf("stream of trace %s: no final figure in Jaeger", r.traceID)
+				fatalf(t, "stream of trace %s: no final figure in Jaeger", r.traceID)
 			}
 			sumErr += math.Abs(r.trailerMJ-final) / final
 			sumSigned += (r.trailerMJ - final) / final
@@ -184,7 +185,7 @@ func TestFleet(t *testing.T) {
 		t.Logf("trailers vs final figures over %d streams: mean relative error %.2f%%, mean signed %+.2f%%, sums %.1f J vs %.1f J (documented: about 5%%)",
 			n, 100*mean, 100*sumSigned/float64(n), sumTrailer/1000, sumFinal/1000)
 		if mean > trailerMaxMean {
-			t.Errorf("mean relative error of the trailers %.2f%%, above the documented %.0f%%", 100*mean, 100*trailerMaxMean)
+			errorf(t, "mean relative error of the trailers %.2f%%, above the documented %.0f%%", 100*mean, 100*trailerMaxMean)
 		}
 	})
 
@@ -213,10 +214,10 @@ func TestFleet(t *testing.T) {
 			t.Logf("%s: hw.energy %.1f J, requests %.1f J + unattributed %.1f J + other %.1f J = %.1f J (gap %.2f J, bound %.1f J)",
 				host, hw[host], req[host], un[host], other[host], split, gap, bound)
 			if hw[host] == 0 || req[host] == 0 {
-				t.Fatalf("%s: no energy in Prometheus 3 (instances %v)", host, hw)
+				fatalf(t, "%s: no energy in Prometheus 3 (instances %v)", host, hw)
 			}
 			if gap < -0.001 || gap > bound {
-				t.Errorf("%s: hw.energy %.3f J − split %.3f J = %.3f J, outside [0, %.1f J]", host, hw[host], split, gap, bound)
+				errorf(t, "%s: hw.energy %.3f J − split %.3f J = %.3f J, outside [0, %.1f J]", host, hw[host], split, gap, bound)
 			}
 		}
 	})
@@ -246,7 +247,7 @@ func TestFleet(t *testing.T) {
 			t.Logf("%s: requests %.6f g + unattributed %.6f g = %.6f g; split energy × %s g/kWh × %s = %.6f g (tolerance %.6f g)",
 				host, reqG[host], unG[host], got, carbonGPerKWh, carbonPUE, want, tol)
 			if reqG[host] <= 0 || math.Abs(got-want) > tol {
-				t.Errorf("%s: emissions %.6f g, want %.6f g ± %.6f g", host, got, want, tol)
+				errorf(t, "%s: emissions %.6f g, want %.6f g ± %.6f g", host, got, want, tol)
 			}
 		}
 		tenantG := by(`sum by (tenant) (otelenergy_request_co2e_grams_sum`+sel+`)`, "tenant")
@@ -258,7 +259,7 @@ func TestFleet(t *testing.T) {
 			// requests, not over one tenant's).
 			want := tenantJ[tenant] * gPerJ
 			if g := tenantG[tenant]; g <= 0 || math.Abs(g-want) > 0.02*want+1e-4 {
-				t.Errorf("%s: emissions %.6f g, want its energy %.3f J × the factor = %.6f g", tenant, g, tenantJ[tenant], want)
+				errorf(t, "%s: emissions %.6f g, want its energy %.3f J × the factor = %.6f g", tenant, g, tenantJ[tenant], want)
 			}
 		}
 		t.Logf("emissions by tenant: %v g", tenantG)
@@ -277,16 +278,16 @@ func TestFleet(t *testing.T) {
 		slices.Sort(tenants)
 		t.Logf("energy by tenant %v: %.1f J of %.1f J", tenants, sum, total[0].value())
 		if want := []string{"tenant-0", "tenant-1", "tenant-2"}; !slices.Equal(tenants, want) {
-			t.Errorf("tenants %q, want %q", tenants, want)
+			errorf(t, "tenants %q, want %q", tenants, want)
 		}
 		if math.Abs(sum-total[0].value()) > 1e-6*total[0].value() {
-			t.Errorf("energy by tenant sums to %v J, the attributed total is %v J", sum, total[0].value())
+			errorf(t, "energy by tenant sums to %v J, the attributed total is %v J", sum, total[0].value())
 		}
 	})
 	for _, pr := range proxies {
 		pr.stop()
 		if err := pr.wait(ctx, time.Second); err != nil {
-			t.Errorf("%s: %v", pr.name, err)
+			errorf(t, "%s: %v", pr.name, err)
 		}
 	}
 	clk.mark("asserts")
@@ -312,7 +313,7 @@ func driveStreams(ctx context.Context, t *testing.T, bin, front string) []stream
 	p.stop()
 	out, err := os.ReadFile(p.stdout)
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	results := make([]streamResult, fleetStreams)
 	seen := make([]bool, fleetStreams)
@@ -325,10 +326,10 @@ func driveStreams(ctx context.Context, t *testing.T, bin, front string) []stream
 			Error             string  `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("fleetdrive's line %q: %v", line, err)
+			fatalf(t, "fleetdrive's line %q: %v", line, err)
 		}
 		if r.Stream < 0 || r.Stream >= fleetStreams || seen[r.Stream] {
-			t.Fatalf("fleetdrive's line %q: stream out of range or repeated", line)
+			fatalf(t, "fleetdrive's line %q: stream out of range or repeated", line)
 		}
 		seen[r.Stream] = true
 		if r.Error != "" {
@@ -337,10 +338,10 @@ func driveStreams(ctx context.Context, t *testing.T, bin, front string) []stream
 		results[r.Stream] = streamResult{traceID: r.TraceID, trailerMJ: r.EnergyMillijoules}
 	}
 	if len(failed) > 0 {
-		t.Fatalf("%d of %d streams failed (fleetdrive: %v), the first: %s", len(failed), fleetStreams, exitErr, strings.Join(failed[:min(len(failed), 5)], "; "))
+		fatalf(t, "%d of %d streams failed (fleetdrive: %v), the first: %s", len(failed), fleetStreams, exitErr, strings.Join(failed[:min(len(failed), 5)], "; "))
 	}
 	if n := strings.Count(string(out), "\n"); exitErr != nil || n != fleetStreams {
-		t.Fatalf("fleetdrive printed %d lines of %d: %v", n, fleetStreams, exitErr)
+		fatalf(t, "fleetdrive printed %d lines of %d: %v", n, fleetStreams, exitErr)
 	}
 	return results
 }
@@ -352,7 +353,7 @@ func driveStreams(ctx context.Context, t *testing.T, bin, front string) []stream
 func startFront(ctx context.Context, t *testing.T, backends []string, otlpHTTP int) (*sdktrace.TracerProvider, string) {
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(fmt.Sprintf("http://127.0.0.1:%d/v1/traces", otlpHTTP)))
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", frontService))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(8192)))
@@ -404,7 +405,7 @@ func traceIDFrom(ctx context.Context) string {
 func listenLoopback(t *testing.T) net.Listener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		fatal(t, err)
 	}
 	return ln
 }
