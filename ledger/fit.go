@@ -1,6 +1,10 @@
 package ledger
 
-import "math"
+import (
+	"math"
+
+	"github.com/otelenergy/otelenergy/internal/nnls"
+)
 
 // This file is the model stage: what the ledger learns from the intervals
 // and the requests' reports, and nothing else. fit owns every learned
@@ -300,49 +304,25 @@ func (m *model) rawRSS(theta [nFeat]float64) float64 {
 	return r
 }
 
-// solveSubset solves the normal equations restricted to idx by Gaussian
-// elimination with partial pivoting, with a small ridge so that a feature
-// the data cannot tell from another does not blow up.
+// solveSubset solves the normal equations restricted to idx, the other
+// features taken from base, with a small ridge so that a feature the data
+// cannot tell from another does not blow up.
 func (m *model) solveSubset(idx []int, base [nFeat]float64) ([nFeat]float64, bool) {
-	var out [nFeat]float64
 	k := len(idx)
-	var g [nFeat][nFeat + 1]float64
+	var g nnls.System
 	for r, i := range idx {
 		for c, j := range idx {
 			g[r][c] = m.a[i][j]
 		}
-		g[r][r] *= 1 + 1e-9
+		g[r][r] *= 1 + nnls.Ridge
 		g[r][k] = m.b[i]
 		for j := range nFeat {
 			g[r][k] -= m.a[i][j] * base[j]
 		}
 	}
-	for c := range k {
-		p := c
-		for r := c + 1; r < k; r++ {
-			if math.Abs(g[r][c]) > math.Abs(g[p][c]) {
-				p = r
-			}
-		}
-		if g[p][c] == 0 {
-			return out, false
-		}
-		g[c], g[p] = g[p], g[c]
-		for r := c + 1; r < k; r++ {
-			f := g[r][c] / g[c][c]
-			for cc := c; cc <= k; cc++ {
-				g[r][cc] -= f * g[c][cc]
-			}
-		}
-	}
-	for r := k - 1; r >= 0; r-- {
-		s := g[r][k]
-		for c := r + 1; c < k; c++ {
-			s -= g[r][c] * out[c]
-		}
-		out[r] = s / g[r][r]
-	}
-	return out, true
+	sol, ok := g.Solve(k)
+	// A constant slice bound: nFeat > nnls.MaxTerms would not compile.
+	return [nFeat]float64(sol[:nFeat]), ok
 }
 
 // ttft learns the prefill time (start to the end of prefill, one decode
@@ -562,45 +542,20 @@ func (f *lsq) solved() [lsqN]float64 {
 	return best
 }
 
-// solveSubset solves the normal equations restricted to idx by Gaussian
-// elimination with partial pivoting and a small ridge.
+// solveSubset solves the normal equations restricted to idx, with a
+// small ridge.
 func (f *lsq) solveSubset(idx []int) ([lsqN]float64, bool) {
-	var out [lsqN]float64
 	k := len(idx)
-	var g [lsqN][lsqN + 1]float64
+	var g nnls.System
 	for r, i := range idx {
 		for c, j := range idx {
 			g[r][c] = f.a[i][j]
 		}
-		g[r][r] *= 1 + 1e-9
+		g[r][r] *= 1 + nnls.Ridge
 		g[r][k] = f.b[i]
 	}
-	for c := range k {
-		p := c
-		for r := c + 1; r < k; r++ {
-			if math.Abs(g[r][c]) > math.Abs(g[p][c]) {
-				p = r
-			}
-		}
-		if g[p][c] == 0 {
-			return out, false
-		}
-		g[c], g[p] = g[p], g[c]
-		for r := c + 1; r < k; r++ {
-			q := g[r][c] / g[c][c]
-			for cc := c; cc <= k; cc++ {
-				g[r][cc] -= q * g[c][cc]
-			}
-		}
-	}
-	for r := k - 1; r >= 0; r-- {
-		v := g[r][k]
-		for c := r + 1; c < k; c++ {
-			v -= g[r][c] * out[c]
-		}
-		out[r] = v / g[r][r]
-	}
-	return out, true
+	sol, ok := g.Solve(k)
+	return [lsqN]float64(sol[:lsqN]), ok
 }
 
 // lags are the candidate reporting lags, in ns: a counter's step at τ may

@@ -1,7 +1,8 @@
 // Package nnls fits a linear model with non-negative coefficients to rows
 // that arrive one at a time, forgetting old rows exponentially. It is the
 // method of the ledger's energy model (ledger/fit.go), sized at run time,
-// for the agent's per-board power model.
+// for the agent's per-board power model. [System] is the elimination
+// that every subset's solve ends in, here and in the ledger's fits.
 //
 // # Method
 //
@@ -206,23 +207,37 @@ func (f *Fit) RSS(theta [MaxTerms]float64) float64 {
 }
 
 // solveSubset solves the normal equations restricted to idx, the other
-// terms taken from base, by Gaussian elimination with partial pivoting
-// and a small ridge, so that a term the data cannot tell from another
-// does not blow up.
+// terms taken from base, with a small ridge, so that a term the data
+// cannot tell from another does not blow up.
 func (f *Fit) solveSubset(idx []int, base [MaxTerms]float64) ([MaxTerms]float64, bool) {
-	var out [MaxTerms]float64
 	k := len(idx)
-	var g [MaxTerms][MaxTerms + 1]float64
+	var g System
 	for r, i := range idx {
 		for c, j := range idx {
 			g[r][c] = f.a[i][j]
 		}
-		g[r][r] *= 1 + 1e-9
+		g[r][r] *= 1 + Ridge
 		g[r][k] = f.b[i]
 		for j := range MaxTerms {
 			g[r][k] -= f.a[i][j] * base[j]
 		}
 	}
+	return g.Solve(k)
+}
+
+// Ridge is the relative ridge a subset's solver adds to the diagonal of
+// its normal equations.
+const Ridge = 1e-9
+
+// System is k linear equations in k unknowns, k ≤ MaxTerms: row r holds
+// the coefficients in columns 0..k-1 and the right-hand side in column k.
+// The ledger's fits and [Fit] fill one per subset of terms they try.
+type System [MaxTerms][MaxTerms + 1]float64
+
+// Solve solves the first k equations of g by Gaussian elimination with
+// partial pivoting, overwriting g, and returns the unknowns in out[:k].
+// ok is false when a pivot is zero (the equations are singular).
+func (g *System) Solve(k int) (out [MaxTerms]float64, ok bool) {
 	for c := range k {
 		p := c
 		for r := c + 1; r < k; r++ {
@@ -242,11 +257,11 @@ func (f *Fit) solveSubset(idx []int, base [MaxTerms]float64) ([MaxTerms]float64,
 		}
 	}
 	for r := k - 1; r >= 0; r-- {
-		s := g[r][k]
+		v := g[r][k]
 		for c := r + 1; c < k; c++ {
-			s -= g[r][c] * out[c]
+			v -= g[r][c] * out[c]
 		}
-		out[r] = s / g[r][r]
+		out[r] = v / g[r][r]
 	}
 	return out, true
 }

@@ -94,3 +94,36 @@ func BenchmarkSolve(b *testing.B) {
 		}
 	})
 }
+
+func TestSystemSolve(t *testing.T) {
+	// 2x + y − z = 8, −3x − y + 2z = −11, −2x + y + 2z = −3: x=2, y=3, z=−1.
+	var g nnls.System
+	rows := [][]float64{{2, 1, -1, 8}, {-3, -1, 2, -11}, {-2, 1, 2, -3}}
+	for r, row := range rows {
+		copy(g[r][:], row[:3])
+		g[r][3] = row[3]
+	}
+	got, ok := g.Solve(3)
+	want := [3]float64{2, 3, -1}
+	if !ok {
+		t.Fatal("Solve: not ok on a regular system")
+	}
+	for i, w := range want {
+		if math.Abs(got[i]-w) > 1e-12 {
+			t.Errorf("x[%d] = %v, want %v", i, got[i], w)
+		}
+	}
+	if got[3] != 0 {
+		t.Errorf("x[3] = %v beyond k, want 0", got[3])
+	}
+
+	// A singular system: the second row is twice the first.
+	var s nnls.System
+	s[0] = [nnls.MaxTerms + 1]float64{1, 2}
+	s[0][2] = 3
+	s[1] = [nnls.MaxTerms + 1]float64{2, 4}
+	s[1][2] = 6
+	if _, ok := s.Solve(2); ok {
+		t.Error("Solve: ok on a singular system")
+	}
+}
