@@ -424,6 +424,9 @@ type sampled struct {
 	// prefillrate.go). Last, with the fields a pass does not read.
 	pfIn          float64
 	pfBase, pfMax int64
+	// actS0 is the ledger's actS as if the requests active at its
+	// adoption had been active since its start (see Ledger.batchAt).
+	actS0 float64
 }
 
 // maxPromptRatio bounds how many times the prefill part weighed for an

@@ -63,9 +63,10 @@
 //     prefill time learned, against prompt length n, as a + b·n + c·n²,
 //     from the requests whose first token was seen, or, while too few
 //     show it, from whole requests' lengths under continuous batching
-//     (prefill + a step per output token); when that fit holds and the
-//     request decoded for less time than it prefilled, by its end less a
-//     batch step per token. The learned time also times prefills still
+//     (prefill + a step per output token, the step growing with the
+//     mean number of requests active over the request's life); when
+//     that fit holds and the request decoded for less time than it
+//     prefilled, by its end less a batch step per token. The learned time also times prefills still
 //     running;
 //   - whether the prefill ends a step before the first token or at it is
 //     chosen by the data: a second model, at the chosen lag, learns the

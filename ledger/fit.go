@@ -335,8 +335,13 @@ func (m *model) solveSubset(idx []int, base [nFeat]float64) ([nFeat]float64, boo
 // prompt is known, whole: under continuous batching a request lasts its
 // prefill plus a step per output token, so its length is
 // a + b·n + c·n² + s·(output tokens), and the first three terms are its
-// prefill time (whole). It places the prefill of requests that report
-// their first output tokens late, and weighs requests still in prefill.
+// prefill time (whole). The step grows with the batch (each step runs
+// every sequence in it), so the decode term is (s₀ + s₁·m)·(output
+// tokens), with m the mean number of requests active over the request's
+// life: under a batch that swings by a factor of two, a fixed step would
+// leave its error to the prefill terms. It places the prefill of
+// requests that report their first output tokens late, and weighs
+// requests still in prefill.
 type ttft struct {
 	direct, whole lsq
 	// s0 and s1 sum, with forgetting, the prompts seen and their tokens,
@@ -370,12 +375,17 @@ func (t *ttft) add(tokens, seconds float64) {
 }
 
 // addWhole learns from a request that ran seconds in all, with its prompt
-// of tokens and out output tokens.
-func (t *ttft) addWhole(tokens, out, seconds float64) {
+// of tokens and out output tokens, while batch requests were active on
+// average.
+func (t *ttft) addWhole(tokens, out, seconds, batch float64) {
 	k := tokens / 1000
-	t.whole.add([lsqN]float64{1, k, k * k, out / 1000}, 4, seconds, 1)
+	t.whole.add([lsqN]float64{1, k, k * k, out / 1000, out * batch / batchScale}, 5, seconds, 1)
 	t.note(tokens)
 }
+
+// batchScale brings the output tokens × batch feature near the others'
+// magnitude.
+const batchScale = 1e5
 
 func (t *ttft) note(tokens float64) {
 	t.s0 = ttftLambda*t.s0 + 1
@@ -433,17 +443,19 @@ func (t *ttft) unknowable() bool {
 }
 
 // stepSeconds returns the decode step learned from whole requests, in
-// seconds per output token, and false when it is not known.
-func (t *ttft) stepSeconds() (float64, bool) {
+// seconds per output token, with batch requests active on average, and
+// false when it is not known.
+func (t *ttft) stepSeconds(batch float64) (float64, bool) {
 	if t.whole.n < minWhole || t.whole.r2() < minWholeR2 {
 		return 0, false
 	}
-	s := t.whole.solved()[3] / 1000
+	th := t.whole.solved()
+	s := th[3]/1000 + th[4]*batch/batchScale
 	return s, s > 0
 }
 
 // lsqN is the most features an lsq fits.
-const lsqN = 4
+const lsqN = 5
 
 // lsq fits y ≈ θ·x over up to lsqN features, with every θ non-negative,
 // by least squares with forgetting: every subset of the features is

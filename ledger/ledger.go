@@ -99,6 +99,11 @@ type Ledger struct {
 	prevRead  int64
 	firstRead int64
 	read      bool
+	// actS integrates the number of active requests over time, in
+	// request-seconds, at each read: a request's mean concurrency, which
+	// sets the batch's decode step under continuous batching, is its
+	// growth over the request's life (see batchAt).
+	actS float64
 	fit       fit          // the model stage
 	tauPub    atomic.Int32 // fit.tau, for Coefficients
 	step      float64      // the batch's recent decode step, ns per token; 0 unknown
@@ -324,6 +329,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	l.read, l.prevRead = true, t
 	// A report first seen at this read happened in (prev, t].
 	rep := prev + (t-prev)/2
+	l.actS += float64(len(l.active)) * float64(t-prev) / nsPerSecond
 	before := len(l.active)
 	l.in.drain(l.adopt)
 	// The requests adopted here leave the inbox's count; until the next
@@ -336,6 +342,8 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 		if e := r.end.Load(); e == notEnded || e > liveT {
 			adopted++
 		}
+		// As if the requests active now had been since its start.
+		r.st.actS0 = l.actS - float64(len(l.active))*float64(max(0, t-r.start))/nsPerSecond
 	}
 	if adopted > 0 {
 		l.adopted.Add(adopted)
@@ -358,6 +366,15 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 		}
 	}
 	l.setActive(len(l.active))
+}
+
+// batchAt returns the mean number of requests active over r's life up to
+// the read at t (at least 1).
+func (l *Ledger) batchAt(r *Account, t int64) float64 {
+	if d := float64(t-r.start) / nsPerSecond; d > 0 {
+		return max(1, (l.actS-r.st.actS0)/d)
+	}
+	return max(1, float64(len(l.active)))
 }
 
 func (l *Ledger) adopt(r *Account) {
@@ -406,7 +423,7 @@ func (l *Ledger) observe(r *Account, t, rep int64) {
 		if in > 0 && o > 0 {
 			// Its length teaches the prefill time of requests that show
 			// no first token (see ttft).
-			l.fit.ttft.addWhole(float64(in), float64(o), float64(end-r.start)/nsPerSecond)
+			l.fit.ttft.addWhole(float64(in), float64(o), float64(end-r.start)/nsPerSecond, l.batchAt(r, t))
 		}
 	} else if t-r.start > l.cfg.MaxAge {
 		s.endSeen, s.end = true, r.start+l.cfg.MaxAge
@@ -479,7 +496,7 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 		// The n tokens' own rate is unknown: keep at least one token's
 		// even share of (start, at] for decode.
 		latest := at - (at-r.start)/int64(n+1)
-		step, byStep := l.fit.ttft.stepSeconds()
+		step, byStep := l.fit.ttft.stepSeconds(l.batchAt(r, at))
 		sec, byPrompt := l.fit.ttft.predict(float64(in))
 		if byStep && (!byPrompt || float64(n)*step < sec) {
 			// Under continuous batching (the whole-request fit holds) its

@@ -523,7 +523,7 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 		}
 		total += p.weight
 	}
-	if prov && !learned && !l.cfg.WeightsFixed {
+	if !learned && !l.cfg.WeightsFixed {
 		total += l.weighSilent(parts, b)
 	}
 	var unownedW float64
@@ -544,15 +544,18 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 	return w
 }
 
-// weighSilent gives, in a provisional split before the model is learned,
-// each request that has reported nothing past b and weighs nothing (its
+// weighSilent gives, in a split before the model is learned (provisional,
+// or final at the horizon), each request that has reported nothing past b
+// and weighs nothing (its
 // prompt not reported, its output not extrapolated: no rate or prefill
 // time is known yet) the mean weight per ns of active time of the
 // requests that weigh something, and returns the weight it added. By
 // tokens alone such a request would take none of the dynamic energy, and
 // no static power is known to give it: when every client reports only
 // at its end, the first to end took the whole board's energy in the
-// estimates of the others, which got none (End's estimate −100%).
+// estimates of the others, which got none (End's estimate −100%), and
+// split at the horizon, the requests that had ended by then took the
+// shares of those still silent for good.
 func (l *Ledger) weighSilent(parts []part, b int64) float64 {
 	var w, cov float64
 	for i := range parts {
