@@ -109,6 +109,11 @@ type Ledger struct {
 	step      float64      // the batch's recent decode step, ns per token; 0 unknown
 	jOut      float64      // recent modelled energy per output token, decode power included, J
 	rate      float64      // recent requests' output rate, tokens per ns
+	// rateSum and rateW are rate's moving average and the weight it has
+	// gathered (1 − 0.95ⁿ after n updates): rate is their ratio, so that
+	// the first requests' rates are not averaged with a zero that no
+	// request reported.
+	rateSum, rateW float64
 	rhoAvg    float64      // recent prefills' input tokens per ns
 	parts     []part
 	running   int      // parts of requests not ended, in the last features
@@ -452,7 +457,9 @@ func (l *Ledger) observe(r *Account, t, rep int64) {
 		s.known = max(s.known, known)
 		if !s.endSeen || o >= 2*stepTokens {
 			if rate := s.ownRate(); rate > 0 {
-				l.rate += 0.05 * (rate - l.rate)
+				l.rateSum += 0.05 * (rate - l.rateSum)
+				l.rateW += 0.05 * (1 - l.rateW)
+				l.rate = l.rateSum / l.rateW
 			}
 		}
 		if !s.endSeen {

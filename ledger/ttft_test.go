@@ -150,3 +150,36 @@ func TestEndOnlyPrefillByStep(t *testing.T) {
 		t.Errorf("first token placed at %d ms, want %d ms within two steps (ok %v)", first/ms, want/ms, ok)
 	}
 }
+
+// TestBatchRateFromFirstRequests: the batch's output rate, at which a
+// silent request is taken to produce tokens, is the first requests' rate
+// as soon as they report it, not that rate averaged with a zero nobody
+// reported. Requests that report once, at their end, update it once each:
+// after five of them it was a quarter of their rate.
+func TestBatchRateFromFirstRequests(t *testing.T) {
+	const ms = int64(1e6)
+	g := newRig(t, Config{Horizon: 10_000 * ms})
+	g.step(0, 0, nil)
+	var rs []*Account
+	for i := range 5 {
+		r := NewAccount(int64(i+1)*100*ms, nil)
+		r.AddInput(100)
+		g.l.Add(r)
+		rs = append(rs, r)
+	}
+	for t0 := 20 * ms; t0 <= 3000*ms; t0 += 20 * ms {
+		for i, r := range rs {
+			// Each decodes at 40 tokens a second for 2 s and reports
+			// its 80 tokens once, at its end.
+			if end := int64(i+1)*100*ms + 2000*ms; t0 == end {
+				r.AddOutput(80)
+				r.End(t0)
+			}
+		}
+		g.step(t0, 200, nil)
+	}
+	// The prefill takes a little of each request's 2 s.
+	if got := g.l.rate * 1e9; got < 38 || got > 46 {
+		t.Errorf("batch rate %.1f tokens/s, want about 40", got)
+	}
+}
