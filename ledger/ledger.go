@@ -103,22 +103,22 @@ type Ledger struct {
 	// request-seconds, at each read: a request's mean concurrency, which
 	// sets the batch's decode step under continuous batching, is its
 	// growth over the request's life (see batchAt).
-	actS float64
-	fit       fit          // the model stage
-	tauPub    atomic.Int32 // fit.tau, for Coefficients
-	step      float64      // the batch's recent decode step, ns per token; 0 unknown
-	jOut      float64      // recent modelled energy per output token, decode power included, J
-	rate      float64      // recent requests' output rate, tokens per ns
+	actS   float64
+	fit    fit          // the model stage
+	tauPub atomic.Int32 // fit.tau, for Coefficients
+	step   float64      // the batch's recent decode step, ns per token; 0 unknown
+	jOut   float64      // recent modelled energy per output token, decode power included, J
+	rate   float64      // recent requests' output rate, tokens per ns
 	// rateSum and rateW are rate's moving average and the weight it has
 	// gathered (1 − 0.95ⁿ after n updates): rate is their ratio, so that
 	// the first requests' rates are not averaged with a zero that no
 	// request reported.
 	rateSum, rateW float64
-	rhoAvg    float64      // recent prefills' input tokens per ns
-	parts     []part
-	running   int      // parts of requests not ended, in the last features
-	sweep     []uint64 // coverage's and union's scratch: edge keys
-	provLast  int64    // when the last provisional pass ran
+	rhoAvg         float64 // recent prefills' input tokens per ns
+	parts          []part
+	running        int      // parts of requests not ended, in the last features
+	sweep          []uint64 // coverage's and union's scratch: edge keys
+	provLast       int64    // when the last provisional pass ran
 	// pfSpans and decSpans are learnFeatures' scratch.
 	pfSpans, decSpans []span
 	// provAcc holds, per active request by its index, what the
