@@ -99,16 +99,19 @@ type Ledger struct {
 	prevRead  int64
 	firstRead int64
 	read      bool
-	// actS integrates the number of active requests over time, in
-	// request-seconds, at each read: a request's mean concurrency, which
-	// sets the batch's decode step under continuous batching, is its
-	// growth over the request's life (see batchAt).
-	actS   float64
-	fit    fit          // the model stage
-	tauPub atomic.Int32 // fit.tau, for Coefficients
-	step   float64      // the batch's recent decode step, ns per token; 0 unknown
-	jOut   float64      // recent modelled energy per output token, decode power included, J
-	rate   float64      // recent requests' output rate, tokens per ns
+	// actS integrates unended, the requests adopted and not seen to end
+	// at the last read, over time, in request-seconds, at each read: a
+	// request's mean concurrency, which sets the batch's decode step under
+	// continuous batching, is its growth over the request's life (see
+	// batchAt). Ended requests wait in active for their splits, up to
+	// the horizon, and are not in the batch.
+	actS    float64
+	unended int
+	fit     fit          // the model stage
+	tauPub  atomic.Int32 // fit.tau, for Coefficients
+	step    float64      // the batch's recent decode step, ns per token; 0 unknown
+	jOut    float64      // recent modelled energy per output token, decode power included, J
+	rate    float64      // recent requests' output rate, tokens per ns
 	// rateSum and rateW are rate's moving average and the weight it has
 	// gathered (1 − 0.95ⁿ after n updates): rate is their ratio, so that
 	// the first requests' rates are not averaged with a zero that no
@@ -334,7 +337,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	l.read, l.prevRead = true, t
 	// A report first seen at this read happened in (prev, t].
 	rep := prev + (t-prev)/2
-	l.actS += float64(len(l.active)) * float64(t-prev) / nsPerSecond
+	l.actS += float64(l.unended) * float64(t-prev) / nsPerSecond
 	before := len(l.active)
 	l.in.drain(l.adopt)
 	// The requests adopted here leave the inbox's count; until the next
@@ -347,15 +350,20 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 		if e := r.end.Load(); e == notEnded || e > liveT {
 			adopted++
 		}
-		// As if the requests active now had been since its start.
-		r.st.actS0 = l.actS - float64(len(l.active))*float64(max(0, t-r.start))/nsPerSecond
+		// As if the requests running at the last read had been since
+		// its start.
+		r.st.actS0 = l.actS - float64(l.unended+1)*float64(max(0, t-r.start))/nsPerSecond
 	}
 	if adopted > 0 {
 		l.adopted.Add(adopted)
 	}
 	var out, in uint64
+	live := 0
 	for _, r := range l.active {
 		l.observe(r, t, rep)
+		if !r.st.endSeen {
+			live++
+		}
 		// Active requests are never retired: their counts are plain.
 		out += r.out.Load()
 		in += r.in.Load()
@@ -363,6 +371,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	// No active request retires during the pass (only the sampler side
 	// retires them; Add retires only requests it refuses, never active),
 	// so none is counted twice or missed between the two sums.
+	l.unended = live
 	l.tokOut.Store(l.books.retiredOut.Load() + out)
 	l.tokIn.Store(l.books.retiredIn.Load() + in)
 	if u := &l.unowned; len(u.st.pts) > 0 {
@@ -373,13 +382,13 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	l.setActive(len(l.active))
 }
 
-// batchAt returns the mean number of requests active over r's life up to
-// the read at t (at least 1).
+// batchAt returns the mean number of requests running over r's life up
+// to the read at t (at least 1).
 func (l *Ledger) batchAt(r *Account, t int64) float64 {
 	if d := float64(t-r.start) / nsPerSecond; d > 0 {
 		return max(1, (l.actS-r.st.actS0)/d)
 	}
-	return max(1, float64(len(l.active)))
+	return max(1, float64(l.unended))
 }
 
 func (l *Ledger) adopt(r *Account) {
