@@ -126,9 +126,10 @@
 // modelled) is laid on the prefill and decode pools in proportion to
 // their variances, prefill's far larger, and shared within each like the
 // pool. Tokens reported outside any request take their share to
-// unattributed. Before the model is learned, tokens weigh the dynamic part
-// (an input token a tenth of an output token), and time when no token was
-// produced.
+// unattributed. Before the model is learned, the static power measured
+// while the device was idle, once half a second of idle is seen, is
+// shared by time as above; tokens weigh the rest (an input token a tenth
+// of an output token), and time when no token was produced.
 //
 // # Time rings
 //

@@ -368,3 +368,45 @@ func TestSilentDeviceFinalizes(t *testing.T) {
 		t.Error("a request finalized without a silent device's energy is not flagged")
 	}
 }
+
+// TestIdleStaticBeforeModel: before the model is learned, the static
+// power measured while the device was idle is shared by time, as the
+// model's is; only the rest goes by tokens. A request that reported no
+// token keeps its half of the static power of an interval it shared
+// with one that reported many, rather than getting nothing of it.
+func TestIdleStaticBeforeModel(t *testing.T) {
+	const ms = int64(1e6)
+	g := newRig(t, Config{Horizon: 10_000 * ms})
+	g.step(0, 0, nil)
+	// One second idle at 100 W: 10 J per 100 ms step.
+	for t0 := 100 * ms; t0 <= 1000*ms; t0 += 100 * ms {
+		g.step(t0, 10_000, nil)
+	}
+	a, b := NewAccount(1000*ms, nil), NewAccount(1000*ms, nil)
+	g.l.Add(a)
+	g.l.Add(b)
+	// 100 W of static and 200 W more while both run; a streams tokens, b
+	// reports none.
+	for t0 := 1100 * ms; t0 <= 1500*ms; t0 += 100 * ms {
+		a.AddOutput(10)
+		g.step(t0, 30_000, nil)
+	}
+	a.End(1500 * ms)
+	b.End(1500 * ms)
+	g.step(1600*ms, 10_000, nil)
+	g.step(20_000*ms, 0, nil)
+	if !a.Final() || !b.Final() {
+		t.Fatalf("final: a %v b %v", a.Final(), b.Final())
+	}
+	if g.l.fit.devs[0].m.usable {
+		t.Fatal("the model was learned: the test is about before it")
+	}
+	// b's share is half the static power over its 0.5 s: 25 J (the
+	// first interval's idle estimate may differ by a few mJ).
+	if got := b.EnergyMJ(); got < 24_000 || got > 26_000 {
+		t.Errorf("b (no tokens) got %d mJ, want about 25000: half the idle power over its time", got)
+	}
+	if s := total([]*Account{a, b}) + g.l.Unattributed() + g.l.OtherProcesses(); s != g.l.SplitMJ() {
+		t.Errorf("conservation: %d != %d", s, g.l.SplitMJ())
+	}
+}

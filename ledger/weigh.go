@@ -476,6 +476,12 @@ func (l *Ledger) weigh(d *device, a, b int64, attr uint64, minKnown int64, mark,
 	w := weighing{dt: dt, by: byWeight}
 	if learned || m.fixed[fStatic] {
 		w.static = min(attr, uint64(th[fStatic]*dt/nsPerSecond*1000))
+	} else if df := &l.fit.devs[d.idx]; df.idleT >= minIdleSeconds && !l.cfg.WeightsFixed {
+		// Before the model, the static power measured while the device
+		// was idle is shared by time as the model's is: by tokens, the
+		// requests that report few of them (or none yet) would lose
+		// their share of a power that runs whatever they do.
+		w.static = min(attr, uint64(df.idleY/df.idleT*dt/nsPerSecond*1000))
 	}
 	dyn := attr - w.static
 
