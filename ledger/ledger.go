@@ -383,9 +383,10 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 }
 
 // batchAt returns the mean number of requests running over r's life up
-// to the read at t (at least 1).
-func (l *Ledger) batchAt(r *Account, t int64) float64 {
-	if d := float64(t-r.start) / nsPerSecond; d > 0 {
+// to the latest read (at least 1): actS is integrated up to that read, so
+// the span is the same whatever time r's report is placed at.
+func (l *Ledger) batchAt(r *Account) float64 {
+	if d := float64(l.prevRead-r.start) / nsPerSecond; d > 0 {
 		return max(1, (l.actS-r.st.actS0)/d)
 	}
 	return max(1, float64(l.unended))
@@ -437,7 +438,7 @@ func (l *Ledger) observe(r *Account, t, rep int64) {
 		if in > 0 && o > 0 {
 			// Its length teaches the prefill time of requests that show
 			// no first token (see ttft).
-			l.fit.ttft.addWhole(float64(in), float64(o), float64(end-r.start)/nsPerSecond, l.batchAt(r, t))
+			l.fit.ttft.addWhole(float64(in), float64(o), float64(end-r.start)/nsPerSecond, l.batchAt(r))
 		}
 	} else if t-r.start > l.cfg.MaxAge {
 		s.endSeen, s.end = true, r.start+l.cfg.MaxAge
@@ -512,7 +513,7 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 		// The n tokens' own rate is unknown: keep at least one token's
 		// even share of (start, at] for decode.
 		latest := at - (at-r.start)/int64(n+1)
-		step, byStep := l.fit.ttft.stepSeconds(l.batchAt(r, at))
+		step, byStep := l.fit.ttft.stepSeconds(l.batchAt(r))
 		sec, byPrompt := l.fit.ttft.predict(float64(in))
 		if byStep && (!byPrompt || float64(n)*step < sec) {
 			// Under continuous batching (the whole-request fit holds) its

@@ -183,3 +183,61 @@ func TestBatchRateFromFirstRequests(t *testing.T) {
 		t.Errorf("batch rate %.1f tokens/s, want about 40", got)
 	}
 }
+
+// TestBatchAtSpan: a request's mean batch is read over the span its
+// integral covers, up to the latest read, whatever instant its report is
+// placed at: a request alone on the device, which ended between two reads
+// 100 ms apart, ran in a batch of one.
+func TestBatchAtSpan(t *testing.T) {
+	const ms = int64(1e6)
+	g := newRig(t, Config{Horizon: 10_000 * ms})
+	g.step(0, 0, nil)
+	r := NewAccount(10*ms, nil)
+	r.AddInput(100)
+	g.l.Add(r)
+	r.AddOutput(3)
+	r.End(40 * ms)
+	g.step(100*ms, 100, nil)
+	if b := g.l.batchAt(r); math.Abs(b-1) > 0.01 {
+		t.Errorf("a request alone on the device: batch %.3f, want 1", b)
+	}
+}
+
+// TestSilentFinalSplitBeforeModel: before the model is learned, a request
+// still silent at the horizon takes its share of the intervals split then
+// (the mean weight per ns of those that reported), not nothing, and the
+// energy is conserved at every step.
+func TestSilentFinalSplitBeforeModel(t *testing.T) {
+	const ms = int64(1e6)
+	g := newRig(t, Config{Horizon: 500 * ms})
+	g.step(0, 0, nil)
+	a, b := NewAccount(1*ms, nil), NewAccount(1*ms, nil)
+	g.l.Add(a)
+	g.l.Add(b)
+	for t0 := 20 * ms; t0 <= 3000*ms; t0 += 20 * ms {
+		if t0 == 1000*ms {
+			a.AddInput(100)
+			a.AddOutput(40)
+			a.End(t0)
+		}
+		if t0 == 2800*ms {
+			b.AddInput(100)
+			b.AddOutput(90)
+			b.End(t0)
+		}
+		g.step(t0, 2000, nil)
+		if s := a.EnergyMJ() + b.EnergyMJ() + g.l.Unattributed() + g.l.OtherProcesses(); s != g.l.SplitMJ() {
+			t.Fatalf("at %d ms: conservation %d vs %d", t0/ms, s, g.l.SplitMJ())
+		}
+		if t0 == 1400*ms {
+			if g.l.fit.devs[0].m.usable {
+				t.Fatal("the model was learned: the test is about before it")
+			}
+			// (0, 1000] ms is split at the horizon with b silent: both
+			// ran all of it and share it evenly.
+			if a.EnergyMJ() == 0 || b.EnergyMJ() < a.EnergyMJ()*9/10 {
+				t.Errorf("at 1400 ms: a %d mJ, b (silent) %d mJ, want about even", a.EnergyMJ(), b.EnergyMJ())
+			}
+		}
+	}
+}
