@@ -489,7 +489,7 @@ func TestAttributionAccuracy(t *testing.T) {
 		// Production traces (production_test.go), at the smoke size.
 		"prod-conversation/streaming":   {1.4, 6, 1.4, 6},
 		"prod-conversation/endonly30":   {2.3, 11.5, 3.8, 17},
-		"prod-conversation/endonly-all": {13, 50, 10.5, 42},
+		"prod-conversation/endonly-all": {13, 50, 10.5, 38},
 		"prod-code/streaming":           {2.7, 12.5, 5.5, 25},
 		"prod-code/chunks16":            {4.2, 20, 13, 95},
 		"prod-code/endonly-all":         {4, 19, 21, 90},
