@@ -489,7 +489,7 @@ func TestAttributionAccuracy(t *testing.T) {
 		// Production traces (production_test.go), at the smoke size.
 		"prod-conversation/streaming":   {1.4, 6, 1.4, 6},
 		"prod-conversation/endonly30":   {2.3, 11.5, 3.8, 17},
-		"prod-conversation/endonly-all": {13, 50, 10.5, 38},
+		"prod-conversation/endonly-all": {11.5, 42, 10.5, 38},
 		"prod-code/streaming":           {2.7, 12.5, 5.5, 25},
 		"prod-code/chunks16":            {4.2, 20, 13, 95},
 		"prod-code/endonly-all":         {4, 19, 21, 90},
@@ -501,8 +501,14 @@ func TestAttributionAccuracy(t *testing.T) {
 		"prod-code-control/streaming": {1.9, 15, 2.3, 21},
 		// Every client non-streaming on the ledger's own physics: End's
 		// estimate of the first requests, before the model is learned.
-		"prod-conversation-control/endonly-all": {2.5, 19, 3.6, 36},
-		"prod-reasoning/endonly30":              {1, 4, 1, 3.5},
+		"prod-conversation-control/endonly-all": {2, 11, 2.3, 11},
+		// Every client non-streaming under continuous batching: the
+		// whole-request fit's step follows the batch, and the batch's
+		// rate starts from the first requests' own.
+		"prod-conversation-b/endonly-all": {12.5, 39, 10.5, 52},
+		"prod-concurrent256/endonly-all":  {19, 64, 12.5, 58},
+		"prod-reasoning/endonly-all":      {3.6, 27, 8.5, 78},
+		"prod-reasoning/endonly30":        {1, 4, 1, 3.5},
 		// The public BurstGPT trace's head, replayed 400 times faster.
 		"prod-burstgpt/streaming": {4, 22, 4.2, 23},
 	}
