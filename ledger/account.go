@@ -424,8 +424,8 @@ type sampled struct {
 	// prefillrate.go). Last, with the fields a pass does not read.
 	pfIn          float64
 	pfBase, pfMax int64
-	// actS0 is the ledger's actS as if the requests active at its
-	// adoption had been active since its start (see Ledger.batchAt).
+	// actS0 is the ledger's actS as if the requests running at the read
+	// that adopted it had run since its start (see Ledger.batchAt).
 	actS0 float64
 }
 

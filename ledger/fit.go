@@ -337,7 +337,7 @@ func (m *model) solveSubset(idx []int, base [nFeat]float64) ([nFeat]float64, boo
 // a + b·n + c·n² + s·(output tokens), and the first three terms are its
 // prefill time (whole). The step grows with the batch (each step runs
 // every sequence in it), so the decode term is (s₀ + s₁·m)·(output
-// tokens), with m the mean number of requests active over the request's
+// tokens), with m the mean number of requests running over the request's
 // life: under a batch that swings by a factor of two, a fixed step would
 // leave its error to the prefill terms. It places the prefill of
 // requests that report their first output tokens late, and weighs

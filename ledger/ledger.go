@@ -99,29 +99,16 @@ type Ledger struct {
 	prevRead  int64
 	firstRead int64
 	read      bool
-	// actS integrates unended, the requests adopted and not seen to end
-	// at the last read, over time, in request-seconds, at each read: a
-	// request's mean concurrency, which sets the batch's decode step under
-	// continuous batching, is its growth over the request's life (see
-	// batchAt). Ended requests wait in active for their splits, up to
-	// the horizon, and are not in the batch.
-	actS    float64
-	unended int
-	fit     fit          // the model stage
-	tauPub  atomic.Int32 // fit.tau, for Coefficients
-	step    float64      // the batch's recent decode step, ns per token; 0 unknown
-	jOut    float64      // recent modelled energy per output token, decode power included, J
-	rate    float64      // recent requests' output rate, tokens per ns
-	// rateSum and rateW are rate's moving average and the weight it has
-	// gathered (1 − 0.95ⁿ after n updates): rate is their ratio, so that
-	// the first requests' rates are not averaged with a zero that no
-	// request reported.
-	rateSum, rateW float64
-	rhoAvg         float64 // recent prefills' input tokens per ns
-	parts          []part
-	running        int      // parts of requests not ended, in the last features
-	sweep          []uint64 // coverage's and union's scratch: edge keys
-	provLast       int64    // when the last provisional pass ran
+	fit       fit          // the model stage
+	tauPub    atomic.Int32 // fit.tau, for Coefficients
+	step      float64      // the batch's recent decode step, ns per token; 0 unknown
+	jOut      float64      // recent modelled energy per output token, decode power included, J
+	rate      float64      // recent requests' output rate, tokens per ns
+	rhoAvg    float64      // recent prefills' input tokens per ns
+	parts     []part
+	running   int      // parts of requests not ended, in the last features
+	sweep     []uint64 // coverage's and union's scratch: edge keys
+	provLast  int64    // when the last provisional pass ran
 	// pfSpans and decSpans are learnFeatures' scratch.
 	pfSpans, decSpans []span
 	// provAcc holds, per active request by its index, what the
@@ -176,6 +163,22 @@ type Ledger struct {
 	adopted atomic.Int64
 
 	books settlement // the settlement stage
+
+	// The sampler's, after the fields every pass reads.
+	//
+	// actS integrates unended, the requests adopted and not seen to end
+	// at the last read, over time, in request-seconds, at each read: a
+	// request's mean concurrency, which sets the batch's decode step under
+	// continuous batching, is its growth over the request's life (see
+	// batchAt). Ended requests wait in active for their splits, up to
+	// the horizon, and are not in the batch.
+	actS    float64
+	unended int
+	// rateSum and rateW are rate's moving average and the weight it has
+	// gathered (1 − 0.95ⁿ after n updates): rate is their ratio, so that
+	// the first requests' rates are not averaged with a zero that no
+	// request reported.
+	rateSum, rateW float64
 }
 
 // device is the ledger's state for one of Config.Rings: its walk
