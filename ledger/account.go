@@ -28,6 +28,9 @@ type Account struct {
 	end   atomic.Int64 // notEnded until End
 	out   atomic.Uint64
 	in    atomic.Uint64
+	// cached counts the input tokens the server served from its prefix
+	// cache: a part of in, not added to it.
+	cached atomic.Uint64
 
 	// Written by the sampler, read by anyone.
 	mj      atomic.Uint64 // energy split to the request so far
@@ -121,6 +124,15 @@ func (r *Account) AddOutput(n uint64) bool { return r.out.Add(n)&retiredBit == 0
 
 // AddInput counts n input tokens, as [Account.AddOutput] does.
 func (r *Account) AddInput(n uint64) bool { return r.in.Add(n)&retiredBit == 0 }
+
+// AddCached counts n of the request's input tokens as served from the
+// server's prefix cache, as [Account.AddOutput] does. They are a part of
+// the input tokens [Account.AddInput] counts, not more of them.
+func (r *Account) AddCached(n uint64) bool { return r.cached.Add(n)&retiredBit == 0 }
+
+// Cached returns the cached input tokens reported so far, at most
+// [Account.Input].
+func (r *Account) Cached() uint64 { return min(r.cached.Load()&^retiredBit, r.Input()) }
 
 // Output returns the output tokens reported so far.
 func (r *Account) Output() uint64 { return r.out.Load() &^ retiredBit }

@@ -82,6 +82,7 @@ func (b *settlement) retire(r *Account) {
 	if i := r.in.Or(retiredBit) &^ retiredBit; i != 0 {
 		b.retiredIn.Add(i)
 	}
+	r.cached.Or(retiredBit)
 }
 
 // reconcile counts r's escrow once its end is seen: the tokens assumed

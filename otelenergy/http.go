@@ -54,7 +54,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // attrPool holds the arrays finish stages span attributes in, so that the
 // variadic SetAttributes call costs no allocation: the SDK copies the
 // attributes, so an array is free again once the call returns.
-var attrPool = sync.Pool{New: func() any { return new([7 + hostClasses]attribute.KeyValue) }}
+var attrPool = sync.Pool{New: func() any { return new([8 + hostClasses]attribute.KeyValue) }}
 
 // finish ends r and reports it on the span in r's context. The histogram
 // of request energy is recorded when the figure is final.
@@ -64,13 +64,17 @@ func (m *Monitor) finish(r *Request) {
 	if !span.IsRecording() {
 		return
 	}
-	kv := attrPool.Get().(*[7 + hostClasses]attribute.KeyValue)
+	kv := attrPool.Get().(*[8 + hostClasses]attribute.KeyValue)
 	defer attrPool.Put(kv)
 	kv[0] = r.st.run.spanAttr
 	kv[1] = outputTokensKey.Int64(int64(res.OutputTokens))
 	n := 2
 	if res.InputTokens > 0 {
 		kv[n] = inputTokensKey.Int64(int64(res.InputTokens))
+		n++
+	}
+	if res.CachedInputTokens > 0 {
+		kv[n] = cachedInputTokensKey.Int64(int64(res.CachedInputTokens))
 		n++
 	}
 	if res.HasEnergy {

@@ -28,11 +28,14 @@ const (
 	windowKey       = attribute.Key("otelenergy.window")
 	outputTokensKey = attribute.Key("gen_ai.usage.output_tokens")
 	inputTokensKey  = attribute.Key("gen_ai.usage.input_tokens")
-	tokenTypeKey    = attribute.Key("gen_ai.token.type")
-	coefficientKey  = attribute.Key("otelenergy.ledger.coefficient")
-	anomalyKey      = attribute.Key("otelenergy.anomaly")
-	reasonKey       = attribute.Key("otelenergy.reason")
-	carbonSourceKey = attribute.Key("otelenergy.carbon.source")
-	carbonKindKey   = attribute.Key("otelenergy.carbon.kind")
-	runIDKey        = runscope.RunIDKey
+	// cachedInputTokensKey is the GenAI registry's name (semconv v1.40.0
+	// on, Go semconv/v1.40.0 and v1.41.0): a part of the input tokens.
+	cachedInputTokensKey = attribute.Key("gen_ai.usage.cache_read.input_tokens")
+	tokenTypeKey         = attribute.Key("gen_ai.token.type")
+	coefficientKey       = attribute.Key("otelenergy.ledger.coefficient")
+	anomalyKey           = attribute.Key("otelenergy.anomaly")
+	reasonKey            = attribute.Key("otelenergy.reason")
+	carbonSourceKey      = attribute.Key("otelenergy.carbon.source")
+	carbonKindKey        = attribute.Key("otelenergy.carbon.kind")
+	runIDKey             = runscope.RunIDKey
 )

@@ -590,14 +590,36 @@ func (m *Monitor) tokens() (out, in uint64) {
 // request's previous report, so a handler that reports in chunks or only
 // at the end is still attributed correctly, once the ledger's horizon
 // covers the wait (see [WithHorizon]).
-func (m *Monitor) AddTokens(ctx context.Context, n int) { m.addTokens(ctx, n, false) }
+func (m *Monitor) AddTokens(ctx context.Context, n int) { m.addTokens(ctx, n, outputTokens) }
 
 // AddInputTokens counts n input (prompt) tokens, kept apart from output
 // tokens, as [Monitor.AddTokens] does. Input tokens are taken as processed
 // between the request's start and its first output token.
-func (m *Monitor) AddInputTokens(ctx context.Context, n int) { m.addTokens(ctx, n, true) }
+func (m *Monitor) AddInputTokens(ctx context.Context, n int) { m.addTokens(ctx, n, inputTokens) }
 
-func (m *Monitor) addTokens(ctx context.Context, n int, input bool) {
+// AddCachedInputTokens says that n of the input tokens the request in ctx
+// reports with [Monitor.AddInputTokens] were served from the server's
+// prefix cache (usage.prompt_tokens_details.cached_tokens in vLLM, SGLang
+// and OpenAI responses), so that their prefill is not charged: they stay
+// counted as input tokens, once, and n adds nothing to the totals. The
+// request's span carries the sum as gen_ai.usage.cache_read.input_tokens,
+// capped at its input tokens. The contract is [Monitor.AddTokens]': from
+// any goroutine, never blocking or allocating, n above 2^24 or negative
+// rejected and counted, nothing outside a tracked request.
+func (m *Monitor) AddCachedInputTokens(ctx context.Context, n int) {
+	m.addTokens(ctx, n, cachedTokens)
+}
+
+// tokenKind is what a token report counts.
+type tokenKind uint8
+
+const (
+	outputTokens tokenKind = iota
+	inputTokens
+	cachedTokens // a part of the input tokens
+)
+
+func (m *Monitor) addTokens(ctx context.Context, n int, kind tokenKind) {
 	if m == nil {
 		return
 	}
@@ -617,13 +639,18 @@ func (m *Monitor) addTokens(ctx context.Context, n int, input bool) {
 	// ledger lets the request go (final, dropped or flushed); a report
 	// after that (a request that outlived its maximum age, or reports
 	// after its End or Shutdown) is refused there and counted as late.
-	switch {
-	case input:
+	switch kind {
+	case inputTokens:
 		if owned && !r.st.AddInput(uint64(n)) {
 			m.lateIn.Add(uint64(n))
 		}
 		if !tracked {
 			m.unownedIn.Add(uint64(n))
+		}
+	case cachedTokens:
+		// A part of input tokens already counted: no total moves.
+		if owned {
+			r.st.AddCached(uint64(n))
 		}
 	default:
 		if owned && !r.st.AddOutput(uint64(n)) {
@@ -642,7 +669,7 @@ type Stats struct {
 	Devices []DeviceStats
 	// Skipped lists the devices the source found but does not read.
 	Skipped []Skipped
-	// RejectedTokenReports counts AddTokens and AddInputTokens calls
+	// RejectedTokenReports counts AddTokens, AddInputTokens and AddCachedInputTokens calls
 	// rejected for a negative or absurd count.
 	RejectedTokenReports uint64
 	// DroppedRequests counts requests that got no energy because 65,536

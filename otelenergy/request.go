@@ -106,6 +106,10 @@ type Result struct {
 	Shared bool
 	// OutputTokens and InputTokens are the tokens the request reported.
 	OutputTokens, InputTokens uint64
+	// CachedInputTokens is how many of InputTokens the request reported
+	// as served from the server's prefix cache
+	// ([Monitor.AddCachedInputTokens]), at most InputTokens.
+	CachedInputTokens uint64
 	// RunID is the id of the run the request started in.
 	RunID string
 	// Co2eMicrograms is the request's emissions in µg CO2e: its energy
@@ -214,7 +218,7 @@ func (r *Request) WaitFinal(ctx context.Context) Result {
 // the caller loaded (true) before, and its estimate at its end otherwise.
 func (r *Request) result(final bool) Result {
 	st := r.st
-	res := Result{OutputTokens: st.Output(), InputTokens: st.Input()}
+	res := Result{OutputTokens: st.Output(), InputTokens: st.Input(), CachedInputTokens: st.Cached()}
 	m := st.m
 	if m == nil {
 		return res
