@@ -17,6 +17,13 @@ const DefaultMaxBodyBytes = 8 << 20
 // 1 MiB. A larger event passes through unparsed.
 const DefaultMaxEventBytes = 1 << 20
 
+// DefaultMaxResponseBytes is the default of [WithMaxResponseBytes]: 16 MiB.
+const DefaultMaxResponseBytes = 16 << 20
+
+// DefaultBudgetBytes is the size of the [Budget] a proxy built without
+// [WithBudget] holds its responses within: 64 MiB.
+const DefaultBudgetBytes = 64 << 20
+
 // config holds the resolved options.
 type config struct {
 	meterProvider metric.MeterProvider
@@ -24,6 +31,10 @@ type config struct {
 	provider      genaiconv.ProviderNameAttr
 	transport     http.RoundTripper
 	maxBody       int
+	upstream      bool          // upstream streaming for non-streaming clients
+	upTimeout     time.Duration // > 0: bounds a response rebuilt from an upstream stream
+	maxResponse   int
+	budget        *Budget
 	trailers      bool
 	finalWait     time.Duration // > 0: trailers wait this long for the final figure
 	errorHandler  func(http.ResponseWriter, *http.Request, error)
@@ -35,8 +46,10 @@ type config struct {
 func newConfig(opts []Option) config {
 	c := config{
 		includeUsage: true,
+		upstream:     true,
 		provider:     genaiconv.ProviderNameOpenAI,
 		maxBody:      DefaultMaxBodyBytes,
+		maxResponse:  DefaultMaxResponseBytes,
 		now:          time.Now,
 	}
 	for _, o := range opts {
@@ -54,6 +67,12 @@ func newConfig(opts []Option) config {
 	}
 	if c.maxBody <= 0 {
 		c.maxBody = DefaultMaxBodyBytes
+	}
+	if c.maxResponse <= 0 {
+		c.maxResponse = DefaultMaxResponseBytes
+	}
+	if c.budget == nil {
+		c.budget = NewBudget(DefaultBudgetBytes)
 	}
 	return c
 }
@@ -84,6 +103,54 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // the one kind of backend for which that does not hold.
 func WithIncludeUsage(on bool) Option {
 	return optionFunc(func(c *config) { c.includeUsage = on })
+}
+
+// WithUpstreamStreaming sets whether a non-streaming completion request
+// (POST /v1/chat/completions or /v1/completions without "stream":true) is
+// sent upstream as a stream, with "stream":true and
+// "stream_options":{"include_usage":true}, so that its tokens are reported
+// as the backend produces them, as a streaming client's are, rather than
+// all at its end. The client still receives one application/json body:
+// the proxy rebuilds, from the chunks, the body the backend would have
+// returned (the rules are in docs/proxy.md), with the status, framing and
+// trailers of a non-streaming response. A stream that fails (an error
+// event, a backend that closes it before its end, a body above
+// [WithMaxResponseBytes]) gets an OpenAI-style error with 502, one past
+// [WithUpstreamTimeout] 504, and never a truncated 200; a backend that
+// refuses the stream with a 4xx (other than 401, 403, 407, 408 and 429)
+// gets the client's request once more, unchanged, and the proxy logs that
+// once ([WithErrorLog]). The default is true.
+func WithUpstreamStreaming(on bool) Option {
+	return optionFunc(func(c *config) { c.upstream = on })
+}
+
+// WithUpstreamTimeout bounds how long a response rebuilt from an upstream
+// stream ([WithUpstreamStreaming]) may take, from the request's start to
+// the stream's end: past it the client gets 504, as a non-streaming
+// response whose headers (sent only once the body is whole) did not come
+// in time would. The default, also used for zero or less, is no bound of
+// the proxy's own: the request context's deadline, and the transport's,
+// apply. otelenergy-proxy passes its -backend-timeout.
+func WithUpstreamTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.upTimeout = d })
+}
+
+// WithMaxResponseBytes bounds the body the proxy rebuilds from an upstream
+// stream ([WithUpstreamStreaming]): past it the client gets 502. The
+// default, also used for zero or less, is [DefaultMaxResponseBytes]
+// (16 MiB).
+func WithMaxResponseBytes(n int) Option {
+	return optionFunc(func(c *config) { c.maxResponse = n })
+}
+
+// WithBudget sets the [Budget] the proxy holds response bytes within, all
+// requests together: the bodies it rebuilds (a request whose body does
+// not fit gets 503 with Retry-After) and the non-streaming bodies it reads
+// (one that does not fit passes through unread). A stage in front that
+// holds request bodies can share it. The default is a Budget of its own
+// of [DefaultBudgetBytes] (64 MiB), one per [New] or [NewMiddleware] call.
+func WithBudget(b *Budget) Option {
+	return optionFunc(func(c *config) { c.budget = b })
 }
 
 // WithProviderName sets gen_ai.provider.name on the GenAI metrics. The

@@ -20,9 +20,11 @@ const StatusClientClosedRequest = 499
 // which OpenAI clients parse into their error types. It is [New]'s default
 // error handler ([WithErrorHandler]):
 //
-//   - 499 (type client_closed_request) when the client went away first;
+//   - 499 (type client_closed_request) when the client went away first
+//     (the request's context was canceled);
 //   - 504 Gateway Timeout (type upstream_timeout) when the backend did not
-//     answer in time: a deadline passed or the connection timed out;
+//     answer in time: a deadline passed (the request's own included, such
+//     as [WithUpstreamTimeout]'s) or the connection timed out;
 //   - 413 Request Entity Too Large (type invalid_request_error) when the
 //     request body passed an http.MaxBytesReader's bound;
 //   - 502 Bad Gateway (type upstream_error) otherwise: the backend refused
@@ -40,26 +42,32 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &mbe):
 		status, typ, code = http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large"
 		msg = "the request body is above " + strconv.FormatInt(mbe.Limit, 10) + " bytes"
-	case r.Context().Err() != nil:
+	case errors.Is(r.Context().Err(), context.Canceled):
 		status, typ, code = StatusClientClosedRequest, "client_closed_request", "client_closed_request"
 		msg = "the client closed the request"
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() ||
+		errors.Is(r.Context().Err(), context.DeadlineExceeded):
 		status, typ, code = http.StatusGatewayTimeout, "upstream_timeout", "gateway_timeout"
 		msg = "the backend did not answer in time"
 	}
-	body, _ := json.Marshal(errorBody{Error: errorDetail{Message: msg, Type: typ, Code: code}})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Del("Content-Length")
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	w.Write(errorJSON(typ, code, msg))
+}
+
+// errorJSON returns an OpenAI-style error body, ended by a newline.
+func errorJSON(typ, code, msg string) []byte {
+	body, _ := json.Marshal(errorBody{Error: errorDetail{Message: msg, Type: typ, Code: code}})
+	return append(body, '\n')
 }
 
 // logError is the default error handler's log line: what the client's
 // body leaves out. A client that went away is not the backend's failure
 // and is not logged.
 func (c *config) logError(r *http.Request, err error) {
-	if r.Context().Err() != nil {
+	if errors.Is(r.Context().Err(), context.Canceled) {
 		return
 	}
 	c.errorLog.Printf("openaiproxy: %s %s: the backend failed: %v", r.Method, r.URL.Path, err)

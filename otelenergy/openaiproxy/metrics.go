@@ -1,6 +1,8 @@
 package openaiproxy
 
 import (
+	"sync"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -45,11 +47,58 @@ type instruments struct {
 	reasonOpt map[string]metric.AddOption
 	inputOpt  metric.AddOption
 	outputOpt metric.AddOption
+	provider  attribute.KeyValue
+
+	// The attribute sets of successful requests, by operation and models,
+	// built once: a set and its option cost allocations a request need
+	// not pay. Bounded, since models are named by clients.
+	mu   sync.RWMutex
+	sets map[setKey]metric.MeasurementOption
 }
 
-func newInstruments(mp metric.MeterProvider) *instruments {
+type setKey struct{ op, req, resp string }
+
+// maxSets bounds the attribute sets kept; past it each request builds its
+// own.
+const maxSets = 256
+
+// attrs returns the option with the GenAI metrics' attributes of a
+// request of op, naming models req and resp (either may be empty).
+func (inst *instruments) attrs(op, req, resp string) metric.MeasurementOption {
+	k := setKey{op, req, resp}
+	inst.mu.RLock()
+	o, ok := inst.sets[k]
+	inst.mu.RUnlock()
+	if ok {
+		return o
+	}
+	o = metric.WithAttributeSet(attribute.NewSet(inst.attrList(op, req, resp)...))
+	inst.mu.Lock()
+	if len(inst.sets) < maxSets {
+		inst.sets[k] = o
+	}
+	inst.mu.Unlock()
+	return o
+}
+
+// attrList returns the attributes of attrs, in a slice with room for one
+// more.
+func (inst *instruments) attrList(op, req, resp string) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs, OperationNameKey.String(op), inst.provider)
+	if req != "" {
+		attrs = append(attrs, RequestModelKey.String(req))
+	}
+	if resp != "" {
+		attrs = append(attrs, ResponseModelKey.String(resp))
+	}
+	return attrs
+}
+
+func newInstruments(mp metric.MeterProvider, provider genaiconv.ProviderNameAttr) *instruments {
 	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version()))
-	inst := &instruments{Server: genai.NewServer(m), reasonOpt: make(map[string]metric.AddOption, len(reasons))}
+	inst := &instruments{Server: genai.NewServer(m), reasonOpt: make(map[string]metric.AddOption, len(reasons)),
+		provider: attribute.String("gen_ai.provider.name", string(provider)), sets: map[setKey]metric.MeasurementOption{}}
 	var err error
 	// A failed instrument comes back as a no-op; no caller can act on the
 	// error, so it goes to the global handler.

@@ -1,10 +1,12 @@
 package openaiproxy
 
 import (
+	"context"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -63,17 +65,22 @@ func newReverseProxy(target *url.URL, c config) *httputil.ReverseProxy {
 // the metrics and span attributes.
 func NewMiddleware(mon *otelenergy.Monitor, opts ...Option) func(http.Handler) http.Handler {
 	c := newConfig(opts)
-	inst := newInstruments(c.meterProvider)
+	inst := newInstruments(c.meterProvider, c.provider)
+	// One rate and one note of refusals per handler built: they describe
+	// the backend behind it.
+	rate, refused := &tokenRate{}, &atomic.Bool{}
 	return func(next http.Handler) http.Handler {
-		return &handler{next: next, mon: mon, cfg: c, inst: inst}
+		return &handler{next: next, mon: mon, cfg: c, inst: inst, rate: rate, refusedLogged: refused}
 	}
 }
 
 type handler struct {
-	next http.Handler
-	mon  *otelenergy.Monitor
-	cfg  config
-	inst *instruments
+	next          http.Handler
+	mon           *otelenergy.Monitor
+	cfg           config
+	inst          *instruments
+	rate          *tokenRate
+	refusedLogged *atomic.Bool
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -89,12 +96,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	ex := &exchange{h: h, ctx: r.Context(), op: op, start: h.cfg.now()}
-	// The body and headers may be rewritten; the caller's request is not.
-	rr := *r
-	rr.Header = r.Header.Clone()
-	r = &rr
-	ex.readRequest(r)
+	ex := &exchange{h: h, ctx: r.Context(), op: op, start: h.cfg.now(), res: reservation{b: h.cfg.budget}}
+	out := ex.readRequest(r)
 	// The request's energy is recorded with the model it names.
 	reqmodel.From(ex.ctx).Set(ex.req.model)
 	span := trace.SpanFromContext(ex.ctx)
@@ -108,38 +111,117 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex.rw = responseWriter{w: w, ex: ex}
 	returned := false
 	defer func() { ex.finish(returned) }()
-	h.next.ServeHTTP(&ex.rw, r)
-	returned = true
+	returned = ex.serve(out)
+	if returned && ex.mode == modeRefused {
+		returned = ex.serve(ex.resend(r))
+	}
 }
 
-// readRequest reads what the proxy needs from r's body and, when the usage
-// rewrite applies, rewrites it. A body it cannot read is left as it was.
-func (ex *exchange) readRequest(r *http.Request) {
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		ex.unparsed(ReasonRequestEncoding)
-		return
+// serve passes r to the wrapped handler and reports whether it returned.
+// While an upstream stream's answer is held back, the abort with which
+// ReverseProxy ends a stream that breaks (http.ErrAbortHandler) is the
+// exchange's to answer, since the client has received nothing yet; any
+// other panic passes on.
+func (ex *exchange) serve(r *http.Request) (returned bool) {
+	if ex.up {
+		defer func() {
+			if v := recover(); v != nil && (v != http.ErrAbortHandler || !ex.rw.held) {
+				panic(v)
+			}
+		}()
 	}
-	body, ok, err := readBody(r, ex.h.cfg.maxBody)
+	ex.h.next.ServeHTTP(&ex.rw, r)
+	return true
+}
+
+// resend returns the client's request as it came, to send again after
+// the backend refused the stream it was sent as, and makes the exchange
+// a plain one. It logs the refusal once per handler.
+func (ex *exchange) resend(in *http.Request) *http.Request {
+	if !ex.h.refusedLogged.Swap(true) {
+		ex.h.cfg.errorLog.Printf("openaiproxy: %s %s: the backend refused a non-streaming request sent as a stream (status %d); "+
+			"such requests are sent again as the client sent them (logged once; WithUpstreamStreaming(false), or -upstream-stream=false, stops asking)",
+			in.Method, in.URL.Path, ex.status)
+	}
+	ex.up, ex.mode, ex.status, ex.upHdr = false, modeNone, 0, nil
+	ex.rw.held, ex.rw.wroteHeader = false, false
+	if ex.cancel != nil {
+		ex.cancel()
+		ex.cancel, ex.upCtx = nil, nil
+	}
+	r := *in
+	if r.ContentLength != int64(len(ex.orig)) {
+		r.Header = in.Header.Clone()
+	}
+	setBody(&r, ex.orig)
+	return &r
+}
+
+// readRequest reads what the proxy needs from in's body and returns the
+// request to forward: in itself when nothing of it changes (a body a stage
+// in front holds, [heldBody], is read in place), else a copy with the
+// body, and the header when it changes, of its own. A body it cannot read
+// is forwarded as it came.
+func (ex *exchange) readRequest(in *http.Request) *http.Request {
+	if ce := in.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		ex.unparsed(ReasonRequestEncoding)
+		return in
+	}
+	r := in
+	own := func() {
+		if r == in {
+			c := *in
+			r = &c
+		}
+	}
+	cloned := false
+	ownHeader := func() {
+		own()
+		if !cloned {
+			r.Header, cloned = in.Header.Clone(), true
+		}
+	}
+	if _, held := in.Body.(heldBody); !held && in.Body != nil && in.Body != http.NoBody {
+		own() // its body is read here and replaced
+	}
+	body, held, ok, err := readBody(r, ex.h.cfg.maxBody)
 	if err != nil {
-		return // the body is broken; the upstream request reports it
+		return r // the body is broken; the upstream request reports it
 	}
 	if !ok {
 		ex.unparsed(ReasonRequestTooLarge)
-		return
+		return r
 	}
 	info, ok := parseRequest(body)
 	if !ok {
 		ex.unparsed(ReasonMalformedRequest)
-		setBody(r, body)
-		return
+	} else {
+		ex.req = info
 	}
-	ex.req = info
-	if info.stream && !info.hasStreamOpt && ex.h.cfg.includeUsage {
+	switch {
+	case ok && info.stream && !info.hasStreamOpt && ex.h.cfg.includeUsage:
 		body = addIncludeUsage(body)
 		ex.strip = true
 		// The usage chunk can be removed only from a body the proxy can
 		// read, so the rewritten request asks for no content coding.
+		ownHeader()
 		r.Header.Del("Accept-Encoding")
+	case ok && !info.stream && ex.h.cfg.upstream:
+		ex.up, ex.orig, ex.upHdr = true, body, http.Header{}
+		body = streamingBody(body, &info)
+		ownHeader()
+		r.Header.Del("Accept-Encoding")
+		if d := ex.h.cfg.upTimeout; d > 0 {
+			ex.upCtx, ex.cancel = context.WithTimeout(ex.ctx, d)
+			r = r.WithContext(ex.upCtx)
+		}
+	case held:
+		return r
 	}
+	if r.ContentLength != int64(len(body)) {
+		ownHeader()
+	}
+	own()
 	setBody(r, body)
+	return r
 }

@@ -19,20 +19,41 @@ type chunkInfo struct {
 	choices        int    // its elements
 	contentChoices int    // elements with generated content
 	contentBytes   int    // bytes of generated text, for estimates
-	finished       bool   // some element has a non-null finish_reason
-	hasUsage       bool   // a non-null top-level "usage" object is present
-	promptTokens   int64
-	completion     int64
+	// stated is the tokens the content choices state they carry
+	// (logprobs entries, token ids); unstated counts the content
+	// choices that state nothing.
+	stated   int64
+	unstated int
+	finished bool // some element has a non-null finish_reason
+	hasUsage bool // a non-null top-level "usage" object is present
+	// usageNull is a top-level "usage":null; usageZero a usage object
+	// whose numbers are all zero. usageAt locates the member either way.
+	usageNull, usageZero bool
+	usageAt              memberSpan
+	promptTokens         int64
+	completion           int64
+	cachedTokens         int64 // usage.prompt_tokens_details.cached_tokens
+	// predicted is llama.cpp's timings.predicted_n, the tokens generated
+	// so far, and tokens the length of a top-level "tokens" array of
+	// token ids (llama.cpp's return_tokens); -1 when absent.
+	predicted int64
+	tokens    int
+	// hasError is an error event: a top-level "error" member that is not
+	// null, or "object":"error".
+	hasError bool
 }
 
 // scanChunk reads one completion object from b into c. It recognises
-// choices[].delta.{content,reasoning_content,reasoning,tool_calls}
+// choices[].delta.{content,reasoning_content,reasoning,refusal,tool_calls,function_call}
 // (chat chunks), choices[].text (text completions and their chunks),
-// choices[].message.{content,tool_calls} (chat responses),
-// choices[].finish_reason, model and usage.{prompt,completion}_tokens, and
-// skips everything else. It validates only what it walks over.
+// choices[].message (chat responses, the same members),
+// choices[].{logprobs,token_ids} (the tokens a choice states),
+// choices[].finish_reason, model, usage.{prompt,completion}_tokens,
+// usage.prompt_tokens_details.cached_tokens, timings.predicted_n, tokens,
+// error and object, and skips everything else. It validates only what it
+// walks over.
 func scanChunk(b []byte, c *chunkInfo) error {
-	*c = chunkInfo{}
+	*c = chunkInfo{usageAt: noMember, predicted: -1, tokens: -1}
 	i := skipWS(b, 0)
 	i, err := scanObject(b, i, 0, func(key []byte, i int) (int, error) {
 		switch string(key) {
@@ -54,18 +75,34 @@ func scanChunk(b []byte, c *chunkInfo) error {
 				})
 			}
 		case "usage":
+			return scanUsage(b, key, i, c)
+		case "timings":
 			if i < len(b) && b[i] == '{' {
-				c.hasUsage = true
 				return scanObject(b, i, 1, func(key []byte, i int) (int, error) {
-					switch string(key) {
-					case "prompt_tokens":
-						return scanInt(b, i, &c.promptTokens)
-					case "completion_tokens":
-						return scanInt(b, i, &c.completion)
+					if string(key) == "predicted_n" {
+						return scanInt(b, i, &c.predicted)
 					}
 					return skipValue(b, i, 2)
 				})
 			}
+		case "tokens":
+			if i < len(b) && b[i] == '[' {
+				n, end, err := countArray(b, i, 1)
+				c.tokens = n
+				return end, err
+			}
+		case "error":
+			end, err := skipValue(b, i, 1)
+			if err == nil && b[i] != 'n' {
+				c.hasError = true
+			}
+			return end, err
+		case "object":
+			end, err := skipValue(b, i, 1)
+			if err == nil && string(b[i:end]) == `"error"` {
+				c.hasError = true
+			}
+			return end, err
 		}
 		return skipValue(b, i, 1)
 	})
@@ -78,19 +115,113 @@ func scanChunk(b []byte, c *chunkInfo) error {
 	return nil
 }
 
+// scanUsage reads the top-level usage member whose value is at b[i].
+func scanUsage(b, key []byte, i int, c *chunkInfo) (int, error) {
+	start := keyStart(b, key)
+	if i < len(b) && b[i] == 'n' {
+		end, err := literal(b, i, "null")
+		c.usageNull, c.usageAt = err == nil, memberSpan{start, i, end}
+		return end, err
+	}
+	if i >= len(b) || b[i] != '{' {
+		return skipValue(b, i, 1)
+	}
+	c.hasUsage, c.usageZero = true, true
+	end, err := scanObject(b, i, 1, func(key []byte, i int) (int, error) {
+		switch string(key) {
+		case "prompt_tokens":
+			return c.usageInt(b, i, &c.promptTokens)
+		case "completion_tokens":
+			return c.usageInt(b, i, &c.completion)
+		case "prompt_tokens_details":
+			if i < len(b) && b[i] == '{' {
+				return scanObject(b, i, 2, func(key []byte, i int) (int, error) {
+					if string(key) == "cached_tokens" {
+						return c.usageInt(b, i, &c.cachedTokens)
+					}
+					end, zero, err := zeroValue(b, i, 3)
+					c.usageZero = c.usageZero && zero
+					return end, err
+				})
+			}
+		}
+		end, zero, err := zeroValue(b, i, 2)
+		c.usageZero = c.usageZero && zero
+		return end, err
+	})
+	c.usageAt = memberSpan{start, i, end}
+	return end, err
+}
+
+// usageInt reads a count of usage and notes whether it is zero.
+func (c *chunkInfo) usageInt(b []byte, i int, v *int64) (int, error) {
+	_, zero, err := zeroValue(b, i, 3)
+	if err != nil {
+		return 0, err
+	}
+	c.usageZero = c.usageZero && zero
+	return scanInt(b, i, v)
+}
+
+// zeroValue skips the value at b[i] and reports whether every number in
+// it is zero (a value with no number, null included, is).
+func zeroValue(b []byte, i, depth int) (end int, zero bool, err error) {
+	if i >= len(b) {
+		return 0, false, errSyntax
+	}
+	switch c := b[i]; {
+	case c == '-' || (c >= '0' && c <= '9'):
+		end, err = skipNumber(b, i)
+		if err != nil {
+			return 0, false, err
+		}
+		// Zero when no digit before the exponent is.
+		zero = true
+		for _, d := range b[i:end] {
+			if d == 'e' || d == 'E' {
+				break
+			}
+			if d >= '1' && d <= '9' {
+				zero = false
+				break
+			}
+		}
+		return end, zero, nil
+	case c == '{':
+		zero = true
+		end, err = scanObject(b, i, depth+1, func(_ []byte, i int) (int, error) {
+			end, z, err := zeroValue(b, i, depth+1)
+			zero = zero && z
+			return end, err
+		})
+		return end, zero, err
+	case c == '[':
+		zero = true
+		end, err = scanArray(b, i, depth+1, func(i int) (int, error) {
+			end, z, err := zeroValue(b, i, depth+1)
+			zero = zero && z
+			return end, err
+		})
+		return end, zero, err
+	}
+	end, err = skipValue(b, i, depth)
+	return end, true, err
+}
+
 // scanChoice reads one element of choices.
 func scanChoice(b []byte, i int, c *chunkInfo) (int, error) {
 	if i >= len(b) || b[i] != '{' {
 		return skipValue(b, i, 2)
 	}
 	content := false
+	var logprobs, ids int64
 	end, err := scanObject(b, i, 2, func(key []byte, i int) (int, error) {
 		switch string(key) {
 		case "delta", "message":
 			if i < len(b) && b[i] == '{' {
 				return scanObject(b, i, 3, func(key []byte, i int) (int, error) {
 					switch string(key) {
-					case "content", "reasoning_content", "reasoning":
+					case "content", "reasoning_content", "reasoning", "refusal":
 						end, n, err := stringLen(b, i, 4)
 						if n > 0 {
 							content = true
@@ -104,6 +235,10 @@ func scanChoice(b []byte, i int, c *chunkInfo) (int, error) {
 								return skipValue(b, i, 5)
 							})
 						}
+					case "function_call":
+						if i < len(b) && b[i] == '{' {
+							content = true
+						}
 					}
 					return skipValue(b, i, 4)
 				})
@@ -115,6 +250,26 @@ func scanChoice(b []byte, i int, c *chunkInfo) (int, error) {
 				c.contentBytes += n
 			}
 			return end, err
+		case "logprobs":
+			if i < len(b) && b[i] == '{' {
+				return scanObject(b, i, 3, func(key []byte, i int) (int, error) {
+					switch string(key) {
+					case "content", "refusal", "tokens":
+						if i < len(b) && b[i] == '[' {
+							n, end, err := countArray(b, i, 4)
+							logprobs += int64(n)
+							return end, err
+						}
+					}
+					return skipValue(b, i, 4)
+				})
+			}
+		case "token_ids":
+			if i < len(b) && b[i] == '[' {
+				n, end, err := countArray(b, i, 3)
+				ids = int64(n)
+				return end, err
+			}
 		case "finish_reason":
 			if i < len(b) && b[i] != 'n' {
 				c.finished = true
@@ -123,9 +278,25 @@ func scanChoice(b []byte, i int, c *chunkInfo) (int, error) {
 		return skipValue(b, i, 3)
 	})
 	if content {
+		// Logprobs entries and token ids state the same tokens twice
+		// when a server sends both.
 		c.contentChoices++
+		if stated := max(logprobs, ids); stated > 0 {
+			c.stated += stated
+		} else {
+			c.unstated++
+		}
 	}
 	return end, err
+}
+
+// countArray skips the array at b[i] and returns its length.
+func countArray(b []byte, i, depth int) (n, end int, err error) {
+	end, err = scanArray(b, i, depth, func(i int) (int, error) {
+		n++
+		return skipValue(b, i, depth+1)
+	})
+	return n, end, err
 }
 
 // stringLen skips the value at i and returns the length of its contents

@@ -20,6 +20,15 @@ func reference(b []byte) (c chunkInfo, ok bool) {
 		return c, false
 	}
 	str := func(x any) bool { s, ok := x.(string); return ok && s != "" }
+	n := func(x any) int64 {
+		s, ok := x.(json.Number)
+		v, err := strconv.ParseInt(string(s), 10, 64)
+		if !ok || err != nil || v < 0 || v > 1<<62 || strings.HasPrefix(string(s), "-") {
+			return 0
+		}
+		return v
+	}
+	c.predicted, c.tokens = -1, -1
 	if ch, ok := top["choices"].([]any); ok {
 		c.hasChoices = true
 		c.choices = len(ch)
@@ -29,30 +38,82 @@ func reference(b []byte) (c chunkInfo, ok bool) {
 			for _, k := range []string{"delta", "message"} {
 				if d, ok := m[k].(map[string]any); ok {
 					tc, _ := d["tool_calls"].([]any)
-					content = content || str(d["content"]) || str(d["reasoning_content"]) || str(d["reasoning"]) || len(tc) > 0
+					_, fc := d["function_call"].(map[string]any)
+					content = content || str(d["content"]) || str(d["reasoning_content"]) || str(d["reasoning"]) ||
+						str(d["refusal"]) || len(tc) > 0 || fc
 				}
+			}
+			var logprobs, ids int64
+			if lp, ok := m["logprobs"].(map[string]any); ok {
+				for _, k := range []string{"content", "refusal", "tokens"} {
+					a, _ := lp[k].([]any)
+					logprobs += int64(len(a))
+				}
+			}
+			if a, ok := m["token_ids"].([]any); ok {
+				ids = int64(len(a))
 			}
 			if content {
 				c.contentChoices++
+				if s := max(logprobs, ids); s > 0 {
+					c.stated += s
+				} else {
+					c.unstated++
+				}
 			}
 			if v, ok := m["finish_reason"]; ok && v != nil {
 				c.finished = true
 			}
 		}
 	}
+	if v, ok := top["usage"]; ok && v == nil {
+		c.usageNull = true
+	}
 	if u, ok := top["usage"].(map[string]any); ok {
 		c.hasUsage = true
-		n := func(x any) int64 {
-			s, ok := x.(json.Number)
-			v, err := strconv.ParseInt(string(s), 10, 64)
-			if !ok || err != nil || v < 0 || v > 1<<62 || strings.HasPrefix(string(s), "-") {
-				return 0
-			}
-			return v
-		}
+		c.usageZero = allZero(u)
 		c.promptTokens, c.completion = n(u["prompt_tokens"]), n(u["completion_tokens"])
+		if d, ok := u["prompt_tokens_details"].(map[string]any); ok {
+			c.cachedTokens = n(d["cached_tokens"])
+		}
+	}
+	if t, ok := top["timings"].(map[string]any); ok {
+		if v, ok := t["predicted_n"]; ok && v != nil {
+			c.predicted = n(v)
+		}
+	}
+	if a, ok := top["tokens"].([]any); ok {
+		c.tokens = len(a)
+	}
+	if v, ok := top["error"]; ok && v != nil {
+		c.hasError = true
+	}
+	if top["object"] == "error" {
+		c.hasError = true
 	}
 	return c, true
+}
+
+// allZero reports whether every number in x is zero.
+func allZero(x any) bool {
+	switch v := x.(type) {
+	case json.Number:
+		m, _, _ := strings.Cut(strings.ToLower(string(v)), "e")
+		return !strings.ContainsAny(m, "123456789")
+	case map[string]any:
+		for _, e := range v {
+			if !allZero(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if !allZero(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // oddKeys reports whether some object in b repeats a key or spells one with
@@ -122,7 +183,7 @@ func FuzzScanChunk(f *testing.F) {
 			}
 			return
 		}
-		got.model, got.modelEscaped, got.contentBytes = nil, false, 0
+		got.model, got.modelEscaped, got.contentBytes, got.usageAt = nil, false, 0, memberSpan{}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q:\n got %+v\nwant %+v", b, got, want)
 		}

@@ -8,12 +8,16 @@ import (
 // sseConsumer is what an [sseFramer] hands its events to.
 type sseConsumer interface {
 	// sseEvent reads one event's data (its data: lines joined by '\n')
-	// and reports whether the event is to be dropped (strip mode). It
-	// may stop the framer.
-	sseEvent(data []byte) (drop bool)
+	// and says what strip mode does with the event: drop it, or cut the
+	// bytes data[cut.from:cut.to] out of it (when cut.to > cut.from; only
+	// an event of one data: line is cut). It may stop the framer.
+	sseEvent(data []byte) (drop bool, cut span)
 	// sseStopped is called once when the framer stops, with the reason.
 	sseStopped(reason string)
 }
+
+// span is a range of bytes, from inclusive, to exclusive.
+type span struct{ from, to int }
 
 // sseFramer splits a server-sent event stream, written in pieces of any
 // size, into lines (ended by "\r\n", "\n" or "\r", a "\r\n" split across
@@ -26,7 +30,8 @@ type sseConsumer interface {
 // bytes to the client. In strip mode it holds each event's raw bytes
 // until the event ends and then writes them to out, or drops them when the
 // consumer says so: an SSE client acts on an event only at its end, so
-// holding a partial event delays nothing it sees.
+// holding a partial event delays nothing it sees. In strip mode the
+// consumer may also cut a range out of an event of one data: line.
 //
 // Memory is bounded: a line or an event's data above DefaultMaxEventBytes,
 // or a held event above twice that, stops the framer (reason too_large),
@@ -43,6 +48,8 @@ type sseFramer struct {
 	data    []byte // data of the event being read
 	hasData bool
 	held    []byte // strip mode: raw bytes of the event being read
+	dataAt  int    // strip mode: where in held the event's first data value starts
+	lines   int    // data: lines of the event being read
 	skipLF  bool   // the previous write ended in '\r'
 	crState int    // with skipLF: what the '\r' ended
 }
@@ -151,7 +158,9 @@ func (f *sseFramer) feed(p []byte) (err error) {
 		}
 		rest = rest[end:]
 		blank := len(line) == 0
-		drop := f.processLine(line)
+		// Where the line starts in held, for a cut.
+		lineAt := len(f.held) - (end - i) - len(line)
+		drop, cut := f.processLine(line, lineAt)
 		f.line = f.line[:0]
 		f.crState = crInEvent
 		if f.strip && blank && !f.stopped {
@@ -159,8 +168,15 @@ func (f *sseFramer) feed(p []byte) (err error) {
 			f.crState = crForwarded
 			if drop {
 				f.crState = crDropped
-			} else if _, err := f.out.Write(f.held); err != nil {
-				return err
+			} else {
+				out := f.held
+				if cut.to > cut.from && f.dataAt >= 0 {
+					a, b := f.dataAt+cut.from, f.dataAt+cut.to
+					out = append(f.held[:a], f.held[b:]...)
+				}
+				if _, err := f.out.Write(out); err != nil {
+					return err
+				}
 			}
 			f.held = f.held[:0]
 		}
@@ -172,21 +188,25 @@ func (f *sseFramer) feed(p []byte) (err error) {
 	return err
 }
 
-// processLine handles one line. At an empty line it hands the event's
-// data to the consumer and returns whether to drop the event.
-func (f *sseFramer) processLine(line []byte) (drop bool) {
+// processLine handles one line, which starts at lineAt in held (strip
+// mode). At an empty line it hands the event's data to the consumer and
+// returns what to do with the event.
+func (f *sseFramer) processLine(line []byte, lineAt int) (drop bool, cut span) {
 	if len(line) == 0 {
 		if !f.hasData {
-			return false
+			return false, span{}
 		}
 		f.hasData = false
-		drop = f.c.sseEvent(f.data)
-		f.data = f.data[:0]
-		return drop
+		drop, cut = f.c.sseEvent(f.data)
+		if f.lines != 1 {
+			cut = span{}
+		}
+		f.data, f.lines = f.data[:0], 0
+		return drop, cut
 	}
 	v, ok := bytes.CutPrefix(line, []byte("data:"))
 	if !ok {
-		return false // event:, id:, retry: and comments carry no data
+		return false, span{} // event:, id:, retry: and comments carry no data
 	}
 	if len(v) > 0 && v[0] == ' ' {
 		v = v[1:]
@@ -196,9 +216,13 @@ func (f *sseFramer) processLine(line []byte) (drop bool) {
 	}
 	if len(f.data)+len(v) > DefaultMaxEventBytes {
 		f.stop(ReasonTooLarge)
-		return false
+		return false, span{}
 	}
+	if f.lines == 0 {
+		f.dataAt = lineAt + len(line) - len(v)
+	}
+	f.lines++
 	f.data = append(f.data, v...)
 	f.hasData = true
-	return false
+	return false, span{}
 }

@@ -14,9 +14,9 @@ type recorder struct {
 	stopped string
 }
 
-func (r *recorder) sseEvent(data []byte) bool {
+func (r *recorder) sseEvent(data []byte) (bool, span) {
 	r.events = append(r.events, string(data))
-	return string(data) == "drop"
+	return string(data) == "drop", span{}
 }
 
 func (r *recorder) sseStopped(reason string) { r.stopped = reason }
@@ -131,8 +131,8 @@ func BenchmarkSSEFramer(b *testing.B) {
 
 type nopConsumer struct{}
 
-func (nopConsumer) sseEvent([]byte) bool { return false }
-func (nopConsumer) sseStopped(string)    {}
+func (nopConsumer) sseEvent([]byte) (bool, span) { return false, span{} }
+func (nopConsumer) sseStopped(string)            {}
 
 // TestFramerStoppedKeepsLF stops the framer (an event of many comment
 // lines past the bound) on a line whose '\r' ends one write, with its
