@@ -62,7 +62,10 @@ type script struct {
 	dieAfter int                          // close the connection after this many tokens (0: never)
 	pace     time.Duration
 	gzipBody []byte // sent as is with Content-Encoding: gzip
-	json     bool   // a non-streaming response
+	json     bool   // a non-streaming response, whatever the request asks
+	// honour: a non-streaming response to a request that does not
+	// stream, the stream to one that does, as real servers answer.
+	honour   bool
 	seenBody chan []byte
 }
 
@@ -89,12 +92,13 @@ func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.seenBody <- body
 	}
 	var req struct {
+		Stream        bool `json:"stream"`
 		StreamOptions struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 	}
 	json.Unmarshal(body, &req)
-	if s.json {
+	if s.json || (s.honour && !req.Stream) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, chatJSON(s.prompt, s.tokens))
 		return
@@ -127,7 +131,7 @@ func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // counts is what a request reported on the Monitor.
-type counts struct{ out, in uint64 }
+type counts struct{ out, in, cached uint64 }
 
 // rig is a backend, the proxy in front of it, and what the proxy reported.
 type rig struct {
@@ -154,7 +158,7 @@ func newRig(t *testing.T, s *script, opts ...openaiproxy.Option) *rig {
 			// End is idempotent: the middleware's own End, which follows,
 			// reports the same request.
 			res := otelenergy.RequestFromContext(req.Context()).End()
-			r.counts <- counts{res.OutputTokens, res.InputTokens}
+			r.counts <- counts{res.OutputTokens, res.InputTokens, res.CachedInputTokens}
 		}()
 		p.ServeHTTP(w, req)
 	})

@@ -120,7 +120,7 @@ func TestTextCompletionStream(t *testing.T) {
 	h := otelenergy.NewMiddleware(mon)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		openaiproxy.New(u, mon, openaiproxy.WithIncludeUsage(false), openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider())).ServeHTTP(w, r)
 		res := otelenergy.RequestFromContext(r.Context()).End()
-		c = counts{res.OutputTokens, res.InputTokens}
+		c = counts{res.OutputTokens, res.InputTokens, res.CachedInputTokens}
 	}))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(`{"model":"m","stream":true,"prompt":[1,2,3,4,5]}`)))
@@ -294,17 +294,19 @@ func TestOtherPathsUntouched(t *testing.T) {
 	}
 }
 
-// newRigTo is newRig in front of a given backend.
-func newRigTo(t *testing.T, backend *httptest.Server) *rig {
+// newRigTo is newRig in front of a given backend, which it closes at the
+// test's end.
+func newRigTo(t *testing.T, backend *httptest.Server, opts ...openaiproxy.Option) *rig {
 	r := newRig(t, &script{})
 	r.backend.Close()
+	t.Cleanup(backend.Close)
 	u, _ := url.Parse(backend.URL)
 	mon := newMonitor(t)
-	p := openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(r.mp))
+	p := openaiproxy.New(u, mon, append([]openaiproxy.Option{openaiproxy.WithMeterProvider(r.mp)}, opts...)...)
 	r.proxy.Config.Handler = otelenergy.NewMiddleware(mon)(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		defer func() {
 			res := otelenergy.RequestFromContext(req.Context()).End()
-			r.counts <- counts{res.OutputTokens, res.InputTokens}
+			r.counts <- counts{res.OutputTokens, res.InputTokens, res.CachedInputTokens}
 		}()
 		p.ServeHTTP(w, req)
 	}))
@@ -448,7 +450,7 @@ func TestAbsurdUsageIsMalformed(t *testing.T) {
 			h := otelenergy.NewMiddleware(mon)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider())).ServeHTTP(w, r)
 				res := otelenergy.RequestFromContext(r.Context()).End()
-				c = counts{res.OutputTokens, res.InputTokens}
+				c = counts{res.OutputTokens, res.InputTokens, res.CachedInputTokens}
 			}))
 			start := time.Now()
 			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)))

@@ -627,8 +627,8 @@ func (ex *exchange) finish(returned bool) {
 		if d := ex.outReported - ex.usageOut; d > 0 {
 			ex.h.inst.overcount.Add(ex.ctx, d, ex.h.inst.outputOpt)
 		}
-		if failure == "" && !ex.stated && ex.unstated > 0 {
-			ex.h.rate.observe(ex.usageOut, ex.unstated)
+		if failure == "" {
+			ex.learnRate()
 		}
 	}
 	ex.record(failure)
@@ -641,6 +641,14 @@ func (ex *exchange) finish(returned bool) {
 		// ReverseProxy does the same for a backend's own trailers.
 		http.NewResponseController(ex.rw.w).Flush()
 		ex.setTrailers()
+	}
+}
+
+// learnRate adds a stream that ended with its usage to the handler's
+// tokens per chunk, when none of its chunks stated their tokens.
+func (ex *exchange) learnRate() {
+	if ex.hasUsage && !ex.stated && ex.unstated > 0 {
+		ex.h.rate.observe(ex.usageOut, ex.unstated)
 	}
 }
 
@@ -710,6 +718,9 @@ func (ex *exchange) answer(status int, body []byte) {
 // answerError answers with an OpenAI-style error of the proxy's making.
 func (ex *exchange) answerError(status int, typ, code, msg string) {
 	ex.upHdr = http.Header{}
+	if status == http.StatusServiceUnavailable {
+		ex.upHdr.Set("Retry-After", "1")
+	}
 	ex.answer(status, errorJSON(typ, code, msg))
 }
 

@@ -76,23 +76,27 @@ func clientFor(h2c bool) *http.Client {
 func TestEnergyTrailers(t *testing.T) {
 	for _, withCarbon := range []bool{false, true} {
 		for _, h2c := range []bool{false, true} {
-			for _, stream := range []bool{true, false} {
-				name := map[bool]string{false: "http1", true: "h2c"}[h2c] + map[bool]string{false: "/whole", true: "/stream"}[stream]
+			for _, mode := range []string{"stream", "whole", "rebuilt"} {
+				name := map[bool]string{false: "http1", true: "h2c"}[h2c] + "/" + mode
 				if withCarbon {
 					name += "/carbon"
 				}
-				t.Run(name, func(t *testing.T) { testEnergyTrailers(t, h2c, stream, withCarbon) })
+				t.Run(name, func(t *testing.T) { testEnergyTrailers(t, h2c, mode, withCarbon) })
 			}
 		}
 	}
 }
 
-func testEnergyTrailers(t *testing.T, h2c, stream, withCarbon bool) {
+// testEnergyTrailers runs one case: mode is stream (a streaming client),
+// whole (a backend that answers a whole body) or rebuilt (a whole body
+// the proxy rebuilds from the stream it asked the backend for).
+func testEnergyTrailers(t *testing.T, h2c bool, mode string, withCarbon bool) {
 	var opts []otelenergy.Option
 	if withCarbon {
 		opts = append(opts, otelenergy.WithCarbon(staticModel(t, 436_000)))
 	}
-	s := &script{tokens: 20, prompt: 9, json: !stream, pace: 5 * time.Millisecond}
+	stream := mode == "stream"
+	s := &script{tokens: 20, prompt: 9, json: mode == "whole", honour: mode == "rebuilt", pace: 5 * time.Millisecond}
 	tr := newTrailerRig(t, s, opts...)
 	c := clientFor(h2c)
 	defer c.CloseIdleConnections()
@@ -116,12 +120,19 @@ func testEnergyTrailers(t *testing.T, h2c, stream, withCarbon bool) {
 	if resp.ContentLength != -1 {
 		t.Fatalf("Content-Length %d on a response with trailers, want none", resp.ContentLength)
 	}
-	want := chatJSON(9, 20)
-	if stream {
-		want = strings.Join(s.events(false), "")
-	}
-	if string(body) != want {
-		t.Fatalf("body\n%q\nwant\n%q", body, want)
+	switch mode {
+	case "rebuilt":
+		if c := rebuiltContent(t, body); c != scriptContent(20) || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("rebuilt content %q (%s), want %q", c, resp.Header.Get("Content-Type"), scriptContent(20))
+		}
+	default:
+		want := chatJSON(9, 20)
+		if stream {
+			want = strings.Join(s.events(false), "")
+		}
+		if string(body) != want {
+			t.Fatalf("body\n%q\nwant\n%q", body, want)
+		}
 	}
 	res := <-tr.results
 	if !res.HasEnergy {
