@@ -19,7 +19,7 @@ import (
 type openAIError struct {
 	Error struct {
 		Message, Type, Code string
-		Param              *string
+		Param               *string
 	}
 }
 
