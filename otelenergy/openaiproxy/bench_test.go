@@ -42,6 +42,7 @@ func BenchmarkProxyStream(b *testing.B) {
 			b.ReportAllocs()
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
+			cpu := openaiproxy.CPUTime()
 			b.ResetTimer()
 			for b.Loop() {
 				resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
@@ -52,6 +53,7 @@ func BenchmarkProxyStream(b *testing.B) {
 				resp.Body.Close()
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(openaiproxy.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 			runtime.ReadMemStats(&after)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chunks), "ns/chunk")
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*chunks), "allocs/chunk")
@@ -63,7 +65,10 @@ func BenchmarkProxyStream(b *testing.B) {
 // through a bare httputil.ReverseProxy and through the energy middleware
 // around this package's proxy, in one run: the per-request cost of
 // reading the request and the response body, the usage and the
-// bookkeeping, against the proxying itself.
+// bookkeeping, against the proxying itself. The proxy passes the request
+// as it came (WithUpstreamStreaming(false)), so that both send the
+// backend the same request and get the same whole body; what upstream
+// streaming costs a non-streaming client is BenchmarkProxyUpstreamStream's.
 func BenchmarkProxyCompletion(b *testing.B) {
 	s := &script{tokens: 256, prompt: 20, json: true}
 	backend := httptest.NewServer(s)
@@ -71,7 +76,8 @@ func BenchmarkProxyCompletion(b *testing.B) {
 	u, _ := url.Parse(backend.URL)
 	mon := newMonitor(b)
 	bare := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.SetXForwarded() }}
-	energy := otelenergy.NewMiddleware(mon)(openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider())))
+	energy := otelenergy.NewMiddleware(mon)(openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider()),
+		openaiproxy.WithUpstreamStreaming(false)))
 	for _, bc := range []struct {
 		name string
 		h    http.Handler
@@ -83,6 +89,7 @@ func BenchmarkProxyCompletion(b *testing.B) {
 			defer client.CloseIdleConnections()
 			body := chatRequest(false, "")
 			b.ReportAllocs()
+			cpu := openaiproxy.CPUTime()
 			for b.Loop() {
 				resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
 				if err != nil {
@@ -91,6 +98,52 @@ func BenchmarkProxyCompletion(b *testing.B) {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
+			b.ReportMetric(float64(openaiproxy.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// discardWriter is a ResponseWriter that keeps nothing, for measuring the
+// middleware's own cost.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header       { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+func (d *discardWriter) Flush()                      {}
+
+// BenchmarkChunkPath measures what the middleware adds to each streamed
+// chunk, without a network: a handler writes and flushes 256 chunks (and
+// the usage chunk the rewrite asks for), bare and inside the energy
+// middleware around this package's middleware. cpu-ns/chunk is the
+// process's CPU time per chunk, which a loaded machine inflates less than
+// wall time.
+func BenchmarkChunkPath(b *testing.B) {
+	const chunks = 256
+	s := &script{tokens: chunks, prompt: 20}
+	events := s.events(true)
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		for _, e := range events {
+			io.WriteString(w, e)
+			f.Flush()
+		}
+	})
+	mon := newMonitor(b)
+	for _, bc := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare", inner}, {"energy", otelenergy.NewMiddleware(mon)(openaiproxy.NewMiddleware(mon, openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider()))(inner))}} {
+		b.Run(bc.name, func(b *testing.B) {
+			body := chatRequest(true, "")
+			b.ReportAllocs()
+			cpu := openaiproxy.CPUTime()
+			for b.Loop() {
+				r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
+				bc.h.ServeHTTP(&discardWriter{h: http.Header{}}, r)
+			}
+			b.ReportMetric(float64(openaiproxy.CPUTime()-cpu)/float64(b.N*chunks), "cpu-ns/chunk")
 		})
 	}
 }

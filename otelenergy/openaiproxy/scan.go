@@ -1,6 +1,9 @@
 package openaiproxy
 
-import "errors"
+import (
+	"bytes"
+	"errors"
+)
 
 // errSyntax reports a body the scanner cannot read as the JSON it expects.
 var errSyntax = errors.New("openaiproxy: malformed JSON")
@@ -55,64 +58,200 @@ type chunkInfo struct {
 func scanChunk(b []byte, c *chunkInfo) error {
 	*c = chunkInfo{usageAt: noMember, predicted: -1, tokens: -1}
 	i := skipWS(b, 0)
-	i, err := scanObject(b, i, 0, func(key []byte, i int) (int, error) {
+	if i >= len(b) || b[i] != '{' {
+		return errSyntax
+	}
+	i++
+	for first := true; ; first = false {
+		key, v, done, err := nextMember(b, i, first)
+		if err != nil {
+			return err
+		}
+		if done {
+			i = v
+			break
+		}
 		switch string(key) {
 		case "model":
-			if i < len(b) && b[i] == '"' {
-				end, esc, err := scanString(b, i)
+			if b[v] == '"' {
+				end, esc, err := scanString(b, v)
 				if err != nil {
-					return 0, err
+					return err
 				}
-				c.model, c.modelEscaped = b[i+1:end-1], esc
-				return end, nil
+				c.model, c.modelEscaped = b[v+1:end-1], esc
+				i = end
+				continue
 			}
 		case "choices":
-			if i < len(b) && b[i] == '[' {
+			if b[v] == '[' {
 				c.hasChoices = true
-				return scanArray(b, i, 1, func(i int) (int, error) {
-					c.choices++
-					return scanChoice(b, i, c)
-				})
+				i, err = scanChoices(b, v, c)
+				if err != nil {
+					return err
+				}
+				continue
 			}
 		case "usage":
-			return scanUsage(b, key, i, c)
+			if i, err = scanUsage(b, key, v, c); err != nil {
+				return err
+			}
+			continue
 		case "timings":
-			if i < len(b) && b[i] == '{' {
-				return scanObject(b, i, 1, func(key []byte, i int) (int, error) {
+			if b[v] == '{' {
+				if i, err = scanObject(b, v, 1, func(key []byte, i int) (int, error) {
 					if string(key) == "predicted_n" {
 						return scanInt(b, i, &c.predicted)
 					}
 					return skipValue(b, i, 2)
-				})
+				}); err != nil {
+					return err
+				}
+				continue
 			}
 		case "tokens":
-			if i < len(b) && b[i] == '[' {
-				n, end, err := countArray(b, i, 1)
-				c.tokens = n
-				return end, err
+			if b[v] == '[' {
+				n, end, err := countArray(b, v, 1)
+				if err != nil {
+					return err
+				}
+				c.tokens, i = n, end
+				continue
 			}
 		case "error":
-			end, err := skipValue(b, i, 1)
-			if err == nil && b[i] != 'n' {
-				c.hasError = true
+			end, err := skipFast(b, v)
+			if err != nil {
+				return err
 			}
-			return end, err
+			c.hasError = c.hasError || b[v] != 'n'
+			i = end
+			continue
 		case "object":
-			end, err := skipValue(b, i, 1)
-			if err == nil && string(b[i:end]) == `"error"` {
-				c.hasError = true
+			end, err := skipFast(b, v)
+			if err != nil {
+				return err
 			}
-			return end, err
+			c.hasError = c.hasError || string(b[v:end]) == `"error"`
+			i = end
+			continue
 		}
-		return skipValue(b, i, 1)
-	})
-	if err != nil {
-		return err
+		if i, err = skipFast(b, v); err != nil {
+			return err
+		}
 	}
 	if skipWS(b, i) != len(b) {
 		return errSyntax
 	}
 	return nil
+}
+
+// nextMember reads the next member of an object whose members are read
+// from b[i] on (just past the opening brace when first, past the last
+// value otherwise). It returns the member's raw key and the index of its
+// value, or done and the index past the closing brace. It calls no
+// function value, so that the chunk path, which reads every event with
+// it, costs a loop and no indirect call per member.
+func nextMember(b []byte, i int, first bool) (key []byte, val int, done bool, err error) {
+	i = skipWS(b, i)
+	if i >= len(b) {
+		return nil, 0, false, errSyntax
+	}
+	switch {
+	case b[i] == '}':
+		return nil, i + 1, true, nil
+	case !first && b[i] != ',':
+		return nil, 0, false, errSyntax
+	case !first:
+		i = skipWS(b, i+1)
+	}
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false, errSyntax
+	}
+	end, _, err := scanString(b, i)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	key = b[i+1 : end-1]
+	i = skipWS(b, end)
+	if i >= len(b) || b[i] != ':' {
+		return nil, 0, false, errSyntax
+	}
+	i = skipWS(b, i+1)
+	if i >= len(b) {
+		return nil, 0, false, errSyntax
+	}
+	return key, i, false, nil
+}
+
+// nextElement is nextMember for an array: it returns the index of the
+// next element, or done and the index past the closing bracket.
+func nextElement(b []byte, i int, first bool) (elem int, done bool, err error) {
+	i = skipWS(b, i)
+	if i >= len(b) {
+		return 0, false, errSyntax
+	}
+	switch {
+	case b[i] == ']':
+		return i + 1, true, nil
+	case !first && b[i] != ',':
+		return 0, false, errSyntax
+	case !first:
+		i = skipWS(b, i+1)
+	}
+	if i >= len(b) {
+		return 0, false, errSyntax
+	}
+	return i, false, nil
+}
+
+// skipFast returns the index after the JSON value at b[i]. Objects and
+// arrays are skipped by counting brackets outside strings, without
+// checking what is between them: the scanner validates only what it
+// reads, and a value it skips it does not read.
+func skipFast(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errSyntax
+	}
+	switch b[i] {
+	case '"':
+		end, _, err := scanString(b, i)
+		return end, err
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, _, err := scanString(b, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errSyntax
+	}
+	return skipValue(b, i, 0)
+}
+
+// scanChoices reads the choices array at b[i].
+func scanChoices(b []byte, i int, c *chunkInfo) (int, error) {
+	i++
+	for first := true; ; first = false {
+		e, done, err := nextElement(b, i, first)
+		if err != nil || done {
+			return e, err
+		}
+		c.choices++
+		if i, err = scanChoice(b, e, c); err != nil {
+			return 0, err
+		}
+	}
 }
 
 // scanUsage reads the top-level usage member whose value is at b[i].
@@ -210,73 +349,71 @@ func zeroValue(b []byte, i, depth int) (end int, zero bool, err error) {
 
 // scanChoice reads one element of choices.
 func scanChoice(b []byte, i int, c *chunkInfo) (int, error) {
-	if i >= len(b) || b[i] != '{' {
-		return skipValue(b, i, 2)
+	if b[i] != '{' {
+		return skipFast(b, i)
 	}
 	content := false
 	var logprobs, ids int64
-	end, err := scanObject(b, i, 2, func(key []byte, i int) (int, error) {
+	i++
+	for first := true; ; first = false {
+		key, v, done, err := nextMember(b, i, first)
+		if err != nil {
+			return 0, err
+		}
+		if done {
+			i = v
+			break
+		}
 		switch string(key) {
 		case "delta", "message":
-			if i < len(b) && b[i] == '{' {
-				return scanObject(b, i, 3, func(key []byte, i int) (int, error) {
-					switch string(key) {
-					case "content", "reasoning_content", "reasoning", "refusal":
-						end, n, err := stringLen(b, i, 4)
-						if n > 0 {
-							content = true
-							c.contentBytes += n
-						}
-						return end, err
-					case "tool_calls":
-						if i < len(b) && b[i] == '[' {
-							return scanArray(b, i, 4, func(i int) (int, error) {
-								content = true
-								return skipValue(b, i, 5)
-							})
-						}
-					case "function_call":
-						if i < len(b) && b[i] == '{' {
-							content = true
-						}
-					}
-					return skipValue(b, i, 4)
-				})
+			if b[v] == '{' {
+				end, has, err := scanMessage(b, v, c)
+				if err != nil {
+					return 0, err
+				}
+				content = content || has
+				i = end
+				continue
 			}
 		case "text":
-			end, n, err := stringLen(b, i, 3)
+			end, n, err := stringLen(b, v, 3)
+			if err != nil {
+				return 0, err
+			}
 			if n > 0 {
 				content = true
 				c.contentBytes += n
 			}
-			return end, err
+			i = end
+			continue
 		case "logprobs":
-			if i < len(b) && b[i] == '{' {
-				return scanObject(b, i, 3, func(key []byte, i int) (int, error) {
-					switch string(key) {
-					case "content", "refusal", "tokens":
-						if i < len(b) && b[i] == '[' {
-							n, end, err := countArray(b, i, 4)
-							logprobs += int64(n)
-							return end, err
-						}
-					}
-					return skipValue(b, i, 4)
-				})
+			if b[v] == '{' {
+				end, n, err := countLogprobs(b, v)
+				if err != nil {
+					return 0, err
+				}
+				logprobs += n
+				i = end
+				continue
 			}
 		case "token_ids":
-			if i < len(b) && b[i] == '[' {
-				n, end, err := countArray(b, i, 3)
-				ids = int64(n)
-				return end, err
+			if b[v] == '[' {
+				n, end, err := countArray(b, v, 3)
+				if err != nil {
+					return 0, err
+				}
+				ids, i = int64(n), end
+				continue
 			}
 		case "finish_reason":
-			if i < len(b) && b[i] != 'n' {
+			if b[v] != 'n' {
 				c.finished = true
 			}
 		}
-		return skipValue(b, i, 3)
-	})
+		if i, err = skipFast(b, v); err != nil {
+			return 0, err
+		}
+	}
 	if content {
 		// Logprobs entries and token ids state the same tokens twice
 		// when a server sends both.
@@ -287,16 +424,95 @@ func scanChoice(b []byte, i int, c *chunkInfo) (int, error) {
 			c.unstated++
 		}
 	}
-	return end, err
+	return i, nil
+}
+
+// scanMessage reads a choice's delta or message at b[i] and reports
+// whether it carries generated content.
+func scanMessage(b []byte, i int, c *chunkInfo) (end int, content bool, err error) {
+	i++
+	for first := true; ; first = false {
+		key, v, done, err := nextMember(b, i, first)
+		if err != nil {
+			return 0, false, err
+		}
+		if done {
+			return v, content, nil
+		}
+		switch string(key) {
+		case "content", "reasoning_content", "reasoning", "refusal":
+			end, n, err := stringLen(b, v, 4)
+			if err != nil {
+				return 0, false, err
+			}
+			if n > 0 {
+				content = true
+				c.contentBytes += n
+			}
+			i = end
+			continue
+		case "tool_calls":
+			if b[v] == '[' {
+				n, end, err := countArray(b, v, 4)
+				if err != nil {
+					return 0, false, err
+				}
+				content = content || n > 0
+				i = end
+				continue
+			}
+		case "function_call":
+			content = content || b[v] == '{'
+		}
+		if i, err = skipFast(b, v); err != nil {
+			return 0, false, err
+		}
+	}
+}
+
+// countLogprobs reads a choice's logprobs object at b[i] and returns the
+// entries of its content, refusal and tokens arrays.
+func countLogprobs(b []byte, i int) (end int, n int64, err error) {
+	i++
+	for first := true; ; first = false {
+		key, v, done, err := nextMember(b, i, first)
+		if err != nil {
+			return 0, 0, err
+		}
+		if done {
+			return v, n, nil
+		}
+		switch string(key) {
+		case "content", "refusal", "tokens":
+			if b[v] == '[' {
+				k, end, err := countArray(b, v, 4)
+				if err != nil {
+					return 0, 0, err
+				}
+				n += int64(k)
+				i = end
+				continue
+			}
+		}
+		if i, err = skipFast(b, v); err != nil {
+			return 0, 0, err
+		}
+	}
 }
 
 // countArray skips the array at b[i] and returns its length.
 func countArray(b []byte, i, depth int) (n, end int, err error) {
-	end, err = scanArray(b, i, depth, func(i int) (int, error) {
+	i++
+	for first := true; ; first = false {
+		e, done, err := nextElement(b, i, first)
+		if err != nil || done {
+			return n, e, err
+		}
 		n++
-		return skipValue(b, i, depth+1)
-	})
-	return n, end, err
+		if i, err = skipFast(b, e); err != nil {
+			return 0, 0, err
+		}
+	}
 }
 
 // stringLen skips the value at i and returns the length of its contents
@@ -384,18 +600,46 @@ func scanSeq(b []byte, i, depth int, open, close byte, item func(i int) (int, er
 }
 
 // scanString returns the index after the string starting at b[i] and
-// whether it contains an escape.
+// whether it contains an escape. Keys and short values are looped over;
+// past shortString bytes the closing quote is found with bytes.IndexByte,
+// so that long content costs no loop of the scanner's own. Control
+// characters inside a string are not rejected (encoding/json would),
+// which changes no figure read.
 func scanString(b []byte, i int) (int, bool, error) {
-	esc := false
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return j + 1, esc, nil
-		case c == '\\':
-			esc = true
+	j, end := i+1, min(i+1+shortString, len(b))
+	for ; j < end; j++ {
+		switch b[j] {
+		case '"':
+			return j + 1, false, nil
+		case '\\':
+			return scanEscaped(b, j)
+		}
+	}
+	if j == len(b) {
+		return 0, false, errSyntax
+	}
+	q := bytes.IndexByte(b[j:], '"')
+	if q < 0 {
+		return 0, false, errSyntax
+	}
+	if k := bytes.IndexByte(b[j:j+q], '\\'); k >= 0 {
+		return scanEscaped(b, j+k)
+	}
+	return j + q + 1, false, nil
+}
+
+// shortString is how much of a string scanString loops over before it
+// calls bytes.IndexByte, whose setup costs more than a short loop.
+const shortString = 24
+
+// scanEscaped finishes a string from the escape at b[j].
+func scanEscaped(b []byte, j int) (int, bool, error) {
+	for ; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			return j + 1, true, nil
+		case '\\':
 			j++
-		case c < 0x20:
-			return 0, false, errSyntax
 		}
 	}
 	return 0, false, errSyntax
