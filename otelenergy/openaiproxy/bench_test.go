@@ -107,7 +107,7 @@ func BenchmarkProxyCompletion(b *testing.B) {
 // middleware's own cost.
 type discardWriter struct{ h http.Header }
 
-func (d *discardWriter) Header() http.Header       { return d.h }
+func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 func (d *discardWriter) Flush()                      {}
