@@ -66,7 +66,9 @@ type Config struct {
 	TrailersFinal    bool          // -trailers=final: wait for the final figure
 	FinalWait        time.Duration // -final-wait: how long -trailers=final waits
 	IncludeUsage     bool          // -include-usage
+	UpstreamStream   bool          // -upstream-stream
 	MaxRequestBytes  int64         // -max-request-bytes
+	MaxResponseBytes int64         // -max-response-bytes
 	MaxBufferedBytes int64         // -max-buffered-bytes
 	CopyTo           string        // -copy-to: copy the binary there and exit
 	Version          bool          // -version: print the build and exit
@@ -192,9 +194,13 @@ var table = cli.Table[Config]{Program: "otelenergy-proxy", EnvPrefix: EnvPrefix,
 		Set: func(c *Config, v string) error { return positive(&c.FinalWait, v) }},
 	{Name: "include-usage", Default: "true", Bool: true, Usage: "ask the backend for usage on streams that do not (stream_options.include_usage), and remove that chunk from the response",
 		Set: func(c *Config, v string) error { return cli.Bool(&c.IncludeUsage, v) }},
+	{Name: "upstream-stream", Default: "true", Bool: true, Usage: "send a non-streaming completion request upstream as a stream (stream and stream_options.include_usage set), so that its tokens are timed as they are generated, and answer the client with the whole body rebuilt from the chunks, as the backend would have returned it; a stream that fails gets 502 or 504, never part of a body",
+		Set: func(c *Config, v string) error { return cli.Bool(&c.UpstreamStream, v) }},
 	{Name: "max-request-bytes", Default: "16777216", Usage: "largest request body accepted, in bytes; a larger one gets 413 before any byte of it reaches the backend",
 		Set: func(c *Config, v string) error { return bytesValue(&c.MaxRequestBytes, v) }},
-	{Name: "max-buffered-bytes", Default: "67108864", Usage: "request body bytes held in memory across all requests at once (each body is held whole, to bound it and read its model); a request that would pass it gets 503 with Retry-After",
+	{Name: "max-response-bytes", Default: "16777216", Usage: "largest response body the proxy rebuilds from an upstream stream (-upstream-stream), in bytes; a larger one gets 502",
+		Set: func(c *Config, v string) error { return bytesValue(&c.MaxResponseBytes, v) }},
+	{Name: "max-buffered-bytes", Default: "67108864", Usage: "request and response body bytes held in memory across all requests at once (request bodies are held whole, to bound them and read their model; responses rebuilt from an upstream stream, and non-streaming responses read for their usage); a request that would pass it gets 503 with Retry-After",
 		Set: func(c *Config, v string) error { return bytesValue(&c.MaxBufferedBytes, v) }},
 	{Name: cli.VersionFlag, Default: "false", Bool: true, Usage: cli.VersionUsage,
 		Set: func(c *Config, v string) error { return cli.Bool(&c.Version, v) }},
@@ -236,6 +242,9 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	}
 	if c.MaxRequestBytes > c.MaxBufferedBytes {
 		return c, cli.Invalid(fmt.Sprintf("-max-request-bytes %d is above -max-buffered-bytes %d: no such request could be held", c.MaxRequestBytes, c.MaxBufferedBytes))
+	}
+	if c.MaxResponseBytes > c.MaxBufferedBytes {
+		return c, cli.Invalid(fmt.Sprintf("-max-response-bytes %d is above -max-buffered-bytes %d: no such response could be held", c.MaxResponseBytes, c.MaxBufferedBytes))
 	}
 	return c, nil
 }

@@ -19,7 +19,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Listen != DefaultListen || c.AdminListen != DefaultAdminListen || c.Backend.String() != DefaultBackend ||
-		!c.Trailers || !c.IncludeUsage || c.Simulate || c.LogFormat != "text" || c.DrainTimeout != 25*time.Second ||
+		!c.Trailers || !c.IncludeUsage || !c.UpstreamStream || c.MaxResponseBytes != 16<<20 || c.Simulate || c.LogFormat != "text" || c.DrainTimeout != 25*time.Second ||
 		c.Horizon != 10*time.Second || c.BaggageValues != 100 || c.MaxRequestBytes != 16<<20 || c.MaxBufferedBytes != 64<<20 ||
 		c.ShutdownDelay != 5*time.Second || len(c.Command) != 0 {
 		t.Fatalf("defaults %+v", c)
@@ -62,6 +62,22 @@ func TestRequestAboveBuffered(t *testing.T) {
 	_, err := Parse([]string{"-max-request-bytes", "2000", "-max-buffered-bytes", "1000"}, noEnv, io.Discard)
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a request limit above the memory bound: %v", err)
+	}
+	_, err = Parse([]string{"-max-request-bytes", "1000", "-max-response-bytes", "2000", "-max-buffered-bytes", "1000"}, noEnv, io.Discard)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "-max-response-bytes") {
+		t.Fatalf("a response limit above the memory bound: %v", err)
+	}
+}
+
+func TestUpstreamStreamOff(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+	}{{args: []string{"-upstream-stream=false"}}, {env: map[string]string{Env("upstream-stream"): "false"}}} {
+		got, err := Parse(c.args, func(k string) string { return c.env[k] }, io.Discard)
+		if err != nil || got.UpstreamStream {
+			t.Fatalf("%v %v: upstream streaming %t, %v; want off", c.args, c.env, got.UpstreamStream, err)
+		}
 	}
 }
 

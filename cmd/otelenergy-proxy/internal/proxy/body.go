@@ -5,37 +5,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
 )
-
-// bodyBudget bounds the request body bytes the proxy holds across all
-// requests at once (-max-buffered-bytes). Without it, concurrent bodies
-// each under -max-request-bytes add up: four 30 MB bodies took the proxy
-// to 411 MB. It is safe for concurrent use.
-type bodyBudget struct {
-	max  int64
-	used atomic.Int64
-}
-
-func newBodyBudget(max int64) *bodyBudget { return &bodyBudget{max: max} }
-
-// take reserves n bytes and reports whether they fit.
-func (b *bodyBudget) take(n int64) bool {
-	for {
-		u := b.used.Load()
-		if u+n > b.max {
-			return false
-		}
-		if b.used.CompareAndSwap(u, u+n) {
-			return true
-		}
-	}
-}
-
-// give returns n reserved bytes.
-func (b *bodyBudget) give(n int64) { b.used.Add(-n) }
 
 // bodyStep is how much of a body of unknown length is reserved at a time.
 const bodyStep = 64 << 10
@@ -43,10 +15,13 @@ const bodyStep = 64 << 10
 // bodyLimit reads each request's body whole before anything is
 // forwarded, so that a body above limit, declared or chunked, gets 413
 // before any byte of it reaches the backend. The bytes held are reserved
-// on budget until the request ends; a request they do not fit gets 503
-// with Retry-After. The body passed on is a [heldBody], which openaiproxy
-// parses without another copy.
-func bodyLimit(limit int64, budget *bodyBudget, next http.Handler) http.Handler {
+// on budget (-max-buffered-bytes, which openaiproxy holds its responses
+// within too) until the request ends: without it, concurrent bodies each
+// under -max-request-bytes add up (four 30 MB bodies took the proxy to
+// 411 MB). A request they do not fit gets 503 with Retry-After. The body
+// passed on is a [heldBody], which openaiproxy parses without another
+// copy.
+func bodyLimit(limit int64, budget *openaiproxy.Budget, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > limit {
 			openaiproxy.WriteError(w, r, &http.MaxBytesError{Limit: limit})
@@ -68,13 +43,13 @@ func bodyLimit(limit int64, budget *bodyBudget, next http.Handler) http.Handler 
 			ceil = r.ContentLength + 1
 		}
 		var held int64
-		defer func() { budget.give(held) }()
+		defer func() { budget.Give(held) }()
 		var b []byte
 		for {
 			if len(b) == cap(b) {
 				size := min(max(int64(bodyStep), 2*int64(cap(b))), ceil)
 				if need := min(size, limit) - held; need > 0 {
-					if !budget.take(need) {
+					if !budget.Take(need) {
 						busy(w)
 						return
 					}

@@ -18,12 +18,15 @@ func (p *runner) apiHandler(mon *otelenergy.Monitor, tel *telemetry, errLog *log
 	tr.MaxIdleConns = 0
 	tr.MaxIdleConnsPerHost = 1024
 	tr.DisableCompression = true // the client's Accept-Encoding passes as it came
-	var inner http.Handler = openaiproxy.New(p.cfg.Backend, mon, p.openaiOptions(tel, errLog, tr)...)
+	// One bound for the request bodies held and the responses
+	// openaiproxy holds: -max-buffered-bytes.
+	budget := openaiproxy.NewBudget(p.cfg.MaxBufferedBytes)
+	var inner http.Handler = openaiproxy.New(p.cfg.Backend, mon, p.openaiOptions(tel, errLog, tr, budget)...)
 	if p.cfg.LogRequests {
 		inner = requestLog(p.log, inner)
 	}
 	h := otelenergy.NewMiddleware(mon)(inner)
-	h = bodyLimit(p.cfg.MaxRequestBytes, newBodyBudget(p.cfg.MaxBufferedBytes), h)
+	h = bodyLimit(p.cfg.MaxRequestBytes, budget, h)
 	return otelhttp.NewHandler(h, "otelenergy-proxy",
 		otelhttp.WithTracerProvider(tel.tp), otelhttp.WithMeterProvider(tel.mp), otelhttp.WithPropagators(tel.prop),
 		otelhttp.WithSpanNameFormatter(spanName))

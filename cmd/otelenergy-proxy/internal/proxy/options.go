@@ -37,8 +37,9 @@ func (p *runner) monitorOptions(tel *telemetry) []otelenergy.Option {
 }
 
 // openaiOptions maps the flags to openaiproxy's options; the upstream
-// requests go through tr, inside an otelhttp client span.
-func (p *runner) openaiOptions(tel *telemetry, errLog *log.Logger, tr http.RoundTripper) []openaiproxy.Option {
+// requests go through tr, inside an otelhttp client span, and what it
+// holds of responses is taken from budget.
+func (p *runner) openaiOptions(tel *telemetry, errLog *log.Logger, tr http.RoundTripper, budget *openaiproxy.Budget) []openaiproxy.Option {
 	trailers := openaiproxy.WithEnergyTrailers(p.cfg.Trailers)
 	if p.cfg.TrailersFinal {
 		// -trailers=final: the trailers wait up to -final-wait.
@@ -47,6 +48,13 @@ func (p *runner) openaiOptions(tel *telemetry, errLog *log.Logger, tr http.Round
 	return []openaiproxy.Option{
 		openaiproxy.WithMeterProvider(tel.mp),
 		openaiproxy.WithIncludeUsage(p.cfg.IncludeUsage),
+		// -upstream-stream; -backend-timeout bounds a rebuilt response
+		// whole, as it bounded the wait for a non-streaming response's
+		// headers, which come only once its body is whole.
+		openaiproxy.WithUpstreamStreaming(p.cfg.UpstreamStream),
+		openaiproxy.WithUpstreamTimeout(p.cfg.BackendTimeout),
+		openaiproxy.WithMaxResponseBytes(int(min(p.cfg.MaxResponseBytes, 1<<30))),
+		openaiproxy.WithBudget(budget),
 		trailers,
 		openaiproxy.WithMaxBodyBytes(int(min(p.cfg.MaxRequestBytes, 1<<30))),
 		openaiproxy.WithErrorLog(errLog),
