@@ -7,8 +7,10 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
@@ -144,6 +146,63 @@ func BenchmarkChunkPath(b *testing.B) {
 				bc.h.ServeHTTP(&discardWriter{h: http.Header{}}, r)
 			}
 			b.ReportMetric(float64(openaiproxy.CPUTime()-cpu)/float64(b.N*chunks), "cpu-ns/chunk")
+		})
+	}
+}
+
+// BenchmarkProxyUpstreamStream measures what upstream streaming costs a
+// non-streaming client: a chat completion whose backend answers a whole
+// body (whole: WithUpstreamStreaming(false)) or the stream the proxy asks
+// for and rebuilds the body from (rebuilt). unpaced: 256 tokens as fast
+// as the backend can write them, so that the whole cost of streaming
+// them shows; paced: 64 tokens at 1 ms each, the whole body once the last
+// is generated, as an engine answers. latency-us-p50 and latency-us-p99
+// are the client's time to the whole body, cpu-ns/op the process's CPU
+// per request.
+func BenchmarkProxyUpstreamStream(b *testing.B) {
+	for _, pc := range []struct {
+		name string
+		s    *script
+	}{{"unpaced", &script{tokens: 256, prompt: 20, honour: true}}, {"paced", &script{tokens: 64, prompt: 20, honour: true, pace: time.Millisecond}}} {
+		b.Run(pc.name, func(b *testing.B) { benchUpstreamStream(b, pc.s) })
+	}
+}
+
+func benchUpstreamStream(b *testing.B, s *script) {
+	backend := httptest.NewServer(s)
+	defer backend.Close()
+	u, _ := url.Parse(backend.URL)
+	mon := newMonitor(b)
+	for _, bc := range []struct {
+		name string
+		on   bool
+	}{{"whole", false}, {"rebuilt", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := otelenergy.NewMiddleware(mon)(openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(sdkmetric.NewMeterProvider()),
+				openaiproxy.WithUpstreamStreaming(bc.on)))
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			client := &http.Client{Transport: &http.Transport{}}
+			defer client.CloseIdleConnections()
+			body := chatRequest(false, "")
+			var lat []time.Duration
+			b.ReportAllocs()
+			cpu := openaiproxy.CPUTime()
+			for b.Loop() {
+				start := time.Now()
+				resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat = append(lat, time.Since(start))
+			}
+			b.ReportMetric(float64(openaiproxy.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
+			slices.Sort(lat)
+			q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) }
+			b.ReportMetric(q(0.5), "latency-us-p50")
+			b.ReportMetric(q(0.99), "latency-us-p99")
 		})
 	}
 }

@@ -99,6 +99,18 @@ func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	json.Unmarshal(body, &req)
 	if s.json || (s.honour && !req.Stream) {
+		for range s.tokens {
+			if !s.honour || s.pace == 0 {
+				break
+			}
+			// A whole body comes once every token is generated, each
+			// paced as the stream's are.
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(s.pace):
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, chatJSON(s.prompt, s.tokens))
 		return
