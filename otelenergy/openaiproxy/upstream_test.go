@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -253,5 +254,55 @@ func TestUpstreamJSONAnswerPasses(t *testing.T) {
 	}
 	if c := r.wait(t); c.out != 5 || c.in != 8 {
 		t.Fatalf("reported %d output, %d input tokens", c.out, c.in)
+	}
+}
+
+// TestUpstreamStreamingConcurrentSafe sends non-streaming and streaming
+// requests at once through one proxy, which rebuilds the former's bodies
+// and learns one token rate from all of them: every answer is whole and
+// its own, and the budget is whole again once they are done.
+func TestUpstreamStreamingConcurrentSafe(t *testing.T) {
+	budget := openaiproxy.NewBudget(1 << 20)
+	s := &script{tokens: 30, prompt: 5, honour: true}
+	r := newRig(t, s, openaiproxy.WithBudget(budget))
+	r.counts = make(chan counts, 64)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stream := i%2 == 0
+			resp, err := r.client.Post(r.proxy.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatRequest(stream, "")))
+			if err != nil {
+				errs <- err
+				return
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			switch {
+			case err != nil:
+				errs <- err
+			case stream && string(body) != strings.Join(s.events(false), ""):
+				errs <- fmt.Errorf("stream %q", body)
+			case !stream && !bytes.Contains(body, []byte(`"content":"`+scriptContent(30)+`"`)):
+				errs <- fmt.Errorf("rebuilt body %s", body)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for range 32 {
+		// The prompt's estimate, 10, reported at the first chunk, stays
+		// above the usage's 5.
+		if c := r.wait(t); c.out != 30 || c.in != 10 {
+			t.Fatalf("reported %d output, %d input tokens; want 30 and 10", c.out, c.in)
+		}
+	}
+	if !budget.Take(1 << 20) {
+		t.Fatal("the budget was not given back whole")
 	}
 }
