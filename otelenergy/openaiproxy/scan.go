@@ -55,14 +55,43 @@ type chunkInfo struct {
 // usage.prompt_tokens_details.cached_tokens, timings.predicted_n, tokens,
 // error and object, and skips everything else. It validates only what it
 // walks over.
-func scanChunk(b []byte, c *chunkInfo) error {
+func scanChunk(b []byte, c *chunkInfo) error { return scanChunkAfter(b, c, nil) }
+
+// envelope is the part of a stream's chunks before their "choices", which
+// a server repeats in every chunk (id, object, created, model,
+// system_fingerprint): once a chunk's envelope has been read, a chunk
+// that begins with the same bytes is read from its "choices" on, its
+// envelope compared rather than scanned. It holds a copy of the bytes. An
+// envelope that held anything the scanner reads besides the model (usage,
+// timings, tokens, an error) is not kept.
+type envelope struct {
+	prefix       []byte
+	model        span // of the model's contents within prefix
+	modelEscaped bool
+	ok           bool
+}
+
+// scanChunkAfter is scanChunk that reads a chunk whose envelope is env's
+// from its "choices" on, and keeps the envelope of a chunk it reads whole
+// in env; a nil env is none.
+func scanChunkAfter(b []byte, c *chunkInfo, env *envelope) error {
 	*c = chunkInfo{usageAt: noMember, predicted: -1, tokens: -1}
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return errSyntax
 	}
 	i++
-	for first := true; ; first = false {
+	first := true
+	if env != nil && env.ok && len(b) > len(env.prefix) && bytes.HasPrefix(b, env.prefix) {
+		i, first = len(env.prefix), true
+		if env.model.to > 0 {
+			c.model, c.modelEscaped = env.prefix[env.model.from:env.model.to], env.modelEscaped
+		}
+		env = nil // kept already
+	}
+	// keep is whether what was read so far lets the envelope be kept.
+	keep := env != nil
+	for ; ; first = false {
 		key, v, done, err := nextMember(b, i, first)
 		if err != nil {
 			return err
@@ -83,6 +112,16 @@ func scanChunk(b []byte, c *chunkInfo) error {
 				continue
 			}
 		case "choices":
+			if keep {
+				start := keyStart(b, key)
+				env.prefix = append(env.prefix[:0], b[:start]...)
+				env.model, env.modelEscaped, env.ok = span{}, c.modelEscaped, true
+				if len(c.model) > 0 {
+					from := cap(b) - cap(c.model)
+					env.model = span{from, from + len(c.model)}
+				}
+				keep = false
+			}
 			if b[v] == '[' {
 				c.hasChoices = true
 				i, err = scanChoices(b, v, c)
@@ -92,11 +131,13 @@ func scanChunk(b []byte, c *chunkInfo) error {
 				continue
 			}
 		case "usage":
+			keep = false
 			if i, err = scanUsage(b, key, v, c); err != nil {
 				return err
 			}
 			continue
 		case "timings":
+			keep = false
 			if b[v] == '{' {
 				if i, err = scanObject(b, v, 1, func(key []byte, i int) (int, error) {
 					if string(key) == "predicted_n" {
@@ -109,6 +150,7 @@ func scanChunk(b []byte, c *chunkInfo) error {
 				continue
 			}
 		case "tokens":
+			keep = false
 			if b[v] == '[' {
 				n, end, err := countArray(b, v, 1)
 				if err != nil {
@@ -118,6 +160,7 @@ func scanChunk(b []byte, c *chunkInfo) error {
 				continue
 			}
 		case "error":
+			keep = false
 			end, err := skipFast(b, v)
 			if err != nil {
 				return err
@@ -131,6 +174,7 @@ func scanChunk(b []byte, c *chunkInfo) error {
 				return err
 			}
 			c.hasError = c.hasError || string(b[v:end]) == `"error"`
+			keep = keep && !c.hasError
 			i = end
 			continue
 		}

@@ -174,6 +174,28 @@ func FuzzScanChunk(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var got chunkInfo
 		err := scanChunk(b, &got)
+		// A chunk read again after its envelope was kept reads the same,
+		// from its choices on.
+		var env envelope
+		var first, again chunkInfo
+		err1 := scanChunkAfter(b, &first, &env)
+		err2 := scanChunkAfter(b, &again, &env)
+		if (err1 == nil) != (err == nil) || (err2 == nil) != (err == nil) {
+			t.Fatalf("%q: errors %v, %v after the envelope, %v alone", b, err1, err2, err)
+		}
+		if err == nil {
+			alone := got
+			for _, c := range []chunkInfo{first, again} {
+				if string(c.model) != string(alone.model) || c.modelEscaped != alone.modelEscaped {
+					t.Fatalf("%q: model %q, alone %q", b, c.model, alone.model)
+				}
+				c.model, alone.model = nil, nil
+				if !reflect.DeepEqual(c, alone) {
+					t.Fatalf("%q: after the envelope\n got %+v\nwant %+v", b, c, alone)
+				}
+				alone.model = got.model
+			}
+		}
 		want, ok := reference(b)
 		if !ok || err != nil {
 			// The scanner validates only what it walks; it may accept

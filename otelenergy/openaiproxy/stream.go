@@ -64,6 +64,7 @@ type exchange struct {
 	res      reservation
 
 	chunk          chunkInfo
+	env            envelope // the stream's chunks' envelope, read once
 	respModel      string
 	inReported     int64
 	outReported    int64
@@ -311,7 +312,7 @@ func (ex *exchange) sseEvent(data []byte) (drop bool, cut span) {
 		return false, span{}
 	}
 	c := &ex.chunk
-	if err := scanChunk(data, c); err != nil {
+	if err := scanChunkAfter(data, c, &ex.env); err != nil {
 		ex.giveUp(ReasonMalformed)
 		return false, span{}
 	}
@@ -433,12 +434,14 @@ func (ex *exchange) count(c *chunkInfo) {
 		ex.sendInputEstimate()
 	}
 	n := ex.chunkTokens(c)
-	if n > 0 || c.contentChoices > 0 {
-		now := ex.h.cfg.now()
-		if ex.firstToken.IsZero() {
-			ex.firstToken = now
-		}
-		ex.lastToken = now
+	// The clock is read at the first content chunk and at a chunk that
+	// finishes a choice, not at every chunk: where it is not in the vDSO
+	// (some VMs) a read costs as much as scanning the chunk. The last
+	// token is the last finish's, or the response's end (see finish).
+	if (n > 0 || c.contentChoices > 0) && ex.firstToken.IsZero() {
+		ex.firstToken = ex.h.cfg.now()
+	} else if c.finished && !ex.firstToken.IsZero() {
+		ex.lastToken = ex.h.cfg.now()
 	}
 	if n > 0 {
 		addCapped(ex, n, false)
@@ -831,6 +834,9 @@ func (ex *exchange) record(failure string) {
 	inst := ex.h.inst
 	ok := inst.attrs(ex.op, ex.req.model, ex.respModel)
 	end := ex.h.cfg.now()
+	if ex.lastToken.IsZero() {
+		ex.lastToken = end
+	}
 	dur := ok
 	if failure != "" {
 		dur = metric.WithAttributeSet(attribute.NewSet(append(inst.attrList(ex.op, ex.req.model, ex.respModel), ErrorTypeKey.String(failure))...))
