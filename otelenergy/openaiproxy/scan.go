@@ -44,6 +44,12 @@ type chunkInfo struct {
 	// hasError is an error event: a top-level "error" member that is not
 	// null, or "object":"error".
 	hasError bool
+	// texts counts the non-empty strings that made a choice's content,
+	// and textAt is the last one's span (its quotes included), for the
+	// envelope's template.
+	texts  int
+	textAt span
+	calls  bool // tool calls or a function call made a choice's content
 }
 
 // scanChunk reads one completion object from b into c. It recognises
@@ -69,12 +75,63 @@ type envelope struct {
 	model        span // of the model's contents within prefix
 	modelEscaped bool
 	ok           bool
+
+	// The template: most chunks of a stream differ from the one before
+	// only in the text of their one choice. A chunk read whole whose one
+	// content string is all that made its choice's content (nothing
+	// stated, no finish, usage or error) is kept as the bytes before its
+	// string (pre, through the opening quote) and after it (suf, from the
+	// closing quote) with what it read (info); a chunk with those bytes
+	// around a string reads as info with that string's length.
+	pre, suf  []byte
+	info      chunkInfo
+	infoModel []byte
+	tmplOK    bool
+}
+
+// fromTemplate reads b as env's template with another string, and
+// reports whether b is one.
+func (env *envelope) fromTemplate(b []byte, c *chunkInfo) bool {
+	if !env.tmplOK || len(b) < len(env.pre)+len(env.suf) || !bytes.HasPrefix(b, env.pre) || !bytes.HasSuffix(b, env.suf) {
+		return false
+	}
+	q := len(env.pre) - 1
+	end, _, err := scanString(b, q)
+	if err != nil || end != len(b)-len(env.suf)+1 {
+		return false
+	}
+	*c = env.info
+	c.model = env.infoModel
+	c.textAt = span{q, end}
+	if c.contentBytes = end - q - 2; c.contentBytes == 0 {
+		c.contentChoices, c.unstated, c.texts, c.textAt = 0, 0, 0, span{}
+	}
+	return true
+}
+
+// keepTemplate keeps b, just read whole into c, as env's template when it
+// is one.
+func (env *envelope) keepTemplate(b []byte, c *chunkInfo) {
+	if c.choices != 1 || c.contentChoices != 1 || c.texts != 1 || c.calls || c.unstated != 1 || c.finished ||
+		c.hasUsage || c.usageNull || c.predicted >= 0 || c.tokens >= 0 || c.hasError {
+		return
+	}
+	env.pre = append(env.pre[:0], b[:c.textAt.from+1]...)
+	env.suf = append(env.suf[:0], b[c.textAt.to-1:]...)
+	env.info = *c
+	env.infoModel = append(env.infoModel[:0], c.model...)
+	env.info.model = nil
+	env.tmplOK = true
 }
 
 // scanChunkAfter is scanChunk that reads a chunk whose envelope is env's
 // from its "choices" on, and keeps the envelope of a chunk it reads whole
 // in env; a nil env is none.
 func scanChunkAfter(b []byte, c *chunkInfo, env *envelope) error {
+	if env != nil && env.fromTemplate(b, c) {
+		return nil
+	}
+	tmpl := env
 	*c = chunkInfo{usageAt: noMember, predicted: -1, tokens: -1}
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -184,6 +241,9 @@ func scanChunkAfter(b []byte, c *chunkInfo, env *envelope) error {
 	}
 	if skipWS(b, i) != len(b) {
 		return errSyntax
+	}
+	if tmpl != nil {
+		tmpl.keepTemplate(b, c)
 	}
 	return nil
 }
@@ -427,6 +487,7 @@ func scanChoice(b []byte, i int, c *chunkInfo) (int, error) {
 			if n > 0 {
 				content = true
 				c.contentBytes += n
+				c.texts, c.textAt = c.texts+1, span{v, end}
 			}
 			i = end
 			continue
@@ -492,6 +553,7 @@ func scanMessage(b []byte, i int, c *chunkInfo) (end int, content bool, err erro
 			if n > 0 {
 				content = true
 				c.contentBytes += n
+				c.texts, c.textAt = c.texts+1, span{v, end}
 			}
 			i = end
 			continue
@@ -502,11 +564,13 @@ func scanMessage(b []byte, i int, c *chunkInfo) (end int, content bool, err erro
 					return 0, false, err
 				}
 				content = content || n > 0
+				c.calls = c.calls || n > 0
 				i = end
 				continue
 			}
 		case "function_call":
 			content = content || b[v] == '{'
+			c.calls = c.calls || b[v] == '{'
 		}
 		if i, err = skipFast(b, v); err != nil {
 			return 0, false, err

@@ -94,6 +94,13 @@ func reference(b []byte) (c chunkInfo, ok bool) {
 	return c, true
 }
 
+// withoutAliases is c without its slices into the scanned bytes, for
+// comparing two reads.
+func (c chunkInfo) withoutAliases() chunkInfo {
+	c.model = nil
+	return c
+}
+
 // allZero reports whether every number in x is zero.
 func allZero(x any) bool {
 	switch v := x.(type) {
@@ -171,6 +178,7 @@ func FuzzScanChunk(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte(`{"choices":[{"delta":{"content":"a","tool_calls":[{"index":0}]}}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var got chunkInfo
 		err := scanChunk(b, &got)
@@ -195,6 +203,21 @@ func FuzzScanChunk(f *testing.F) {
 				}
 				alone.model = got.model
 			}
+			// The template, when b is one, read with other strings.
+			if env.tmplOK {
+				for _, s := range []string{`""`, `"x"`, `"a\"b"`, `"\u00e9\\"`, `"` + strings.Repeat("z", 40) + `"`} {
+					b2 := append(append(append([]byte{}, env.pre[:len(env.pre)-1]...), s...), env.suf[1:]...)
+					var fromTmpl, whole chunkInfo
+					e1 := scanChunkAfter(b2, &fromTmpl, &env)
+					e2 := scanChunk(b2, &whole)
+					if (e1 == nil) != (e2 == nil) {
+						t.Fatalf("%q: template %v, alone %v", b2, e1, e2)
+					}
+					if e1 == nil && (!reflect.DeepEqual(fromTmpl.withoutAliases(), whole.withoutAliases()) || string(fromTmpl.model) != string(whole.model)) {
+						t.Fatalf("%q from the template of %q:\n got %+v\nwant %+v", b2, b, fromTmpl, whole)
+					}
+				}
+			}
 		}
 		want, ok := reference(b)
 		if !ok || err != nil {
@@ -205,7 +228,7 @@ func FuzzScanChunk(f *testing.F) {
 			}
 			return
 		}
-		got.model, got.modelEscaped, got.contentBytes, got.usageAt = nil, false, 0, memberSpan{}
+		got.model, got.modelEscaped, got.contentBytes, got.usageAt, got.texts, got.textAt, got.calls = nil, false, 0, memberSpan{}, 0, span{}, false
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q:\n got %+v\nwant %+v", b, got, want)
 		}
