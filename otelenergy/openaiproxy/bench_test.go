@@ -40,22 +40,11 @@ func BenchmarkProxyStream(b *testing.B) {
 			defer srv.Close()
 			client := &http.Client{Transport: &http.Transport{}}
 			defer client.CloseIdleConnections()
-			body := chatRequest(true, "")
-			b.ReportAllocs()
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			cpu := openaiproxy.CPUTime()
 			b.ResetTimer()
-			for b.Loop() {
-				resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
-				if err != nil {
-					b.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
+			postAll(b, client, srv.URL, chatRequest(true, ""), nil)
 			b.StopTimer()
-			b.ReportMetric(float64(openaiproxy.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 			runtime.ReadMemStats(&after)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chunks), "ns/chunk")
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*chunks), "allocs/chunk")
@@ -89,20 +78,31 @@ func BenchmarkProxyCompletion(b *testing.B) {
 			defer srv.Close()
 			client := &http.Client{Transport: &http.Transport{}}
 			defer client.CloseIdleConnections()
-			body := chatRequest(false, "")
-			b.ReportAllocs()
-			cpu := openaiproxy.CPUTime()
-			for b.Loop() {
-				resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
-				if err != nil {
-					b.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-			b.ReportMetric(float64(openaiproxy.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
+			postAll(b, client, srv.URL, chatRequest(false, ""), nil)
 		})
 	}
+}
+
+// postAll posts a chat completion request of body to srv once per
+// iteration, reading each response whole, reports the process's CPU per
+// request (cpu-ns/op), and appends each request's latency to lat when it
+// is not nil.
+func postAll(b *testing.B, client *http.Client, srv, body string, lat *[]time.Duration) {
+	b.ReportAllocs()
+	cpu := openaiproxy.CPUTime()
+	for b.Loop() {
+		start := time.Now()
+		resp, err := client.Post(srv+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if lat != nil {
+			*lat = append(*lat, time.Since(start))
+		}
+	}
+	b.ReportMetric(float64(openaiproxy.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // discardWriter is a ResponseWriter that keeps nothing, for measuring the
@@ -184,21 +184,8 @@ func benchUpstreamStream(b *testing.B, s *script) {
 			defer srv.Close()
 			client := &http.Client{Transport: &http.Transport{}}
 			defer client.CloseIdleConnections()
-			body := chatRequest(false, "")
 			var lat []time.Duration
-			b.ReportAllocs()
-			cpu := openaiproxy.CPUTime()
-			for b.Loop() {
-				start := time.Now()
-				resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
-				if err != nil {
-					b.Fatal(err)
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				lat = append(lat, time.Since(start))
-			}
-			b.ReportMetric(float64(openaiproxy.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
+			postAll(b, client, srv.URL, chatRequest(false, ""), &lat)
 			slices.Sort(lat)
 			q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) }
 			b.ReportMetric(q(0.5), "latency-us-p50")

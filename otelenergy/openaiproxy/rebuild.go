@@ -1,6 +1,7 @@
 package openaiproxy
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 )
@@ -428,7 +429,7 @@ func (rb *rebuilder) appendValue(out []byte, o *jobj, m *jmember) []byte {
 		return rb.appendObject(out, m.sub)
 	case m.rule == ruleList && m.raw == nil:
 		es := slices.Clone(m.list)
-		slices.SortStableFunc(es, func(a, b *jelem) int { return cmpInt(a.index, b.index) })
+		slices.SortStableFunc(es, func(a, b *jelem) int { return cmp.Compare(a.index, b.index) })
 		out = append(out, '[')
 		for k, e := range es {
 			if k > 0 {
@@ -472,16 +473,6 @@ func callsOf(o *jobj) bool {
 		}
 	}
 	return false
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // finished reports whether every choice seen has a finish_reason.

@@ -2,6 +2,7 @@ package openaiproxy
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -338,7 +339,7 @@ func (o *refObject) value(kind uint8) any {
 			v = mm.sub.value(mm.kind)
 		case rule(mm.rule) == ruleList && !mm.hasLast:
 			es := slices.Clone(mm.list)
-			slices.SortStableFunc(es, func(a, b *refElem) int { return cmpInt(a.index, b.index) })
+			slices.SortStableFunc(es, func(a, b *refElem) int { return cmp.Compare(a.index, b.index) })
 			l := []any{}
 			for _, e := range es {
 				l = append(l, e.o.value(mm.kind))

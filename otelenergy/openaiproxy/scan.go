@@ -480,15 +480,11 @@ func scanChoice(b []byte, i int, c *chunkInfo) (int, error) {
 				continue
 			}
 		case "text":
-			end, n, err := stringLen(b, v, 3)
+			end, has, err := c.text(b, v, 3)
 			if err != nil {
 				return 0, err
 			}
-			if n > 0 {
-				content = true
-				c.contentBytes += n
-				c.texts, c.textAt = c.texts+1, span{v, end}
-			}
+			content = content || has
 			i = end
 			continue
 		case "logprobs":
@@ -546,15 +542,11 @@ func scanMessage(b []byte, i int, c *chunkInfo) (end int, content bool, err erro
 		}
 		switch string(key) {
 		case "content", "reasoning_content", "reasoning", "refusal":
-			end, n, err := stringLen(b, v, 4)
+			end, has, err := c.text(b, v, 4)
 			if err != nil {
 				return 0, false, err
 			}
-			if n > 0 {
-				content = true
-				c.contentBytes += n
-				c.texts, c.textAt = c.texts+1, span{v, end}
-			}
+			content = content || has
 			i = end
 			continue
 		case "tool_calls":
@@ -576,6 +568,18 @@ func scanMessage(b []byte, i int, c *chunkInfo) (end int, content bool, err erro
 			return 0, false, err
 		}
 	}
+}
+
+// text reads a member of generated text at b[v] and reports whether it
+// is a non-empty string, noting its length and place.
+func (c *chunkInfo) text(b []byte, v, depth int) (end int, has bool, err error) {
+	end, n, err := stringLen(b, v, depth)
+	if err != nil || n == 0 {
+		return end, false, err
+	}
+	c.contentBytes += n
+	c.texts, c.textAt = c.texts+1, span{v, end}
+	return end, true, nil
 }
 
 // countLogprobs reads a choice's logprobs object at b[i] and returns the
