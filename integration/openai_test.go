@@ -92,7 +92,7 @@ func startApp(t *testing.T) string {
 
 // gateway runs the proxy in front of backend inside otelhttp and the
 // energy middleware, recording spans.
-func gateway(t *testing.T, backend string) (string, *tracetest.SpanRecorder) {
+func gateway(t *testing.T, backend string, opts ...openaiproxy.Option) (string, *tracetest.SpanRecorder) {
 	u, _ := url.Parse(backend)
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
@@ -104,7 +104,7 @@ func gateway(t *testing.T, backend string) (string, *tracetest.SpanRecorder) {
 	if err := mon.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h := otelhttp.NewHandler(otelenergy.NewMiddleware(mon)(openaiproxy.New(u, mon, openaiproxy.WithMeterProvider(mp))), "gateway",
+	h := otelhttp.NewHandler(otelenergy.NewMiddleware(mon)(openaiproxy.New(u, mon, append([]openaiproxy.Option{openaiproxy.WithMeterProvider(mp)}, opts...)...)), "gateway",
 		otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp))
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {

@@ -108,7 +108,8 @@
 //   - a message: content, reasoning_content, reasoning and refusal are
 //     concatenated (null when no piece was a string; an empty content
 //     beside tool calls is null, as non-streaming bodies have it); role is
-//     the last non-null value; tool_calls are merged by index, each with
+//     the last non-null value, "assistant" when no chunk names it;
+//     tool_calls are merged by index, each with
 //     the last non-empty id, the last non-null type, the function's last
 //     non-empty name and its arguments concatenated, and without the index
 //     (OpenAI's, vLLM's and TGI's non-streaming calls have none); the

@@ -29,7 +29,8 @@ var errResponseTooLarge = errors.New("openaiproxy: the rebuilt response is above
 //     are concatenated (null when no piece was a string, and an empty
 //     "content" beside tool calls or a function call is null, as
 //     non-streaming bodies have it); "role" is the
-//     last non-null value; "tool_calls" are merged by their "index", which
+//     last non-null value, "assistant" when no chunk names it; "tool_calls"
+//     are merged by their "index", which
 //     the rebuilt calls do not carry; the legacy "function_call" is merged
 //     as a function; anything else is the value last sent.
 //   - a tool call: "id" is the last non-empty string, "type" the last
@@ -402,6 +403,12 @@ func (rb *rebuilder) body() []byte {
 func (rb *rebuilder) appendObject(out []byte, o *jobj) []byte {
 	out = append(out, '{')
 	first := true
+	if o.kind == kindMessage && o.member([]byte("role")) == nil {
+		// A chat completion's message is the assistant's, also where the
+		// stream never said so.
+		out = append(out, `"role":"assistant"`...)
+		first = false
+	}
 	for _, m := range o.members {
 		if m.rule == ruleDrop {
 			continue

@@ -324,6 +324,9 @@ func (mm *refMember) merge(v any) {
 
 func (o *refObject) value(kind uint8) any {
 	out := map[string]any{}
+	if _, ok := o.members["role"]; kind == kindMessage && !ok {
+		out["role"] = "assistant"
+	}
 	for _, k := range o.keys {
 		mm := o.members[k]
 		if rule(mm.rule) == ruleDrop {
