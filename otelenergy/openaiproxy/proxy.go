@@ -139,9 +139,9 @@ func (ex *exchange) serve(r *http.Request) (returned bool) {
 // a plain one. It logs the refusal once per handler.
 func (ex *exchange) resend(in *http.Request) *http.Request {
 	if !ex.h.refusedLogged.Swap(true) {
-		ex.h.cfg.errorLog.Printf("openaiproxy: %s %s: the backend refused a non-streaming request sent as a stream (status %d); "+
+		ex.h.cfg.errorLog.Printf("openaiproxy: %s %s: a non-streaming request was sent upstream as a stream and the backend %s; "+
 			"such requests are sent again as the client sent them (logged once; WithUpstreamStreaming(false), or -upstream-stream=false, stops asking)",
-			in.Method, in.URL.Path, ex.status)
+			in.Method, in.URL.Path, ex.resendWhy)
 	}
 	ex.up, ex.mode, ex.status, ex.upHdr = false, modeNone, 0, nil
 	ex.rw.held, ex.rw.wroteHeader = false, false

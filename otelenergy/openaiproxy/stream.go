@@ -52,16 +52,17 @@ type exchange struct {
 	read     bool   // JSON mode: the body was read as it passed, whole in one write
 
 	// Upstream streaming ([WithUpstreamStreaming]).
-	up       bool        // the request went upstream as a stream; the response is held
-	upHdr    http.Header // the backend's header while the response is held
-	upCtx    context.Context
-	cancel   context.CancelFunc
-	orig     []byte // the client's body, sent again if the backend refuses the stream
-	rb       *rebuilder
-	upFail   string // why the rebuilt body cannot be sent: a Reason, or reasonBackendError
-	upErrMsg string // the backend's error message, for reasonBackendError
-	answered bool   // the proxy wrote the client's whole response itself
-	res      reservation
+	up        bool        // the request went upstream as a stream; the response is held
+	upHdr     http.Header // the backend's header while the response is held
+	upCtx     context.Context
+	cancel    context.CancelFunc
+	orig      []byte // the client's body, sent again if the backend refuses the stream
+	rb        *rebuilder
+	upFail    string // why the rebuilt body cannot be sent: a Reason, or reasonBackendError
+	upErrMsg  string // the backend's error message, for reasonBackendError
+	resendWhy string // why the client's request is sent again (modeRefused)
+	answered  bool   // the proxy wrote the client's whole response itself
+	res       reservation
 
 	chunk          chunkInfo
 	env            envelope // the stream's chunks' envelope, read once
@@ -208,8 +209,14 @@ func (ex *exchange) beginUpstream(status int) (held bool) {
 		ex.res.b = ex.h.cfg.budget
 		ex.sse = sseFramer{c: ex}
 		return true
+	case status >= 200 && status < 300 && isMediaType(ex.upHdr.Get("Content-Type"), "text/event-stream"):
+		// A stream in a content coding, which the proxy did not ask for
+		// and cannot read: the client, who asked for a whole body, is
+		// sent what the backend answers its own request with.
+		ex.mode, ex.resendWhy = modeRefused, "sent a stream in the content coding "+strconv.Quote(ce)
+		return true
 	case refusesStream(status):
-		ex.mode = modeRefused
+		ex.mode, ex.resendWhy = modeRefused, "refused it with status "+strconv.Itoa(status)
 		return true
 	}
 	ex.passUpstream()

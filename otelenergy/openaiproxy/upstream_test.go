@@ -2,6 +2,7 @@ package openaiproxy_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -229,7 +230,7 @@ func TestUpstreamRefusedResent(t *testing.T) {
 			t.Fatalf("reported %d output, %d input tokens; want 3 and 12", c.out, c.in)
 		}
 	}
-	if n := strings.Count(logged.String(), "refused"); n != 1 {
+	if n := strings.Count(logged.String(), "refused it with status 400"); n != 1 {
 		t.Fatalf("logged the refusal %d times, want once:\n%s", n, logged.String())
 	}
 
@@ -305,4 +306,49 @@ func TestUpstreamStreamingConcurrentSafe(t *testing.T) {
 	if !budget.Take(1 << 20) {
 		t.Fatal("the budget was not given back whole")
 	}
+}
+
+// TestUpstreamClientGone: a non-streaming client that leaves while the
+// proxy reads the stream for it ends the exchange as a disconnect, with
+// nothing written and nothing left running.
+func TestUpstreamClientGone(t *testing.T) {
+	s := &script{tokens: 1000, prompt: 4, honour: true, pace: 2 * time.Millisecond}
+	r := newRig(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", r.proxy.URL+"/v1/chat/completions", strings.NewReader(chatRequest(false, "")))
+	if _, err := r.client.Do(req); err == nil {
+		t.Fatal("the request ended before the client left")
+	}
+	if c := r.wait(t); c.out == 0 || c.out >= 1000 {
+		t.Fatalf("reported %d output tokens, want those that passed before the client left", c.out)
+	}
+	if u := r.unparsed(t); u[openaiproxy.ReasonClientDisconnect] != 1 {
+		t.Fatalf("unparsed %v, want client_disconnect 1", u)
+	}
+}
+
+// TestUpstreamEncodedStreamResent: a stream in a content coding the proxy
+// did not ask for cannot be rebuilt; the client's request is sent again as
+// it came.
+func TestUpstreamEncodedStreamResent(t *testing.T) {
+	var seen []string
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen = append(seen, string(b))
+		if bytes.Contains(b, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Content-Encoding", "br")
+			io.WriteString(w, "\x1b\x00compressed")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, chatJSON(3, 2))
+	}))
+	r := newRigTo(t, backend, openaiproxy.WithErrorLog(log.New(io.Discard, "", 0)))
+	resp, got := r.post(t, "/v1/chat/completions", chatRequest(false, ""))
+	if resp.StatusCode != 200 || string(got) != chatJSON(3, 2) || len(seen) != 2 {
+		t.Fatalf("status %d, body %s, backend saw %d requests", resp.StatusCode, got, len(seen))
+	}
+	r.wait(t)
 }
