@@ -117,9 +117,10 @@ func WithIncludeUsage(on bool) Option {
 // event, a backend that closes it before its end, a body above
 // [WithMaxResponseBytes]) gets an OpenAI-style error with 502, one past
 // [WithUpstreamTimeout] 504, and never a truncated 200; a backend that
-// refuses the stream with a 4xx (other than 401, 403, 407, 408 and 429)
-// gets the client's request once more, unchanged, and the proxy logs that
-// once ([WithErrorLog]). The default is true.
+// refuses the stream with a 4xx (other than 401, 403, 407, 408 and 429),
+// or sends it in a content coding, gets the client's request once more,
+// unchanged, and the proxy logs that once ([WithErrorLog]). The default
+// is true.
 func WithUpstreamStreaming(on bool) Option {
 	return optionFunc(func(c *config) { c.upstream = on })
 }

@@ -132,9 +132,10 @@
 // OpenAI-style error with 502, a stream past [WithUpstreamTimeout] 504, a
 // body above [WithMaxResponseBytes] 502, and one the [Budget] has no room
 // for 503 with Retry-After. A backend that refuses the stream with a 4xx
-// (other than 401, 403, 407, 408 and 429) gets the client's request once
-// more, unchanged, and the refusal is logged once per handler; a backend
-// that ignores "stream" and answers a whole body is read as any.
+// (other than 401, 403, 407, 408 and 429), or sends it in a content coding,
+// gets the client's request once more, unchanged, and that is logged once
+// per handler; a backend that ignores "stream" and answers a whole body is
+// read as any.
 //
 // # Guarantees
 //
