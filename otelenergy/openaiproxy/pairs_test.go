@@ -113,11 +113,16 @@ func TestRebuiltBodyMatchesRecordedPairs(t *testing.T) {
 				Usage struct {
 					Prompt     uint64 `json:"prompt_tokens"`
 					Completion uint64 `json:"completion_tokens"`
+					Details    struct {
+						Cached uint64 `json:"cached_tokens"`
+					} `json:"prompt_tokens_details"`
 				} `json:"usage"`
 			}
 			json.Unmarshal(p.body, &usage)
-			if c := r.wait(t); c.out != usage.Usage.Completion || c.in < usage.Usage.Prompt {
-				t.Fatalf("reported %d output, %d input tokens; usage %+v", c.out, c.in, usage.Usage)
+			// The input tokens are the usage's or the prompt's estimate,
+			// whichever is higher; the cached ones are the usage's.
+			if c := r.wait(t); c.out != usage.Usage.Completion || c.in < usage.Usage.Prompt || c.cached != usage.Usage.Details.Cached {
+				t.Fatalf("reported %d output, %d input, %d cached tokens; usage %+v", c.out, c.in, c.cached, usage.Usage)
 			}
 			if u := r.unparsed(t); len(u) != 0 {
 				t.Fatalf("unparsed %v", u)
