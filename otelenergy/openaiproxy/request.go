@@ -337,7 +337,12 @@ func readBody(r *http.Request, limit int) (body []byte, held, ok bool, err error
 	// A declared length is a claim, not bytes: the buffer starts at most
 	// initialBodyBuffer and grows as bytes arrive, so that connections
 	// declaring large bodies and sending little hold little.
-	b := make([]byte, 0, min(max(r.ContentLength+1, 512), initialBodyBuffer, int64(limit)+1))
+	size := int64(512)
+	if r.ContentLength >= 0 {
+		// One byte past the declared length tells a longer body.
+		size = r.ContentLength + 1
+	}
+	b := make([]byte, 0, min(size, initialBodyBuffer, int64(limit)+1))
 	for {
 		if len(b) == cap(b) {
 			if len(b) > limit {

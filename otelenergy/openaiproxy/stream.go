@@ -42,7 +42,7 @@ type exchange struct {
 	status int
 	mode   int
 
-	sse     sseFramer // SSE and rebuild modes: the stream's events
+	sse     *sseFramer // SSE and rebuild modes: the stream's events
 	done    bool      // [DONE] or a finish_reason was seen
 	sawDone bool      // [DONE] was seen
 
@@ -65,7 +65,7 @@ type exchange struct {
 	res       reservation
 
 	chunk          chunkInfo
-	env            envelope // the stream's chunks' envelope, read once
+	env            *envelope // a stream's chunks' envelope, read once
 	respModel      string
 	inReported     int64
 	outReported    int64
@@ -163,7 +163,7 @@ func (ex *exchange) begin(status int) (held bool) {
 		return false
 	}
 	if ex.mode == modeSSE {
-		ex.sse = sseFramer{out: ex.rw.w, strip: ex.strip, c: ex}
+		ex.sse = &sseFramer{out: ex.rw.w, strip: ex.strip, c: ex}
 	}
 	if ex.mode == modeSSE && ex.strip {
 		// Removing the usage chunk shortens the body, so the backend's
@@ -207,7 +207,7 @@ func (ex *exchange) beginUpstream(status int) (held bool) {
 		ex.mode = modeRebuild
 		ex.rb = newRebuilder(ex.h.cfg.maxResponse)
 		ex.res.b = ex.h.cfg.budget
-		ex.sse = sseFramer{c: ex}
+		ex.sse = &sseFramer{c: ex}
 		return true
 	case status >= 200 && status < 300 && isMediaType(ex.upHdr.Get("Content-Type"), "text/event-stream"):
 		// A stream in a content coding, which the proxy did not ask for
@@ -319,7 +319,10 @@ func (ex *exchange) sseEvent(data []byte) (drop bool, cut span) {
 		return false, span{}
 	}
 	c := &ex.chunk
-	if err := scanChunkAfter(data, c, &ex.env); err != nil {
+	if ex.env == nil {
+		ex.env = &envelope{}
+	}
+	if err := scanChunkAfter(data, c, ex.env); err != nil {
 		ex.giveUp(ReasonMalformed)
 		return false, span{}
 	}
