@@ -43,8 +43,8 @@ type exchange struct {
 	mode   int
 
 	sse     *sseFramer // SSE and rebuild modes: the stream's events
-	done    bool      // [DONE] or a finish_reason was seen
-	sawDone bool      // [DONE] was seen
+	done    bool       // [DONE] or a finish_reason was seen
+	sawDone bool       // [DONE] was seen
 
 	body     []byte // JSON mode: the body so far
 	over     bool   // JSON mode: the body passed the bound
