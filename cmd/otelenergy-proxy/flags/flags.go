@@ -198,7 +198,7 @@ var table = cli.Table[Config]{Program: "otelenergy-proxy", EnvPrefix: EnvPrefix,
 		Set: func(c *Config, v string) error { return cli.Bool(&c.UpstreamStream, v) }},
 	{Name: "max-request-bytes", Default: "16777216", Usage: "largest request body accepted, in bytes; a larger one gets 413 before any byte of it reaches the backend",
 		Set: func(c *Config, v string) error { return bytesValue(&c.MaxRequestBytes, v) }},
-	{Name: "max-response-bytes", Default: "16777216", Usage: "largest response body the proxy rebuilds from an upstream stream (-upstream-stream), in bytes; a larger one gets 502",
+	{Name: "max-response-bytes", Default: "16777216", Usage: "largest response body the proxy rebuilds from an upstream stream (-upstream-stream), in bytes; a larger one gets 502 (at most -max-buffered-bytes is used)",
 		Set: func(c *Config, v string) error { return bytesValue(&c.MaxResponseBytes, v) }},
 	{Name: "max-buffered-bytes", Default: "67108864", Usage: "request and response body bytes held in memory across all requests at once (request bodies are held whole, to bound them and read their model; responses rebuilt from an upstream stream, and non-streaming responses read for their usage); a request that would pass it gets 503 with Retry-After",
 		Set: func(c *Config, v string) error { return bytesValue(&c.MaxBufferedBytes, v) }},
@@ -242,9 +242,6 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	}
 	if c.MaxRequestBytes > c.MaxBufferedBytes {
 		return c, cli.Invalid(fmt.Sprintf("-max-request-bytes %d is above -max-buffered-bytes %d: no such request could be held", c.MaxRequestBytes, c.MaxBufferedBytes))
-	}
-	if c.MaxResponseBytes > c.MaxBufferedBytes {
-		return c, cli.Invalid(fmt.Sprintf("-max-response-bytes %d is above -max-buffered-bytes %d: no such response could be held", c.MaxResponseBytes, c.MaxBufferedBytes))
 	}
 	return c, nil
 }

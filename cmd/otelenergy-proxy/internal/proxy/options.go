@@ -53,7 +53,8 @@ func (p *runner) openaiOptions(tel *telemetry, errLog *log.Logger, tr http.Round
 		// headers, which come only once its body is whole.
 		openaiproxy.WithUpstreamStreaming(p.cfg.UpstreamStream),
 		openaiproxy.WithUpstreamTimeout(p.cfg.BackendTimeout),
-		openaiproxy.WithMaxResponseBytes(int(min(p.cfg.MaxResponseBytes, 1<<30))),
+		// A response above the whole budget could never be held.
+		openaiproxy.WithMaxResponseBytes(int(min(p.cfg.MaxResponseBytes, p.cfg.MaxBufferedBytes, 1<<30))),
 		openaiproxy.WithBudget(budget),
 		trailers,
 		openaiproxy.WithMaxBodyBytes(int(min(p.cfg.MaxRequestBytes, 1<<30))),
