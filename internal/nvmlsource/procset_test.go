@@ -153,3 +153,30 @@ func TestProcessSetAddsToNamed(t *testing.T) {
 		t.Errorf("an empty set, this process on the board: Share(3) = %+v, want %+v (not attributed)", got, want)
 	}
 }
+
+// BenchmarkRefreshProcessSet is BenchmarkRefresh with the attributed
+// processes read from a set at each listing: the set's pids land in
+// buffers the source keeps, so that the listing allocates what
+// BenchmarkRefresh's does and no more (the set's own work aside, here
+// none).
+func BenchmarkRefreshProcessSet(b *testing.B) {
+	me := uint32(os.Getpid())
+	srv, fake := fakeH100(b, steady)
+	for _, d := range fake {
+		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+			return []nvml.ProcessInfo{{Pid: me}, {Pid: other}}, nvml.SUCCESS
+		}
+		d.GetProcessUtilizationFunc = func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			return []nvml.ProcessUtilizationSample{sample(me, last+1, 30), sample(other, last+1, 70)}, nvml.SUCCESS
+		}
+	}
+	s, err := nvmlsource.New(testOpts(srv, nvmlsource.WithProcessSet(&fakeSet{pids: []int{int(me), 4243, 4244}}))...)
+	if err != nil {
+		b.Fatalf("New() = %v", err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		nvmlsource.RefreshShares(s)
+	}
+}
