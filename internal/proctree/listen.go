@@ -3,6 +3,7 @@ package proctree
 import (
 	"bufio"
 	"errors"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -45,8 +46,8 @@ func (fs FS) ListeningInodes(port int) ([]uint64, error) {
 // "sl local_address rem_address st tx_queue:rx_queue tr:tm->when
 // retrnsmt uid timeout inode ...", the local address ADDR:PORT in
 // hexadecimal; an inode of 0 is a socket no process holds any more.
-func appendListening(dst []uint64, f *os.File, port int) ([]uint64, error) {
-	sc := bufio.NewScanner(f)
+func appendListening(dst []uint64, r io.Reader, port int) ([]uint64, error) {
+	sc := bufio.NewScanner(r)
 	sc.Scan() // the header
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
