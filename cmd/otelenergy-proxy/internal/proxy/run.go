@@ -519,12 +519,14 @@ func (p *runner) openSource(pids []int) (otelenergy.Source, error) {
 	if len(p.cfg.Devices) > 0 {
 		opts = append(opts, energysource.WithDevices(p.cfg.Devices...))
 	}
-	if len(p.cfg.BackendPIDs) > 0 {
-		opts = append(opts, energysource.WithProcesses(p.cfg.BackendPIDs...))
-	}
-	if p.procs != nil {
+	switch {
+	case p.procs != nil:
+		// The set is read at each listing; -backend-pid's beside it.
+		if len(p.cfg.BackendPIDs) > 0 {
+			opts = append(opts, energysource.WithProcesses(p.cfg.BackendPIDs...))
+		}
 		opts = append(opts, energysource.WithProcessSet(p.procs))
-	} else if len(pids) > 0 {
+	case len(pids) > 0:
 		opts = append(opts, energysource.WithProcesses(pids...))
 	}
 	src, _, err := energysource.Accelerator(opts...)
