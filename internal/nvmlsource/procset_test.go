@@ -160,23 +160,5 @@ func TestProcessSetAddsToNamed(t *testing.T) {
 // BenchmarkRefresh's does and no more (the set's own work aside, here
 // none).
 func BenchmarkRefreshProcessSet(b *testing.B) {
-	me := uint32(os.Getpid())
-	srv, fake := fakeH100(b, steady)
-	for _, d := range fake {
-		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
-			return []nvml.ProcessInfo{{Pid: me}, {Pid: other}}, nvml.SUCCESS
-		}
-		d.GetProcessUtilizationFunc = func(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
-			return []nvml.ProcessUtilizationSample{sample(me, last+1, 30), sample(other, last+1, 70)}, nvml.SUCCESS
-		}
-	}
-	s, err := nvmlsource.New(testOpts(srv, nvmlsource.WithProcessSet(&fakeSet{pids: []int{int(me), 4243, 4244}}))...)
-	if err != nil {
-		b.Fatalf("New() = %v", err)
-	}
-	defer s.Close()
-	b.ReportAllocs()
-	for b.Loop() {
-		nvmlsource.RefreshShares(s)
-	}
+	benchRefresh(b, nvmlsource.WithProcessSet(&fakeSet{pids: []int{os.Getpid(), 4243, 4244}}))
 }
