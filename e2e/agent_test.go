@@ -44,7 +44,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	agentBin := filepath.Join(binDir, "otelenergy-agent")
 	buildAll(ctx, t, append(backendBuilds(root, jaegerBin, prom3Bin),
 		// The agent's module replaces the library with the checkout.
-		goBuild{"agent", filepath.Join(root, "cmd", "otelenergy-agent"), append(os.Environ(), "GOWORK=off"), []string{"-o", agentBin, "."}},
+		goBuild{"agent", filepath.Join(root, "cmd", "otelenergy-agent"), append(os.Environ(), "GOWORK=off"), []string{"-o", agentBin, "."}, nil},
 	))
 
 	p := freePorts(t, 10)

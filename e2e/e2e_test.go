@@ -22,6 +22,12 @@
 //	cd e2e && go test -count=1 -v -timeout 60m ./...
 //
 // -short runs only the checks that need no backend, such as [TestDashboard].
+//
+// A real serving engine runs here too: Ollama, built from ollama.mod for
+// the CPU in parallel with Jaeger and Prometheus 3 (about 4 minutes of two
+// idle cores), serving a tiny random Llama that package gguf writes at
+// test time; [TestOllama] runs the proxy in front of it and as its
+// wrapper through the openai-go client (ollamadrive, a module of its own).
 package e2e
 
 import (
@@ -522,22 +528,27 @@ func repoDirs(t *testing.T) (root, binDir string) {
 }
 
 // goBuild is one go build the end-to-end tests run: args after "build",
-// in dir, with env (nil: this process's).
+// in dir, with env (nil: this process's), after prepare, when set, has
+// provided what the build needs and the variables it adds to env.
 type goBuild struct {
 	name, dir string
 	env       []string
 	args      []string
+	prepare   func(context.Context) ([]string, error)
 }
 
-// backendBuilds are the builds of Jaeger and Prometheus 3 from e2e/'s
-// modfiles. -modfile works only outside a workspace; the root's go.work
+// backendBuilds are the builds of Jaeger, Prometheus 3 and Ollama from
+// e2e/'s modfiles. -modfile works only outside a workspace; the root's go.work
 // lies above e2e/.
 func backendBuilds(root, jaegerBin, prom3Bin string) []goBuild {
 	noWork := append(os.Environ(), "GOWORK=off")
 	dir := filepath.Join(root, "e2e")
 	return []goBuild{
-		{"jaeger", dir, noWork, []string{"-modfile=go.mod", "-o", jaegerBin, "github.com/jaegertracing/jaeger/cmd/jaeger"}},
-		{"prometheus 3", dir, noWork, []string{"-modfile=prom3.mod", "-o", prom3Bin, "github.com/prometheus/prometheus/cmd/prometheus"}},
+		{"jaeger", dir, noWork, []string{"-modfile=go.mod", "-o", jaegerBin, "github.com/jaegertracing/jaeger/cmd/jaeger"}, nil},
+		{"prometheus 3", dir, noWork, []string{"-modfile=prom3.mod", "-o", prom3Bin, "github.com/prometheus/prometheus/cmd/prometheus"}, nil},
+		// Ollama, which TestOllama runs, builds beside them, so that
+		// whichever test runs first builds all three at once.
+		ollamaBuild(root, filepath.Join(filepath.Dir(jaegerBin), "ollama")),
 	}
 }
 
@@ -552,6 +563,14 @@ func buildAll(ctx context.Context, t *testing.T, builds []goBuild) {
 	for i, b := range builds {
 		wg.Go(func() {
 			start := time.Now()
+			if b.prepare != nil {
+				env, err := b.prepare(ctx)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				b.env = append(slices.Clip(b.env), env...)
+			}
 			errs[i] = runCommand(ctx, buildTimeout, b.dir, b.env, "go", append([]string{"build"}, b.args...)...)
 			t.Logf("build %s took %v", b.name, time.Since(start).Round(100*time.Millisecond))
 		})

@@ -68,12 +68,12 @@ func TestFleet(t *testing.T) {
 	driveBin := filepath.Join(binDir, "fleetdrive")
 	noWork := append(os.Environ(), "GOWORK=off")
 	buildAll(ctx, t, append(backendBuilds(root, jaegerBin, prom3Bin),
-		goBuild{"app", filepath.Join(root, "example"), nil, []string{"-o", appBin, "./app"}},
+		goBuild{"app", filepath.Join(root, "example"), nil, []string{"-o", appBin, "./app"}, nil},
 		// The proxy's module resolves the library through the workspace.
-		goBuild{"proxy", filepath.Join(root, "cmd", "otelenergy-proxy"), append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work")), []string{"-o", proxyBin, "."}},
+		goBuild{"proxy", filepath.Join(root, "cmd", "otelenergy-proxy"), append(os.Environ(), "GOWORK="+filepath.Join(root, "go.work")), []string{"-o", proxyBin, "."}, nil},
 		// The streams' driver lives in the integration module, which
 		// requires openai-go; this module stays free of it.
-		goBuild{"fleetdrive", filepath.Join(root, "integration"), noWork, []string{"-o", driveBin, "./cmd/fleetdrive"}},
+		goBuild{"fleetdrive", filepath.Join(root, "integration"), noWork, []string{"-o", driveBin, "./cmd/fleetdrive"}, nil},
 	))
 	clk.mark("build")
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/otelenergy/otelenergy/internal/amdsmi"
@@ -39,6 +40,7 @@ type config struct {
 	sysfs   string
 	devices []string
 	pids    []int
+	set     ProcessSet
 	domains []string
 	kinds   []string
 	log     *slog.Logger
@@ -69,6 +71,27 @@ func WithDevices(ids ...string) Option {
 // it charges every zone whole.
 func WithProcesses(pids ...int) Option {
 	return optionFunc(func(c *config) { c.pids = append([]int(nil), pids...) })
+}
+
+// ProcessSet is a set of processes whose members change as processes
+// start and exit, such as a server's process tree.
+type ProcessSet interface {
+	// AppendPIDs appends the set's members, host pids as they stand at
+	// the call, each once, to dst and returns the extended slice. It is
+	// called from the sources' own goroutines, never on a request path,
+	// and must be safe for concurrent use.
+	AppendPIDs(dst []int) []int
+}
+
+// WithProcessSet adds the members of set to the processes of
+// [WithProcesses]. NVML attributes them as they stand at each of its
+// process listings (every 5 s), so that a server's runner started at its
+// first request, or again after an idle unload, is attributed from the
+// first listing that sees it. AMD SMI and RAPL take the set's members
+// once, when they open. The default is no set; with one, the default of
+// this process alone does not apply to NVML.
+func WithProcessSet(set ProcessSet) Option {
+	return optionFunc(func(c *config) { c.set = set })
 }
 
 // WithRAPLDomains chooses the RAPL domains: "package", "core", "uncore",
@@ -175,6 +198,10 @@ func Open(kind string, opts ...Option) (otelenergy.Source, Finding, error) {
 
 func (c config) open(kind string) (otelenergy.Source, Finding, error) {
 	f := Finding{Kind: kind}
+	if c.set != nil && kind != NVML {
+		// The other sources take fixed pids: the set as it stands now.
+		c.pids = c.set.AppendPIDs(slices.Clone(c.pids))
+	}
 	var s otelenergy.Source
 	var err error
 	switch kind {
@@ -192,6 +219,9 @@ func (c config) open(kind string) (otelenergy.Source, Finding, error) {
 		}
 		if len(c.pids) > 0 {
 			o = append(o, nvmlsource.WithProcesses(c.pids...))
+		}
+		if c.set != nil {
+			o = append(o, nvmlsource.WithProcessSet(c.set))
 		}
 		var ns *nvmlsource.Source
 		if ns, err = nvmlsource.New(o...); err == nil {

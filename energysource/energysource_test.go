@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/amdsmi/amdsmitest"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
+	"github.com/otelenergy/otelenergy/internal/source"
 	"github.com/otelenergy/otelenergy/internal/sourcekind"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
@@ -185,5 +187,41 @@ func TestKindNames(t *testing.T) {
 		if k[0] != k[1] {
 			t.Errorf("sourcekind %q, source %q", k[0], k[1])
 		}
+	}
+}
+
+// setOf is a fixed process set that counts its reads.
+type setOf struct {
+	pids  []int
+	reads atomic.Int32
+}
+
+func (s *setOf) AppendPIDs(dst []int) []int { s.reads.Add(1); return append(dst, s.pids...) }
+
+// TestProcessSetAtOpen: RAPL takes a process set's members once, when it
+// opens, as it takes WithProcesses' pids: its zones are then split by
+// their CPU time (Processes -1, Shared) rather than charged whole.
+func TestProcessSetAtOpen(t *testing.T) {
+	root := node(t)
+	whole, _, err := energysource.Host(energysource.WithSysfs(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	set := &setOf{pids: []int{os.Getpid()}}
+	s, _, err := energysource.Host(energysource.WithSysfs(root), energysource.WithProcessSet(set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sw, ss := whole.(source.Sharer), s.(source.Sharer)
+	if got := sw.Share(0); !got.Split || got.Fraction != 1 || got.Shared {
+		t.Errorf("without a set: share %+v, want the zone whole", got)
+	}
+	if got := ss.Share(0); got.Processes != -1 || !got.Shared {
+		t.Errorf("with a set of this process: share %+v, want one by CPU time", got)
+	}
+	if n := set.reads.Load(); n != 1 {
+		t.Errorf("the set was read %d times, want once, at open", n)
 	}
 }

@@ -3,9 +3,10 @@
 # a build without cgo, a smoke run of every benchmark, the real-client
 # integration tests (their own module), the strict decoding of the
 # deployment manifests (their own module), and the end-to-end tests against
-# real Jaeger v2, Prometheus 2 and Prometheus 3 (the e2e module provisions
-# all three; cold, building Jaeger and Prometheus 3 takes 15 to 40 minutes
-# on two cores, depending on what else runs).
+# real Jaeger v2, Prometheus 2 and Prometheus 3, and a real serving engine,
+# Ollama (the e2e module provisions all four; cold, building Jaeger,
+# Prometheus 3 and Ollama, in parallel, takes 20 to 45 minutes on two
+# cores, depending on what else runs).
 #
 # The library, the examples and the two binaries (cmd/otelenergy-proxy,
 # cmd/otelenergy-agent) are modules of one workspace (go.work), so that the
@@ -49,6 +50,9 @@ if [ -d deploy ] && [ -f deploy/go.mod ]; then
 fi
 
 if [ -d e2e ] && [ -f e2e/e2e_test.go ]; then
-	step "end-to-end: app, a fleet of two proxies, and the agent -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP)"
-	(cd e2e && GOWORK=off go test -count=1 -v -timeout 60m ./...)
+	step "end-to-end: app, a fleet of two proxies, and the agent -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP); the proxy in front of Ollama and wrapping it"
+	# ollamadrive, the openai-go client the Ollama tests run, is a module
+	# of its own inside e2e/: go test ./... there does not reach it.
+	(cd e2e/ollamadrive && GOWORK=off go vet ./...)
+	(cd e2e && GOWORK=off go vet ./... && GOWORK=off go test -count=1 -v -timeout 80m ./...)
 fi

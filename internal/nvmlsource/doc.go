@@ -79,7 +79,12 @@
 // afresh at every listing and nothing is cached, so a reused pid is
 // judged by its own parents. In a PID namespace of its own, /proc numbers
 // processes differently from NVML, and no ancestry is read: name the
-// workers' host pids with WithProcesses.
+// workers' host pids with WithProcesses. With [WithProcessSet] the
+// attributed processes are those of WithProcesses and the set's members
+// as they stand at each listing (the set is read once per listing, on the
+// listing's goroutine): a process that joins the set is attributed from
+// the first listing after it joined, and one that left it is not, even
+// when NVML lists a process under its pid, reused.
 //
 // The board is reported exclusive only when a listing proves it; every
 // layout that cannot be split or proven is Shared true and Split false, so

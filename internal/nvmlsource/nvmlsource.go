@@ -3,6 +3,7 @@ package nvmlsource
 import (
 	"time"
 
+	"github.com/otelenergy/otelenergy/internal/proctree"
 	"github.com/otelenergy/otelenergy/internal/source"
 )
 
@@ -64,4 +65,21 @@ func WithDevices(ids ...string) Option {
 // keeps the default.
 func WithProcesses(pids ...int) Option {
 	return optionFunc(func(c *config) { c.pids = append([]int(nil), pids...) })
+}
+
+// WithProcessSet adds the members of set, as they stand at each process
+// listing, to the attributed processes: a server whose process tree
+// changes (a runner started at its first request, restarted after an
+// idle unload, workers that exit) is attributed as it is at each
+// listing, from the first listing that sees a new process, and a process
+// that has left the set is no longer attributed from the next one.
+// [proctree.Set.AppendPIDs] is called once per listing, on the listing's
+// goroutine (and once in [New]), never on ReadEnergy's or Share's path.
+// Like those of [WithProcesses], its pids are compared with NVML's as
+// host pids, and their descendants are attributed too where this process
+// runs in the host PID namespace. With a set, the default of this
+// process alone no longer applies: an empty set attributes only the pids
+// of WithProcesses. The default is no set.
+func WithProcessSet(set proctree.Set) Option {
+	return optionFunc(func(c *config) { c.set = set })
 }

@@ -47,8 +47,12 @@ const listingStale = 30 * time.Second
 // listing call.
 type sharing struct {
 	// attributed are the pids whose work is attributed, as NVML numbers
-	// them.
-	attributed []uint32
+	// them: named are those of WithProcesses (or this process), and with
+	// a set its members at the latest listing are added, into setBuf,
+	// before each listing. Written and read under refreshMu.
+	attributed, named []uint32
+	set               proctree.Set
+	setBuf            []int
 	// identifiable is false when the attributed pid is this process's own
 	// and this process's pids are in a namespace other than the one NVML
 	// reports, so that it cannot be compared. Pids given to WithProcesses
@@ -97,11 +101,9 @@ func (s *Source) startSharing(c config) {
 	s.identifiable = c.explicitPIDs || host
 	s.walkable = host
 	s.tree.Root, s.now, s.clock = c.procRoot, c.now, c.clock
-	for _, p := range c.pids {
-		if p > 0 && p <= int(^uint32(0)) && !slices.Contains(s.attributed, uint32(p)) {
-			s.attributed = append(s.attributed, uint32(p))
-		}
-	}
+	s.named = addPids(nil, c.pids)
+	s.attributed = slices.Clone(s.named)
+	s.set = c.set
 	n := len(s.devices)
 	s.cursors = make([]SampleCursor, n)
 	s.failing = make([]bool, n)
@@ -138,6 +140,10 @@ func (s *Source) Share(i int) source.Share {
 func (s *Source) refreshShares() {
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
+	if s.set != nil {
+		s.setBuf = s.set.AppendPIDs(s.setBuf[:0])
+		s.attributed = addPids(append(s.attributed[:0], s.named...), s.setBuf)
+	}
 	for i := range s.handles {
 		sh, ok, err := s.shareOf(i)
 		if !ok {
@@ -349,6 +355,16 @@ func (s *Source) migShare(i, mine int) (source.Share, bool, error) {
 		return exclusive(len(s.pids)), true, nil
 	}
 	return notSplit(len(s.pids)), true, nil
+}
+
+// addPids appends to dst each valid pid of pids that dst lacks.
+func addPids(dst []uint32, pids []int) []uint32 {
+	for _, p := range pids {
+		if p > 0 && p <= int(^uint32(0)) && !slices.Contains(dst, uint32(p)) {
+			dst = append(dst, uint32(p))
+		}
+	}
+	return dst
 }
 
 // addPid adds p to s.pids unless it is there.

@@ -795,7 +795,11 @@ func TestShareConcurrentSafe(t *testing.T) {
 // BenchmarkRefresh lists the processes on the 8 GPUs of the fake DGX H100,
 // each shared by this process and one other, with utilization samples; the
 // figure includes the mock's own bookkeeping.
-func BenchmarkRefresh(b *testing.B) {
+func BenchmarkRefresh(b *testing.B) { benchRefresh(b) }
+
+// benchRefresh lists the processes of BenchmarkRefresh's boards under
+// opts.
+func benchRefresh(b *testing.B, opts ...nvmlsource.Option) {
 	me := uint32(os.Getpid())
 	srv, fake := fakeH100(b, steady)
 	for _, d := range fake {
@@ -806,7 +810,7 @@ func BenchmarkRefresh(b *testing.B) {
 			return []nvml.ProcessUtilizationSample{sample(me, last+1, 30), sample(other, last+1, 70)}, nvml.SUCCESS
 		}
 	}
-	s, err := nvmlsource.New(testOpts(srv)...)
+	s, err := nvmlsource.New(testOpts(srv, opts...)...)
 	if err != nil {
 		b.Fatalf("New() = %v", err)
 	}

@@ -27,10 +27,12 @@ type config struct {
 	devices []string
 	// pids are the attributed processes; empty means this process.
 	pids []int
-	// explicitPIDs reports whether pids came from WithProcesses, which
-	// gives them in the host's numbering, so that they always compare
-	// with NVML's.
+	// explicitPIDs reports whether pids came from WithProcesses or a
+	// set, which give them in the host's numbering, so that they always
+	// compare with NVML's.
 	explicitPIDs bool
+	// set, when not nil, adds its members at each listing.
+	set proctree.Set
 	// lookupEnv reads the environment; a test seam.
 	lookupEnv func(string) (string, bool)
 	// shareInterval is the period of the process listing; zero or less
@@ -66,7 +68,7 @@ func newConfig(opts []Option) config {
 		// this source's Init and Shutdown pair with nobody else's.
 		c.lib = nvml.New()
 	}
-	c.explicitPIDs = len(c.pids) > 0
+	c.explicitPIDs = len(c.pids) > 0 || c.set != nil
 	if !c.explicitPIDs {
 		c.pids = []int{os.Getpid()}
 	}

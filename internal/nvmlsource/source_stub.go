@@ -5,6 +5,7 @@ package nvmlsource
 import (
 	"fmt"
 
+	"github.com/otelenergy/otelenergy/internal/proctree"
 	"github.com/otelenergy/otelenergy/internal/source"
 )
 
@@ -13,6 +14,7 @@ import (
 type config struct {
 	devices []string
 	pids    []int
+	set     proctree.Set
 }
 
 // Source stands in for the NVML source in builds without cgo on Linux.

@@ -4,6 +4,18 @@
 // child wrapped by otelenergy-proxy) count as the server's work. It is the
 // rule of the NVML source's shares (see package nvmlsource), for the
 // sources that list a GPU's processes themselves.
+//
+// # Process trees and listeners
+//
+// [FS], a proc file system at a mount point of the caller's choice, lists
+// the processes of trees rooted at given pids ([FS.Trees]), the sockets
+// listening on a TCP port ([FS.ListeningInodes], from net/tcp and
+// net/tcp6) and the processes holding them ([FS.SocketHolders], from each
+// process's fd links), so that a backend is found by its port and
+// followed as its tree changes. A [Set] is such a changing set of
+// processes, which a source reads at each of its listings. Every read is
+// a snapshot: a process may start or exit while it runs, and the next
+// read sees it.
 package proctree
 
 import (

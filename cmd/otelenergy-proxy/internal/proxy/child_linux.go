@@ -5,9 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -163,38 +160,4 @@ func peekExited() (int, error) {
 		return 0, e
 	}
 	return int(info.pid()), nil
-}
-
-// processTree returns pid and its descendants, from the proc file system
-// mounted at root, as this process's PID namespace numbers them.
-func processTree(root string, pid int) []int {
-	children := map[int][]int{}
-	stats, _ := filepath.Glob(filepath.Join(root, "[0-9]*", "stat"))
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // the process exited
-		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(s[i+1:])
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, err1 := strconv.Atoi(fields[1])
-		p, err2 := strconv.Atoi(strings.Fields(s)[0])
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		children[ppid] = append(children[ppid], p)
-	}
-	out := []int{pid}
-	for i := 0; i < len(out); i++ {
-		out = append(out, children[out[i]]...)
-	}
-	return out
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -83,7 +82,8 @@ type runner struct {
 	api     *http.Server
 	carbon  *carbonconf.Carbon // nil: carbon off
 	host    otelenergy.Source  // -sources rapl: the host's RAPL domains
-	pids    []int              // the backend's, whose share is attributed
+	pids    []int              // the backend's at the start, whose share is attributed
+	procs   *backendProcs      // the backend's process set; nil when none is followed
 
 	started  atomic.Bool // the first energy sample was taken
 	draining atomic.Bool
@@ -241,13 +241,7 @@ func (p *runner) start() error {
 			return err
 		}
 	}
-	pids := cfg.BackendPIDs
-	switch {
-	case p.ch != nil:
-		pids = append(pids, processTree(p.env.ProcRoot, p.ch.Pid())...)
-	case len(pids) == 0 && !cfg.Simulate:
-		pids = p.findBackend()
-	}
+	pids := p.backendProcesses()
 	src, err := p.openSource(pids)
 	if err != nil {
 		return err
@@ -354,14 +348,17 @@ func (p *runner) start() error {
 		attrs = append(attrs, slog.Any("attributed_pids", pids))
 	}
 	lg.Info("otelenergy-proxy serving", attrs...)
-	if p.ch != nil && !cfg.Simulate {
+	if p.procs != nil && (cfg.Simulate || src.Kind() != energysource.NVML) {
+		// NVML lists the set at each of its listings; for the other
+		// sources the proxy lists it, so that the log follows the
+		// backend.
 		wctx, stopWatch := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			watchTree(wctx, lg, p.env.ProcRoot, p.ch.Pid(), pids, treeWatchEvery)
+			p.procs.watch(wctx, procsEvery)
 		}()
-		p.lc.add("process tree watch", func(context.Context) error { stopWatch(); <-done; return nil })
+		p.lc.add("backend process watch", func(context.Context) error { stopWatch(); <-done; return nil })
 	}
 	if p.env.Started != nil {
 		p.env.Started(p.apiLn.Addr(), p.adminLn.Addr())
@@ -446,25 +443,40 @@ func (p *runner) drain(ctx context.Context) error {
 	return nil
 }
 
-// findBackend returns the process tree of the process on this host that
-// listens on the backend's port, or nil, with a warning, when there is
-// none to be found: the source then attributes this process's own work,
-// so on a GPU whose processes can be told apart the backend's work would
-// count as other processes'.
-func (p *runner) findBackend() []int {
-	port, _ := strconv.Atoi(p.cfg.Backend.Port())
-	if port == 0 {
-		port = map[string]int{"http": 80, "https": 443}[p.cfg.Backend.Scheme]
+// backendProcesses builds p.procs, the backend's process set (see
+// backendProcs), and returns the attributed pids as they stand at the
+// start: -backend-pid's, and the set's members. In wrapper mode the set
+// is the child's tree and the listener's, beside -backend-pid; in front
+// mode the listener's, unless -backend-pid names the backend's
+// processes. With neither (a backend on another host, or no /proc) the
+// source attributes this process's own work, so that on a GPU whose
+// processes can be told apart the backend's work counts as other
+// processes', and a warning says so.
+func (p *runner) backendProcesses() []int {
+	cfg := p.cfg
+	pids := slices.Clone(cfg.BackendPIDs)
+	if p.ch != nil || len(pids) == 0 {
+		child := 0
+		if p.ch != nil {
+			child = p.ch.Pid()
+		}
+		p.procs = newBackendProcs(p.env.ProcRoot, child, cfg.Backend, p.log)
 	}
-	if pid := listenerPID(p.env.ProcRoot, port); pid > 0 {
-		tree := processTree(p.env.ProcRoot, pid)
-		p.log.Info("attributing the process tree listening on the backend's port", slog.Int("port", port), slog.Any("pids", tree))
-		return tree
+	if p.procs != nil {
+		pids = p.procs.AppendPIDs(pids)
 	}
-	p.log.Warn("no process of this host's PID namespace listens on the backend's port: pass -backend-pid with the backend's host pids, "+
-		"or on a GPU that NVML shows other processes on, the backend's work counts as otelenergy.energy.other_processes",
-		slog.Int("port", port))
-	return nil
+	switch {
+	case cfg.Simulate || len(cfg.BackendPIDs) > 0 || p.ch != nil:
+	case p.procs == nil:
+		p.log.Warn("the backend is not on this host, or its processes cannot be listed: pass -backend-pid with the backend's host pids, "+
+			"or on a GPU that NVML shows other processes on, the backend's work counts as otelenergy.energy.other_processes",
+			slog.String("backend", cfg.Backend.Host))
+	case len(pids) == 0:
+		p.log.Warn("no process of this host's PID namespace listens on the backend's port yet: its processes are attributed from the first listing that finds one; "+
+			"pass -backend-pid with the backend's host pids if it runs in another PID namespace",
+			slog.Int("port", p.procs.port))
+	}
+	return pids
 }
 
 // openSource opens the first accelerator source of -sources (NVML, AMD
@@ -507,7 +519,14 @@ func (p *runner) openSource(pids []int) (otelenergy.Source, error) {
 	if len(p.cfg.Devices) > 0 {
 		opts = append(opts, energysource.WithDevices(p.cfg.Devices...))
 	}
-	if len(pids) > 0 {
+	switch {
+	case p.procs != nil:
+		// The set is read at each listing; -backend-pid's beside it.
+		if len(p.cfg.BackendPIDs) > 0 {
+			opts = append(opts, energysource.WithProcesses(p.cfg.BackendPIDs...))
+		}
+		opts = append(opts, energysource.WithProcessSet(p.procs))
+	case len(pids) > 0:
 		opts = append(opts, energysource.WithProcesses(pids...))
 	}
 	src, _, err := energysource.Accelerator(opts...)

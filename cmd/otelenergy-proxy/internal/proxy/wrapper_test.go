@@ -3,13 +3,9 @@ package proxy
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,63 +81,5 @@ func TestWrapperChildExits(t *testing.T) {
 		Env{Stdout: &errOut, Stderr: &errOut, Signals: make(chan os.Signal)})
 	if code != 5 || !strings.Contains(errOut.String(), "exited before it answered") {
 		t.Fatalf("status %d, log:\n%s\nwant the child's 5", code, errOut.String())
-	}
-}
-
-// TestProcessTree checks the tree against a shell and the sleep it
-// started.
-func TestProcessTree(t *testing.T) {
-	cmd := exec.Command("sh", "-c", "sleep 30 & echo $!; wait")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	buf := make([]byte, 32)
-	n, _ := out.Read(buf)
-	grandchild, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(grandchild, syscall.SIGKILL)
-	tree := processTree("/proc", cmd.Process.Pid)
-	if tree[0] != cmd.Process.Pid || !slices.Contains(tree, grandchild) || slices.Contains(tree, os.Getpid()) {
-		t.Fatalf("tree of %d is %v; want it and its child %d, not this process", cmd.Process.Pid, tree, grandchild)
-	}
-}
-
-// TestWatchTreeWarnsOnce starts a shell that starts a sleep after the tree
-// was taken: the watcher warns once about the sleep, not about the shell.
-func TestWatchTreeWarnsOnce(t *testing.T) {
-	cmd := exec.Command("sh", "-c", "sleep 0.3; sleep 30 & echo $!; wait")
-	out, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	time.Sleep(100 * time.Millisecond) // the first sleep is running: it is in the tree taken now
-	attributed := processTree("/proc", cmd.Process.Pid)
-	var logs syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		watchTree(ctx, slog.New(slog.NewTextHandler(&logs, nil)), "/proc", cmd.Process.Pid, attributed, 50*time.Millisecond)
-		close(done)
-	}()
-	buf := make([]byte, 32)
-	n, _ := out.Read(buf)
-	late, _ := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
-	defer syscall.Kill(late, syscall.SIGKILL)
-	time.Sleep(300 * time.Millisecond)
-	cancel()
-	<-done
-	if got := strings.Count(logs.String(), "not attributed"); got != 1 || !strings.Contains(logs.String(), "pid="+strconv.Itoa(late)) {
-		t.Fatalf("%d warnings, want one naming pid %d:\n%s", got, late, logs.String())
 	}
 }
