@@ -28,10 +28,10 @@ func TestExporterFixNamesCause(t *testing.T) {
 	plainHost := strings.TrimPrefix(plain.URL, "http://")
 	tlsHost := strings.TrimPrefix(tlsSrv.URL, "https://")
 	tests := []struct {
-		name     string
-		env      map[string]string
-		detail   string
-		fix      []string // each must be in the fix
+		name   string
+		env    map[string]string
+		detail string
+		fix    []string // each must be in the fix
 	}{
 		{name: "connection refused", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + closedAddr(t)},
 			detail: "connection refused", fix: []string{"nothing listens on 127.0.0.1:", "connection refused"}},
