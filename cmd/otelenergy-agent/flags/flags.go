@@ -184,6 +184,9 @@ func Parse(args []string, lookupEnv func(string) (string, bool), out io.Writer) 
 	if err := c.Carbon.Check(func(k string) string { v, _ := lookupEnv(k); return v }); err != nil {
 		return c, err
 	}
+	if err := c.Carbon.CheckFiles(); err != nil {
+		return c, err
+	}
 	if c.Simulate && c.Sources != nil {
 		return c, cli.Invalid(fmt.Sprintf("invalid value %q for -sources: with -simulate the GPUs are simulated; leave -sources at auto", strings.Join(c.Sources, ",")))
 	}

@@ -234,6 +234,9 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 	if err := c.Carbon.Check(getenv); err != nil {
 		return c, err
 	}
+	if err := c.Carbon.CheckFiles(); err != nil {
+		return c, err
+	}
 	if c.MaxRequestBytes > c.MaxBufferedBytes {
 		return c, cli.Invalid(fmt.Sprintf("-max-request-bytes %d is above -max-buffered-bytes %d: no such request could be held", c.MaxRequestBytes, c.MaxBufferedBytes))
 	}
