@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"context"
 	"errors"
 	"fmt"
@@ -566,7 +567,9 @@ func (a *Agent) newSeries(b *board, p *nvmlsource.ProcessUsage, start uint64) *s
 	if info.PodUID != "" {
 		attrs = append(attrs, semconv.K8SPodUID(info.PodUID))
 	}
-	ident := attrs[1:len(attrs):len(attrs)]
+	// A copy: attribute.NewSet below sorts attrs in place, and a slice of
+	// it would then hold hw.id and lose the container.id sorted before it.
+	ident := slices.Clone(attrs[1:])
 	if b.shared {
 		attrs = append(attrs, SharedKey.Bool(true))
 	}
