@@ -285,7 +285,12 @@ func OpenNode(cfg flags.Config, log *slog.Logger) (Node, error) {
 			return Node{}, err
 		}
 		log.Info("metering simulated GPUs (-simulate): no figure is a real measurement", "devices", cfg.SimulateDevices)
-		return Node{Source: nd, Lister: nd, Resolver: nd, Start: nd.Start}, nil
+		node := Node{Source: nd, Lister: nd, Resolver: nd, Start: nd.Start}
+		if h := nd.Host(); h != nil {
+			node.Host, node.CPU = h, nd
+			log.Info("metering a simulated host too (-simulate): its CPU packages and DRAM, split by CPU time", "domains", len(h.Devices()))
+		}
+		return node, nil
 	}
 	sysRoot := cmp.Or(cfg.SysRoot, "/sys")
 	var accel []string
