@@ -27,7 +27,7 @@
 //
 // [DefaultScript], -simulate's, draws like an H100 node serving and
 // training ([DefaultPhysics], [DefaultHost]). Board b lists nothing for
-// its first 3 to 6 s, so that the agent learns its idle power (about
+// its first 4 to 7 s, so that the agent learns its idle power (about
 // 115 W) from those seconds; then a vLLM server (pid 2000+b, in a
 // Kubernetes pod of its own) starts, idles 3 or 10 s, and decodes 40 s of
 // every minute at 82-97 % SM and 55-70 % memory (a plateau of about
@@ -36,7 +36,7 @@
 // the server (about 570 W alone, 515-535 W beside it). From 15 s on, every
 // 5 s a short job (pid 10000+k, 35 % SM, 2.5 s, no container) starts on
 // board k mod n, for a day. The last board of eight or more is in MIG
-// mode: nothing on it for 12 s, then a notebook (pid 2000+b) busy 20 s of
+// mode: nothing on it for 16 s, then a notebook (pid 2000+b) busy 20 s of
 // every minute, and its share of the jobs. Every process's start is its
 // start on the node's wall clock (process.creation.time), and each keeps
 // host CPU cores busy (the server 1, the trainer 4, a job 0.8; a fifth of

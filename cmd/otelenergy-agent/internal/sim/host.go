@@ -114,6 +114,7 @@ func (h hostSource) ReadEnergy(i int) (uint64, error) {
 	if i < 0 || i >= len(nd.hostDevs) {
 		return 0, fmt.Errorf("%w: host domain %d", otelenergy.ErrRead, i)
 	}
+	nd.Step()
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	return (nd.hostBase[i] + uint64(nd.hostMJ[i])) % (nd.hostDevs[i].CounterMax + 1), nil

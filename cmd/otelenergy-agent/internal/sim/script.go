@@ -23,18 +23,19 @@ func DefaultScript(n int) []Proc {
 		rng := rand.New(rand.NewPCG(uint64(b), 0xdefa))
 		if b == mig {
 			// Notebooks on MIG instances: nothing on the board for its
-			// first 12 s, so that its idle power is learned, then one
-			// that computes 20 s of every minute.
-			ps = append(ps, Proc{Board: b, Pid: uint32(2000 + b), Name: "python", From: 12 * time.Second, CPU: 0.5,
+			// first 16 s, so that its idle power is learned (from 10 s
+			// of windows with no process listed), then one that
+			// computes 20 s of every minute.
+			ps = append(ps, Proc{Board: b, Pid: uint32(2000 + b), Name: "python", From: 16 * time.Second, CPU: 0.5,
 				Levels: []Level{{At: 0}, {At: 15 * time.Second, SM: 40, Mem: 25}, {At: 35 * time.Second}}, Period: time.Minute,
 				Container: fmt.Sprintf("%064x", 0xc0de0000+b), Pod: fmt.Sprintf("5151a7ed-0000-4000-8000-%012d", b)})
 			continue
 		}
-		// The server starts 3 to 6 s in, as the node's workloads start
+		// The server starts 4 to 7 s in, as the node's workloads start
 		// beside its agent (until then the board lists no process and
 		// shows its idle power), loads its model and has no request for
 		// 3 or 10 s, then decodes 40 s of every minute.
-		from := 3*time.Second + time.Duration(b%4)*time.Second
+		from := 4*time.Second + time.Duration(b%4)*time.Second
 		gap := 3*time.Second + time.Duration(b*7%14)*time.Second
 		lv := []Level{{At: 0}}
 		for _, l := range plateau(rng, 40*time.Second, 82, 97, 55, 70) {

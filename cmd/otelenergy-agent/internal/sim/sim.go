@@ -575,11 +575,14 @@ func (nd *Node) Kind() string { return SourceKind }
 // Devices returns the boards.
 func (nd *Node) Devices() []otelenergy.Device { return append([]otelenergy.Device(nil), nd.devs...) }
 
-// ReadEnergy reads board i's counter.
+// ReadEnergy reads board i's counter, after running the node up to now:
+// so the counter a read sees is the staircase at its true instants,
+// however late the load goroutine runs on a busy machine.
 func (nd *Node) ReadEnergy(i int) (uint64, error) {
 	if i < 0 || i >= len(nd.boards) {
 		return 0, fmt.Errorf("%w: board %d", otelenergy.ErrRead, i)
 	}
+	nd.Step()
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	return nd.boards[i].counter, nil
@@ -596,7 +599,7 @@ func (nd *Node) Close() error {
 	return nil
 }
 
-// Read lists board i's processes at the last Step as a
+// Read runs the node up to now and lists board i's processes as a
 // [nvmlsource.ProcessReader] would: the processes running, and the
 // utilization samples visible by now that its [nvmlsource.SampleCursor]
 // takes, the reader's own: those stamped after the query it gives for the
@@ -607,6 +610,7 @@ func (nd *Node) Read(i int, b *nvmlsource.BoardProcesses) error {
 	if i < 0 || i >= len(nd.boards) {
 		return fmt.Errorf("%w: board %d", otelenergy.ErrRead, i)
 	}
+	nd.Step()
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	t := nd.last

@@ -90,7 +90,7 @@ func TestSimulatedNode(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if i == 12_000/10 {
+		if i == 16_000/10 {
 			migBeforeIdle = nd.Board(7).EnergyMJ
 		}
 		if i == 10_000/10 {
