@@ -27,7 +27,7 @@
 //
 // [DefaultScript], -simulate's, draws like an H100 node serving and
 // training ([DefaultPhysics], [DefaultHost]). Board b lists nothing for
-// its first 4 to 7 s, so that the agent learns its idle power (about
+// its first 6 to 9 s, so that the agent learns its idle power (about
 // 115 W) from those seconds; then a vLLM server (pid 2000+b, in a
 // Kubernetes pod of its own) starts, idles 3 or 10 s, and decodes 40 s of
 // every minute at 82-97 % SM and 55-70 % memory (a plateau of about

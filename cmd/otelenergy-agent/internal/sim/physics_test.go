@@ -25,7 +25,7 @@ func TestDefaultPhysicsPlateaus(t *testing.T) {
 		return sim.Proc{}
 	}
 	vllm, trainer := pick(2000), pick(3000)
-	// Board 0's server is busy from 4 s (its start) + 3 s to 47 s; the
+	// Board 0's server is busy from 6 s (its start) + 3 s to 49 s; the
 	// trainer from 10 s.
 	tests := []struct {
 		name     string
@@ -34,10 +34,10 @@ func TestDefaultPhysicsPlateaus(t *testing.T) {
 		lo, hi   float64
 	}{
 		{"idle", nil, 0, 60 * time.Second, 90, 130},
-		{"server, idle between requests", []sim.Proc{vllm}, 4 * time.Second, 7 * time.Second, 90, 130},
-		{"server decoding", []sim.Proc{vllm}, 8 * time.Second, 47 * time.Second, 350, 470},
+		{"server, idle between requests", []sim.Proc{vllm}, 6 * time.Second, 9 * time.Second, 90, 130},
+		{"server decoding", []sim.Proc{vllm}, 10 * time.Second, 49 * time.Second, 350, 470},
 		{"trainer alone", []sim.Proc{trainer}, 11 * time.Second, 70 * time.Second, 530, 610},
-		{"server and trainer, time-sliced", []sim.Proc{vllm, trainer}, 11 * time.Second, 47 * time.Second, 440, 580},
+		{"server and trainer, time-sliced", []sim.Proc{vllm, trainer}, 11 * time.Second, 49 * time.Second, 440, 580},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,11 +31,11 @@ func DefaultScript(n int) []Proc {
 				Container: fmt.Sprintf("%064x", 0xc0de0000+b), Pod: fmt.Sprintf("5151a7ed-0000-4000-8000-%012d", b)})
 			continue
 		}
-		// The server starts 4 to 7 s in, as the node's workloads start
+		// The server starts 6 to 9 s in, as the node's workloads start
 		// beside its agent (until then the board lists no process and
 		// shows its idle power), loads its model and has no request for
 		// 3 or 10 s, then decodes 40 s of every minute.
-		from := 4*time.Second + time.Duration(b%4)*time.Second
+		from := 6*time.Second + time.Duration(b%4)*time.Second
 		gap := 3*time.Second + time.Duration(b*7%14)*time.Second
 		lv := []Level{{At: 0}}
 		for _, l := range plateau(rng, 40*time.Second, 82, 97, 55, 70) {
