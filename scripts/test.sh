@@ -49,6 +49,6 @@ if [ -d deploy ] && [ -f deploy/go.mod ]; then
 fi
 
 if [ -d e2e ] && [ -f e2e/e2e_test.go ]; then
-	step "end-to-end: app, a fleet of two proxies, and the agent -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP)"
+	step "end-to-end: app, a fleet of two proxies, and the agent -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP); the dashboard on each path; every documented command (TestDocs, scripts/docs.sh)"
 	(cd e2e && GOWORK=off go test -count=1 -v -timeout 60m ./...)
 fi
