@@ -159,10 +159,10 @@ type docRange struct {
 }
 
 var (
-	fenceLine   = regexp.MustCompile("^(\\s*)```\\s*([A-Za-z0-9_-]*)\\s*$")
-	inlineCode  = regexp.MustCompile("`([^`\n]+)`")
-	inlineDecl  = regexp.MustCompile(`<!--\s*docrun\s+inline\s+([a-z]+):\s*(.+?)\s*-->`)
-	killLine    = regexp.MustCompile(`^kill((?:\s+%\d+)+)\s*$`)
+	fenceLine  = regexp.MustCompile("^(\\s*)```\\s*([A-Za-z0-9_-]*)\\s*$")
+	inlineCode = regexp.MustCompile("`([^`\n]+)`")
+	inlineDecl = regexp.MustCompile(`<!--\s*docrun\s+inline\s+([a-z]+):\s*(.+?)\s*-->`)
+	killLine   = regexp.MustCompile(`^kill((?:\s+%\d+)+)\s*$`)
 	// commandLike matches an inline command: a program of these
 	// documents, with arguments or variables before it (a name alone,
 	// `otelenergy-agent`, names it), or a script.
@@ -507,9 +507,10 @@ func parseSkip(val string) *docSkip {
 
 // headRev is the checkout's commit, 12 hex digits, for ${HEAD}, and
 // revisionRE what a binary built with -buildvcs=true from it says of its
-// commit, for ${REVISION}: "(revision <commit>" from a clone, and "(no
-// commit recorded" from a git worktree, whose .git is a file and where Go
-// finds no repository. TestDocs sets both before it parses the markers.
+// commit, for ${REVISION}: "(revision <commit>" from a clone, and
+// "(revision unknown: no commit recorded" from a git worktree, whose .git
+// is a file and where Go finds no repository. TestDocs sets both before it
+// parses the markers.
 var (
 	headRev    = "HEAD-unknown"
 	revisionRE = `\(revision HEAD-unknown`

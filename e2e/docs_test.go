@@ -144,7 +144,7 @@ func TestDocs(t *testing.T) {
 		revisionRE = `\(revision ` + headRev
 	}
 	if fi, err := os.Stat(filepath.Join(root, ".git")); err == nil && !fi.IsDir() {
-		revisionRE = `\(no commit recorded`
+		revisionRE = `\(revision unknown: no commit recorded`
 		t.Logf("%s is a git worktree: go build -buildvcs=true records no commit there, and -version is checked to say so", root)
 	}
 	docs, err := loadDocs(root)

@@ -134,12 +134,12 @@ func buildOf(bi *debug.BuildInfo, ok bool) Build {
 // that relied on the default -buildvcs=auto, which records none for this
 // repository's binaries (modules of a workspace, below the repository's
 // root), in the workspace or with GOWORK=off alike.
-const NoRevision = "no commit recorded: build it from a git checkout with go build -buildvcs=true"
+const NoRevision = "revision unknown: no commit recorded; build it from a git clone with go build -buildvcs=true"
 
 // String is the one line -version prints, such as
 // "github.com/otelenergy/otelenergy/cmd/otelenergy-proxy v0.3.0 (revision 1c5b8c0, 2026-12-01T11:18:29Z) go1.26.8",
 // or, for a build that recorded no commit,
-// "github.com/otelenergy/otelenergy/cmd/otelenergy-proxy (devel) (no commit recorded: ...) go1.26.8".
+// "github.com/otelenergy/otelenergy/cmd/otelenergy-proxy (devel) (revision unknown: no commit recorded; ...) go1.26.8".
 func (b Build) String() string {
 	var sb strings.Builder
 	if b.Revision == "unknown" {
