@@ -34,8 +34,9 @@ import (
 //
 //	skip: KIND REASON         not run: KIND is gpu, docker, cluster,
 //	                          network, ci, long or placeholder
-//	needs: jaeger|prometheus3 a backend the e2e module builds; with -short
-//	                          the block is not run
+//	needs: jaeger|prometheus3 a backend the e2e module builds; with
+//	                          OTELENERGY_DOCS_NO_BACKENDS set the block
+//	                          is not run
 //	file: NAME                the block is a file to write (to NAME,
 //	                          under the repository's root, removed after)
 //	setup: SHELL              a command run first, hidden from the reader

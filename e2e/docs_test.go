@@ -29,6 +29,12 @@ const docsNetnsEnv = "OTELENERGY_DOCS_NETNS"
 // docsBinEnv passes the binaries the parent built to the re-run.
 const docsBinEnv = "OTELENERGY_DOCS_BIN"
 
+// docsNoBackendsEnv, set, leaves out the blocks that need Jaeger or
+// Prometheus 3.
+const docsNoBackendsEnv = "OTELENERGY_DOCS_NO_BACKENDS"
+
+func noBackends() bool { return os.Getenv(docsNoBackendsEnv) != "" }
+
 const (
 	docDefaultTimeout = 3 * time.Minute
 	docStopGrace      = 30 * time.Second // the agent's and proxy's own shutdowns are bounded below this
@@ -131,10 +137,14 @@ func mapKeys[V any](m map[string]V) []string {
 // prints what its marker says the document says it prints. It runs in a
 // network namespace of its own where unshare can make one, so that the
 // documents' fixed ports are free; else on this host's, where a port
-// another process holds fails its command. With -short, the blocks that
-// need Jaeger or Prometheus 3 are not run.
+// another process holds fails its command. With -short it does not run;
+// with OTELENERGY_DOCS_NO_BACKENDS set, the blocks that need Jaeger or
+// Prometheus 3 (15 to 40 minutes to build cold) are not run.
 func TestDocs(t *testing.T) {
 	summarize(t)
+	if testing.Short() {
+		t.Skip("runs every documented command: builds and starts the binaries (scripts/docs.sh)")
+	}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		fatal(t, err)
@@ -171,8 +181,8 @@ func TestDocs(t *testing.T) {
 				if !runnable(b) {
 					continue
 				}
-				if slices.ContainsFunc(b.mark.needs, func(n string) bool { return n != "" }) && testing.Short() {
-					t.Logf("%s: needs %v; not run with -short", b.where, b.mark.needs)
+				if len(b.mark.needs) > 0 && noBackends() {
+					t.Logf("%s: needs %v; not run with %s set", b.where, b.mark.needs, docsNoBackendsEnv)
 					continue
 				}
 				if !s.runBlock(b) {
@@ -217,7 +227,7 @@ func docsPrebuild(t *testing.T, root string, docs []*docDoc) string {
 			}
 		}
 	}
-	if !testing.Short() && (needs["jaeger"] || needs["prometheus3"]) {
+	if !noBackends() && (needs["jaeger"] || needs["prometheus3"]) {
 		_, e2eBin := repoDirs(t)
 		buildAll(ctx, t, backendBuilds(root, filepath.Join(e2eBin, "jaeger"), filepath.Join(e2eBin, "prometheus3")))
 		if err := os.Symlink(filepath.Join(e2eBin, "prometheus3"), filepath.Join(binDir, "prometheus")); err != nil {
@@ -242,7 +252,7 @@ func reexecInNetns(t *testing.T, binDir string) {
 		run = f.Value.String() // one document, from scripts/docs.sh -run
 	}
 	args := []string{"-rn", "sh", "-c", `ip link set lo up && exec "$@"`, "sh", os.Args[0],
-		"-test.run", run, "-test.v", "-test.timeout", "0", fmt.Sprintf("-test.short=%v", testing.Short())}
+		"-test.run", run, "-test.v", "-test.timeout", "0"}
 	cmd := exec.Command("unshare", args...)
 	cmd.Env = append(os.Environ(), docsNetnsEnv+"=1", docsBinEnv+"="+binDir)
 	pr, pw, err := os.Pipe()
