@@ -20,11 +20,14 @@ const (
 )
 
 // TestAgentEndToEnd runs the node agent in -simulate mode (eight boards,
-// scripted processes that come and go, one MIG board) exporting OTLP
-// through the Collector (Jaeger v2) into Prometheus 3, and checks in
-// PromQL that at each export, per node,
+// scripted processes that come and go, one MIG board, the host's CPU
+// packages and DRAM) exporting OTLP through the Collector (Jaeger v2) into
+// Prometheus 3, and checks in PromQL that at each export, per node,
 // Σ otelenergy.process.energy + otelenergy.energy.idle +
-// otelenergy.energy.unattributed = hw.energy.
+// otelenergy.energy.unattributed = hw.energy. It checks the dashboard's
+// agent panels on the three paths a node's metrics take: Prometheus 3
+// (OTLP), a Prometheus 2 scraping the Collector's exporter, and a
+// Prometheus 2 scraping a second agent's own exporter.
 //
 // OTLP carries no staleness markers, so a series that ended stays visible
 // for Prometheus's lookback delta (5 minutes) after its last sample. The
@@ -55,8 +58,13 @@ func TestAgentEndToEnd(t *testing.T) {
 	}
 	admin := fmt.Sprintf("127.0.0.1:%d", p[9])
 	prom3 := fmt.Sprintf("http://127.0.0.1:%d", ports.Prometheus3)
+	promBin, err := findPrometheus(ctx, binDir)
+	if err != nil {
+		fatalf(t, "prometheus: %v", err)
+	}
 	startPrometheus3(ctx, t, prom3Bin, ports)
 	startJaeger(ctx, t, jaegerBin, ports)
+	startPrometheus(ctx, t, promBin, ports)
 
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "OTEL_") || strings.HasPrefix(kv, "OTELENERGY_")
@@ -67,20 +75,31 @@ func TestAgentEndToEnd(t *testing.T) {
 		"OTEL_METRIC_EXPORT_INTERVAL=1000",
 		"OTEL_RESOURCE_ATTRIBUTES=service.instance.id="+agentNode+",host.name="+agentNode,
 	)
+	agentStart := time.Now()
 	agent := startProcess(t, "agent", root, env, agentBin,
-		"-simulate", "-admin-listen", admin, "-duration", agentDuration.String(), "-log-format", "json")
+		"-simulate", "-admin-listen", admin, "-duration", agentDuration.String(), "-log-format", "json",
+		"-carbon-intensity", carbonGPerKWh, "-pue", carbonPUE)
+	direct := startDirectScrape(ctx, t, promBin, root, "otelenergy-agent-direct", env, agentBin,
+		"-simulate", "-admin-listen", "", "-duration", agentDuration.String(), "-carbon-intensity", carbonGPerKWh, "-pue", carbonPUE)
+	direct.prom.at = agentStart.Add(agentDuration - 3*time.Second)
 	if err := poll(ctx, startTimeout, func() error { return httpOK(ctx, "http://"+admin+"/readyz") }); err != nil {
 		fatalf(t, "agent not ready: %v", err)
 	}
 	if err := agent.wait(ctx, agentDuration+appExitSlack); err != nil {
 		fatalf(t, "agent did not exit 0 by itself: %v", err)
 	}
+	// The dashboard's queries are evaluated just after the final export:
+	// their one-minute rates then cover the run.
+	evalAt := time.Now().Add(2 * time.Second)
+	if err := direct.proc.wait(ctx, agentDuration+appExitSlack); err != nil {
+		fatalf(t, "the directly scraped agent did not exit 0 by itself: %v", err)
+	}
 	if log := readFile(t, agent.stderr); !strings.Contains(log, "simulated GPUs") {
 		errorf(t, "the agent's log does not say its GPUs are simulated:\n%s", lastBytes([]byte(log), 2000))
 	}
 
 	names := map[string]string{}
-	err := poll(ctx, assertTimeout, func() error {
+	err = poll(ctx, assertTimeout, func() error {
 		all, err := promClient{base: prom3}.metricNames(ctx)
 		if err != nil {
 			return err
@@ -156,8 +175,33 @@ func TestAgentEndToEnd(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the host's CPU packages and DRAM, split among the processes", func(t *testing.T) {
+		for _, q := range []string{
+			names["hw_energy"] + `{hw_type="cpu"}`,
+			names["hw_energy"] + `{hw_type="memory"}`,
+			names["otelenergy_process_energy"] + `{hw_type="cpu", process_executable_name="vllm"}`,
+			names["otelenergy_process_energy"] + `{hw_type="memory", process_executable_name="trainer"}`,
+		} {
+			res, err := queryLookback(ctx, prom3, q, last, "100ms")
+			if err != nil || len(res) == 0 {
+				errorf(t, "%s at the last export: %d series, %v", q, len(res), err)
+			}
+		}
+		// Every process series carries the process's start on the wall
+		// clock, within the run.
+		res, err := queryLookback(ctx, prom3, names["otelenergy_process_energy"]+`{process_creation_time!=""}`, last, "100ms")
+		if err != nil || len(res) == 0 {
+			fatalf(t, "no process series at the last export: %v", err)
+		}
+		for _, r := range res {
+			at, err := time.Parse(time.RFC3339Nano, r.Metric["process_creation_time"])
+			if err != nil || at.Before(agentStart.Add(-time.Minute)) || at.After(time.Now()) {
+				errorf(t, "process_creation_time %q (%v): want the process's start, in this run", r.Metric["process_creation_time"], err)
+			}
+		}
+	})
 	t.Run("short-lived processes end and are kept in the exited series", func(t *testing.T) {
-		// pid 10000, the first short job, ran from 0 to 2.5 s.
+		// pid 10000, the first short job, ran from 15 to 17.5 s.
 		first := names["otelenergy_process_energy"] + `{process_pid="10000"}`
 		seen, err := sampleTimes(ctx, prom3, first, time.Unix(int64(last), 0), agentDuration+time.Minute)
 		if err != nil || len(seen) == 0 {
@@ -172,6 +216,14 @@ func TestAgentEndToEnd(t *testing.T) {
 			errorf(t, "no exited energy at the end: %v %v", res, err)
 		}
 	})
+	for _, s := range []dashboardSetup{
+		{name: "Prometheus 3", prom: promClient{base: prom3, at: evalAt}, service: "otelenergy-agent"},
+		{name: "Collector", prom: promClient{base: fmt.Sprintf("http://127.0.0.1:%d", ports.Prometheus), at: evalAt}, service: "otelenergy-agent"},
+		{name: "direct scrape", prom: direct.prom, service: "otelenergy-agent-direct"},
+	} {
+		s.from, s.has = "agent", map[string]bool{"carbon on": true}
+		t.Run("dashboard on "+s.name, func(t *testing.T) { checkDashboardOn(ctx, t, root, s) })
+	}
 	t.Run("the resource says the source is simulated", func(t *testing.T) {
 		res, err := (promClient{base: prom3, at: time.Unix(int64(last), 0)}).query(ctx, `target_info{otelenergy_source="simulated"}`)
 		if err != nil || len(res) == 0 {

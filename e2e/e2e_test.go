@@ -141,8 +141,16 @@ func TestEndToEnd(t *testing.T) {
 	app := startProcess(t, "app", root, appEnv(ports.OTLPGRPC), appBin,
 		"-addr", appAddr, "-duration", appDuration.String(), "-swap-every", swapEvery.String(),
 		"-carbon-intensity", carbonGPerKWh, "-pue", carbonPUE)
+	// The same app beside it, scraped directly: the dashboard's third path.
+	direct := startDirectScrape(ctx, t, promBin, root, serviceName+"-direct", os.Environ(), appBin,
+		"-addr", fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0]), "-duration", appDuration.String(), "-swap-every", swapEvery.String(),
+		"-carbon-intensity", carbonGPerKWh, "-pue", carbonPUE)
+	direct.prom.at = appStart.Add(appDuration - 3*time.Second)
 	if err := app.wait(ctx, appDuration+appExitSlack); err != nil {
 		fatalf(t, "app did not exit 0 by itself within %v: %v", appDuration+appExitSlack, err)
+	}
+	if err := direct.proc.wait(ctx, appDuration+appExitSlack); err != nil {
+		fatalf(t, "the directly scraped app did not exit 0 by itself within %v: %v", appDuration+appExitSlack, err)
 	}
 	if !strings.Contains(readFile(t, app.stdout)+readFile(t, app.stderr), "energy.millijoules=") {
 		errorf(t, "app output has no per-request energy.millijoules= lines")
@@ -164,13 +172,19 @@ func TestEndToEnd(t *testing.T) {
 	}
 	t.Run("jaeger has server spans with energy", base.serverSpans)
 	clk.mark("asserts: jaeger")
+	t.Run("direct scrape by prometheus 2: every dashboard query that works there returns data", func(t *testing.T) {
+		checkDashboardOn(ctx, t, root, dashboardSetup{name: "direct scrape", from: "library", prom: direct.prom,
+			service: serviceName + "-direct", has: map[string]bool{"carbon on": true}})
+	})
+	clk.mark("asserts: direct scrape")
 	// The same assertions, with the same PromQL, on both metric paths.
-	for _, path := range []struct{ name, url string }{
-		{"collector exporter scraped by prometheus 2", promURL},
-		{"otlp into prometheus 3", prom3URL},
+	for _, path := range []struct{ name, url, setup string }{
+		{"collector exporter scraped by prometheus 2", promURL, "Collector"},
+		{"otlp into prometheus 3", prom3URL, "Prometheus 3"},
 	} {
 		c := base
 		c.prom = promClient{base: path.url, at: evalAt}
+		c.setup = path.setup
 		t.Run(path.name, func(t *testing.T) {
 			t.Run("metric names", c.metricNames)
 			t.Run("hw.energy per GPU without resets", c.energyCounters)
@@ -200,6 +214,7 @@ type checks struct {
 	appStart  time.Time
 	sel       string // PromQL label matchers selecting this test's service
 	window    string // PromQL range covering the whole app run
+	setup     string // the dashboard's name of this metric path
 }
 
 // serverSpans: Jaeger has server spans carrying the request's energy and
@@ -358,49 +373,12 @@ func (c *checks) metricNames(t *testing.T) {
 	}
 }
 
-// dashboard: every PromQL expr of the Grafana dashboard returns data, except
-// those reading an optional metric this Prometheus does not have (yet).
+// dashboard: every dashboard query that says it works on this path, with
+// the library's metrics, reads names and labels this Prometheus has, and
+// returns data (checkDashboardOn).
 func (c *checks) dashboard(t *testing.T) {
-	_, queries, err := loadDashboard(dashboardPath(c.root))
-	if err != nil {
-		fatal(t, err)
-	}
-	names, err := c.prom.metricNames(c.ctx)
-	if err != nil {
-		fatal(t, err)
-	}
-	var exprs []string
-	for _, q := range queries {
-		if s := grafanaVars.Replace(q.Expr); strings.Contains(s, "$") {
-			fatalf(t, "dashboard expr %q uses a variable the test does not replace", q.Expr)
-		}
-		if missing := missingOptional(q.Expr, names); len(missing) > 0 {
-			t.Logf("SKIP panel %q target %s: %s not in this Prometheus; the app does not emit it yet, and the check turns on once it does",
-				q.Panel, q.RefID, strings.Join(missing, ", "))
-			continue
-		}
-		exprs = append(exprs, q.Expr)
-	}
-	err = poll(c.ctx, assertTimeout, func() error {
-		var empty []string
-		for _, expr := range exprs {
-			res, err := c.prom.query(c.ctx, grafanaVars.Replace(expr))
-			if err != nil {
-				return err
-			}
-			if len(res) == 0 {
-				empty = append(empty, expr)
-			}
-		}
-		if len(empty) > 0 {
-			return fmt.Errorf("%d of %d dashboard queries return no data: %q", len(empty), len(exprs), empty)
-		}
-		return nil
-	})
-	if err != nil {
-		fatal(t, err)
-	}
-	t.Logf("%d of %d dashboard queries return data; %d skipped", len(exprs), len(queries), len(queries)-len(exprs))
+	checkDashboardOn(c.ctx, t, c.root, dashboardSetup{name: c.setup, from: "library", prom: c.prom, service: serviceName,
+		has: map[string]bool{"carbon on": true}})
 }
 
 // grafanaVars maps the dashboard's variables to values for this test:

@@ -50,7 +50,7 @@ if [ -d deploy ] && [ -f deploy/go.mod ]; then
 fi
 
 if [ -d e2e ] && [ -f e2e/e2e_test.go ]; then
-	step "end-to-end: app, a fleet of two proxies, and the agent -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP); the proxy in front of Ollama and wrapping it"
+	step "end-to-end: app, a fleet of two proxies, and the agent -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP); the proxy in front of Ollama and wrapping it; the dashboard on each path; every documented command (TestDocs, scripts/docs.sh)"
 	# ollamadrive, the openai-go client the Ollama tests run, is a module
 	# of its own inside e2e/: go test ./... there does not reach it.
 	(cd e2e/ollamadrive && GOWORK=off go vet ./...)

@@ -58,7 +58,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	log := cli.Logging{Level: cfg.LogLevel, Format: cfg.LogFormat}.NewLogger(stderr)
 	log.Info("otelenergy-agent starting", slog.Any("build", build))
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("background error", "err", err) }))
+	// Background errors (an export that fails at every interval, a
+	// counter read) repeat at their cadence: each is logged once, then
+	// counted, as the proxy does.
+	errLog := cli.NewOnceLog(log, "background error")
+	defer errLog.Close()
+	otel.SetErrorHandler(errLog)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if cfg.Duration > 0 {

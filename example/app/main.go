@@ -159,8 +159,10 @@ func run(ctx context.Context, o options) error {
 	err = errors.Join(
 		srv.Shutdown(shutdownCtx),
 		tel.shutdown(shutdownCtx), // flushes spans while the monitor still samples
-		mon.Shutdown(shutdownCtx),
 	)
+	if merr := mon.Shutdown(shutdownCtx); merr != nil {
+		err = errors.Join(err, fmt.Errorf("the monitor's shutdown: %w", merr))
+	}
 	printSummary(mon)
 	fmt.Println("bye")
 	return err

@@ -127,13 +127,23 @@ func (t *telemetry) shutdown(ctx context.Context) error {
 	t.mu.Unlock()
 	var errs []error
 	if t.traceProvider != nil {
-		errs = append(errs, t.traceProvider.Shutdown(ctx))
+		errs = append(errs, finalExport("traces", otelenv.TracesExporter(os.LookupEnv), t.traceProvider.Shutdown(ctx)))
 	}
+	metrics := otelenv.MetricsExporter(os.LookupEnv)
 	if runMP != nil {
-		errs = append(errs, runMP.Shutdown(ctx))
+		errs = append(errs, finalExport("run metrics", metrics, runMP.Shutdown(ctx)))
 	}
-	errs = append(errs, t.meterProvider.Shutdown(ctx))
+	errs = append(errs, finalExport("metrics", metrics, t.meterProvider.Shutdown(ctx)))
 	return errors.Join(errs...)
+}
+
+// finalExport names the exporter and where it sends in a failed final
+// export's error: a bare "context deadline exceeded" says neither.
+func finalExport(signal string, ex otelenv.Exporter, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("the final %s export (%s) failed: %w", signal, ex, err)
 }
 
 // printer prints one line per server span that carries energy.

@@ -129,10 +129,23 @@ func buildOf(bi *debug.BuildInfo, ok bool) Build {
 	return b
 }
 
+// NoRevision is what -version says of a build that recorded no commit:
+// go run, a build with -buildvcs=false or outside a git checkout, or one
+// that relied on the default -buildvcs=auto, which records none for this
+// repository's binaries (modules of a workspace, below the repository's
+// root), in the workspace or with GOWORK=off alike.
+const NoRevision = "revision unknown: no commit recorded; build it from a git clone with go build -buildvcs=true"
+
 // String is the one line -version prints, such as
-// "github.com/otelenergy/otelenergy/cmd/otelenergy-proxy v0.3.0 (revision 1c5b8c0, 2026-12-01T11:18:29Z) go1.26.8".
+// "github.com/otelenergy/otelenergy/cmd/otelenergy-proxy v0.3.0 (revision 1c5b8c0, 2026-12-01T11:18:29Z) go1.26.8",
+// or, for a build that recorded no commit,
+// "github.com/otelenergy/otelenergy/cmd/otelenergy-proxy (devel) (revision unknown: no commit recorded; ...) go1.26.8".
 func (b Build) String() string {
 	var sb strings.Builder
+	if b.Revision == "unknown" {
+		fmt.Fprintf(&sb, "%s %s (%s) %s", b.Path, b.Version, NoRevision, b.GoVersion)
+		return sb.String()
+	}
 	fmt.Fprintf(&sb, "%s %s (revision %s", b.Path, b.Version, short(b.Revision))
 	if b.Modified {
 		sb.WriteString(", modified")

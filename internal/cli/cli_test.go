@@ -75,6 +75,12 @@ func TestBuildFromInfo(t *testing.T) {
 	if u := buildOf(nil, false); u.Version != "unknown" || u.Revision != "unknown" {
 		t.Fatalf("without build info: %+v", u)
 	}
+	// go run, or a build without VCS stamping: the line says how to get
+	// the commit in, rather than "revision unknown".
+	bi.Main.Version, bi.Settings = "(devel)", nil
+	if got, want := buildOf(bi, true).String(), "example.com/cmd/x (devel) ("+NoRevision+") go1.26.8"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
 }
 
 func TestVersionFlag(t *testing.T) {

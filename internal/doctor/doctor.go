@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,7 +17,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/otelenergy/otelenergy/internal/otelenv"
 )
 
 // Status is a finding's verdict.
@@ -92,14 +97,16 @@ func (r Report) Find(prefix string) []Finding {
 }
 
 // WriteTo writes the report: one line per finding, "fix:" under each
-// failure and warning that has one, and a last line that counts them.
+// failure and warning that has one, and a last line that counts them. A
+// detail or fix with newlines in it (a loader's dlerror text) is joined
+// onto its line with "; ", so that each check stays one line.
 func (r Report) WriteTo(w io.Writer) (int64, error) {
 	var b bytes.Buffer
 	var fails, warns int
 	for _, f := range r.Findings {
-		fmt.Fprintf(&b, "%-4s  %s: %s\n", f.Status, f.Check, f.Detail)
+		fmt.Fprintf(&b, "%-4s  %s: %s\n", f.Status, flatten(f.Check), flatten(f.Detail))
 		if f.Fix != "" {
-			fmt.Fprintf(&b, "      fix: %s\n", f.Fix)
+			fmt.Fprintf(&b, "      fix: %s\n", flatten(f.Fix))
 		}
 		switch f.Status {
 		case Fail:
@@ -265,68 +272,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEn
 }
 
 // Exporter is the metrics exporter the OTEL_* variables configure, as
-// contrib's autoexport reads them.
-type Exporter struct {
-	// Kind is OTEL_METRICS_EXPORTER's first entry: otlp (the default),
-	// prometheus, console or none.
-	Kind string
-	// Protocol is the OTLP protocol, http/protobuf (the default) or grpc;
-	// "" for other kinds.
-	Protocol string
-	// Endpoint is where the OTLP exporter sends (a URL for
-	// http/protobuf, host:port for grpc), or where the Prometheus exporter
-	// listens (host:port); "" for console and none.
-	Endpoint string
-}
+// contrib's autoexport reads them: package otelenv's.
+type Exporter = otelenv.Exporter
 
 // MetricsExporter returns the metrics exporter the environment configures,
 // with autoexport's defaults: otlp over http/protobuf to
 // https://localhost:4318/v1/metrics, grpc to localhost:4317, prometheus on
 // localhost:9464.
 func MetricsExporter(lookupEnv func(string) (string, bool)) Exporter {
-	get := func(keys ...string) string {
-		for _, k := range keys {
-			if v, ok := lookupEnv(k); ok && strings.TrimSpace(v) != "" {
-				return strings.TrimSpace(v)
-			}
-		}
-		return ""
-	}
-	kind, _, _ := strings.Cut(cmp.Or(get("OTEL_METRICS_EXPORTER"), "otlp"), ",")
-	ex := Exporter{Kind: strings.TrimSpace(kind)}
-	switch ex.Kind {
-	case "prometheus":
-		ex.Endpoint = net.JoinHostPort(cmp.Or(get("OTEL_EXPORTER_PROMETHEUS_HOST"), "localhost"), cmp.Or(get("OTEL_EXPORTER_PROMETHEUS_PORT"), "9464"))
-	case "otlp":
-		ex.Protocol = cmp.Or(get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"), "http/protobuf")
-		insecure := strings.EqualFold(get("OTEL_EXPORTER_OTLP_METRICS_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"), "true")
-		signal := get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-		base := get("OTEL_EXPORTER_OTLP_ENDPOINT")
-		if ex.Protocol == "grpc" {
-			ep := cmp.Or(cmp.Or(signal, base), "localhost:4317")
-			if u, err := url.Parse(ep); err == nil && u.Host != "" {
-				ep = u.Host
-			}
-			ex.Endpoint = ep
-			break
-		}
-		scheme := "https://"
-		if insecure {
-			scheme = "http://"
-		}
-		switch {
-		case signal != "":
-			ex.Endpoint = signal // used as is, path included
-		case base != "":
-			ex.Endpoint = strings.TrimSuffix(base, "/") + "/v1/metrics"
-		default:
-			ex.Endpoint = "localhost:4318/v1/metrics"
-		}
-		if !strings.Contains(ex.Endpoint, "://") {
-			ex.Endpoint = scheme + ex.Endpoint
-		}
-	}
-	return ex
+	return otelenv.MetricsExporter(lookupEnv)
 }
 
 // checkExporter checks that the configured exporter can deliver: the OTLP
@@ -350,8 +304,7 @@ func checkExporter(ctx context.Context, cfg Config, r *Report) {
 			d := net.Dialer{Timeout: cfg.Timeout}
 			c, err := d.DialContext(ctx, "tcp", ex.Endpoint)
 			if err != nil {
-				r.fail(check, "set OTEL_EXPORTER_OTLP_ENDPOINT to a Collector's OTLP gRPC address (host:4317), or OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
-					"otlp grpc %s: %v", ex.Endpoint, err)
+				r.fail(check, exportFix(ex, err), "otlp grpc %s%s: %s", ex.Endpoint, defaultNote(ex), oneLine(err))
 				return
 			}
 			c.Close()
@@ -368,24 +321,26 @@ func checkExporter(ctx context.Context, cfg Config, r *Report) {
 // accepts with 200 and which exports nothing.
 func checkOTLPHTTP(ctx context.Context, cfg Config, ex Exporter, r *Report) {
 	const check = "metrics exporter"
-	fix := "set OTEL_EXPORTER_OTLP_ENDPOINT to a Collector's OTLP/HTTP address (http://collector:4318), or OTEL_METRICS_EXPORTER=prometheus"
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ex.Endpoint, http.NoBody)
 	if err != nil {
-		r.fail(check, fix, "otlp %s: %v", ex.Endpoint, err)
+		r.fail(check, "set OTEL_EXPORTER_OTLP_ENDPOINT to a URL such as http://collector:4318", "otlp %s: %s", ex.Endpoint, oneLine(err))
 		return
 	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	c := &http.Client{Timeout: cfg.Timeout}
 	resp, err := c.Do(req)
 	if err != nil {
-		r.fail(check, fix, "otlp http/protobuf %s does not answer: %v", ex.Endpoint, err)
+		r.fail(check, exportFix(ex, err), "otlp http/protobuf %s%s does not answer: %s", ex.Endpoint, defaultNote(ex), oneLine(err))
 		return
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	resp.Body.Close()
 	switch {
+	case resp.StatusCode == http.StatusBadRequest && strings.Contains(string(body), "HTTPS server"):
+		r.fail(check, fmt.Sprintf("%s serves TLS: set OTEL_EXPORTER_OTLP_ENDPOINT=https://%s", ex.Endpoint, req.URL.Host),
+			"%s answers 400: it expects TLS, and the exporter speaks plain HTTP", ex.Endpoint)
 	case resp.StatusCode/100 == 2:
 		r.ok(check, "otlp http/protobuf %s accepts an export (%d)", ex.Endpoint, resp.StatusCode)
 	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
@@ -394,6 +349,76 @@ func checkOTLPHTTP(ctx context.Context, cfg Config, ex Exporter, r *Report) {
 	default:
 		r.warn(check, "", "otlp http/protobuf %s answers %d to an empty export", ex.Endpoint, resp.StatusCode)
 	}
+}
+
+// defaultNote says that ex is autoexport's default, which no variable
+// chose.
+func defaultNote(ex Exporter) string {
+	if ex.Default {
+		return " (autoexport's default: no OTEL_EXPORTER_OTLP_ENDPOINT is set)"
+	}
+	return ""
+}
+
+// exportFix is the fix for an OTLP endpoint that did not answer, by the
+// cause err shows: a name that does not resolve, plain HTTP reached over
+// TLS (or the reverse), an untrusted certificate, nothing listening, no
+// answer in time. Each names what it saw, so that a setting that is
+// already right is not offered as the fix.
+func exportFix(ex Exporter, err error) string {
+	host := ex.Endpoint
+	if u, perr := url.Parse(ex.Endpoint); perr == nil && u.Host != "" {
+		host = u.Host
+	}
+	name, _, _ := net.SplitHostPort(host)
+	var dns *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return fmt.Sprintf("the name %q does not resolve on this node (no such host): set OTEL_EXPORTER_OTLP_ENDPOINT to the Collector's address as this node resolves it (a Service's full DNS name, such as http://otel-collector.observability.svc.cluster.local:4318, or an IP)", dns.Name)
+	case errors.As(err, &dns):
+		return fmt.Sprintf("the name %q could not be looked up (%s): check this node's DNS (/etc/resolv.conf), or set OTEL_EXPORTER_OTLP_ENDPOINT with an IP", dns.Name, dns.Err)
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return fmt.Sprintf("%s speaks plain HTTP, and the exporter uses TLS (https): set OTEL_EXPORTER_OTLP_ENDPOINT=http://%s", host, host)
+	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr):
+		return fmt.Sprintf("%s's certificate is not trusted here: give its CA with OTEL_EXPORTER_OTLP_CERTIFICATE=<ca.pem>, or use an http:// endpoint", host)
+	case strings.Contains(msg, "tls: "):
+		return fmt.Sprintf("the TLS handshake with %s failed: use an http:// endpoint for a plain-HTTP receiver, or give the receiver's CA with OTEL_EXPORTER_OTLP_CERTIFICATE", host)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		if ex.Default {
+			return fmt.Sprintf("nothing listens on %s, autoexport's default: set OTEL_EXPORTER_OTLP_ENDPOINT to your Collector (http://collector:4318), or OTEL_METRICS_EXPORTER=prometheus to be scraped", host)
+		}
+		return fmt.Sprintf("nothing listens on %s (connection refused): start the Collector there, or point OTEL_EXPORTER_OTLP_ENDPOINT at where it runs", host)
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return fmt.Sprintf("%s did not answer in time: a firewall or NetworkPolicy drops the traffic, or %q is not the Collector's address", host, name)
+	}
+	return fmt.Sprintf("check that a Collector's OTLP receiver listens at %s (%s), or set OTEL_EXPORTER_OTLP_ENDPOINT to where it does", ex.Endpoint, ex.Protocol)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// oneLine is err's message on one line: some libraries' messages (dlerror's,
+// a server's) carry newlines, and the report keeps one line per check.
+func oneLine(err error) string { return flatten(err.Error()) }
+
+// flatten joins s's lines with "; ".
+func flatten(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	var parts []string
+	for _, l := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // checkPids reports the listed pids of a board that -proc-root does not

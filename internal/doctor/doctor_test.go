@@ -15,16 +15,16 @@ func TestMetricsExporter(t *testing.T) {
 		env  map[string]string
 		want doctor.Exporter
 	}{
-		{"autoexport's default", nil, doctor.Exporter{"otlp", "http/protobuf", "https://localhost:4318/v1/metrics"}},
-		{"insecure default", map[string]string{"OTEL_EXPORTER_OTLP_INSECURE": "true"}, doctor.Exporter{"otlp", "http/protobuf", "http://localhost:4318/v1/metrics"}},
-		{"base endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"}, doctor.Exporter{"otlp", "http/protobuf", "http://collector:4318/v1/metrics"}},
+		{"autoexport's default", nil, doctor.Exporter{Kind: "otlp", Protocol: "http/protobuf", Endpoint: "https://localhost:4318/v1/metrics", Default: true}},
+		{"insecure default", map[string]string{"OTEL_EXPORTER_OTLP_INSECURE": "true"}, doctor.Exporter{Kind: "otlp", Protocol: "http/protobuf", Endpoint: "http://localhost:4318/v1/metrics", Default: true}},
+		{"base endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"}, doctor.Exporter{Kind: "otlp", Protocol: "http/protobuf", Endpoint: "http://collector:4318/v1/metrics"}},
 		{"signal endpoint used as is", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://b:9/m"},
-			doctor.Exporter{"otlp", "http/protobuf", "http://b:9/m"}},
-		{"grpc", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}, doctor.Exporter{"otlp", "grpc", "collector:4317"}},
-		{"grpc default", map[string]string{"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc"}, doctor.Exporter{"otlp", "grpc", "localhost:4317"}},
-		{"prometheus default", map[string]string{"OTEL_METRICS_EXPORTER": "prometheus"}, doctor.Exporter{"prometheus", "", "localhost:9464"}},
+			doctor.Exporter{Kind: "otlp", Protocol: "http/protobuf", Endpoint: "http://b:9/m"}},
+		{"grpc", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}, doctor.Exporter{Kind: "otlp", Protocol: "grpc", Endpoint: "collector:4317"}},
+		{"grpc default", map[string]string{"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc"}, doctor.Exporter{Kind: "otlp", Protocol: "grpc", Endpoint: "localhost:4317", Default: true}},
+		{"prometheus default", map[string]string{"OTEL_METRICS_EXPORTER": "prometheus"}, doctor.Exporter{Kind: "prometheus", Endpoint: "localhost:9464"}},
 		{"prometheus on every interface", map[string]string{"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_HOST": "0.0.0.0", "OTEL_EXPORTER_PROMETHEUS_PORT": "9400"},
-			doctor.Exporter{"prometheus", "", "0.0.0.0:9400"}},
+			doctor.Exporter{Kind: "prometheus", Endpoint: "0.0.0.0:9400"}},
 		{"none", map[string]string{"OTEL_METRICS_EXPORTER": "none"}, doctor.Exporter{Kind: "none"}},
 	}
 	for _, tt := range tests {

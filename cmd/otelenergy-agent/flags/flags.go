@@ -78,7 +78,7 @@ var ErrHelp = flag.ErrHelp
 var ErrInvalid = cli.ErrInvalid
 
 var table = cli.Table[Config]{Program: "otelenergy-agent", EnvPrefix: EnvPrefix, Flags: append([]cli.Flag[Config]{
-	{Name: "simulate", Default: "false", Bool: true, Usage: "meter simulated GPUs running scripted processes instead of NVML; never chosen silently",
+	{Name: "simulate", Default: "false", Bool: true, Usage: "meter simulated GPUs (eight H100-like boards, the last in MIG mode) and a simulated host's CPU packages and DRAM, running scripted processes, instead of NVML and RAPL; never chosen silently",
 		Set: func(c *Config, v string) error { return cli.Bool(&c.Simulate, v) }},
 	{Name: "simulate-devices", Default: "8", Usage: "number of simulated GPUs with -simulate, 1 to 64",
 		Set: func(c *Config, v string) error { return intIn(&c.SimulateDevices, v, 1, 64) }},
@@ -142,7 +142,7 @@ var table = cli.Table[Config]{Program: "otelenergy-agent", EnvPrefix: EnvPrefix,
 		Set: func(c *Config, v string) error { c.LogLevel = v; return cli.CheckLevel(v) }},
 	{Name: cli.VersionFlag, Default: "false", Bool: true, Usage: cli.VersionUsage,
 		Set: func(c *Config, v string) error { return cli.Bool(&c.Version, v) }},
-	{Name: "admin-listen", Default: DefaultAdminListen, Usage: "address of " + HealthPath + " (alive) and " + ReadyPath + " (a pass done, some GPU not lost, not shutting down); empty disables",
+	{Name: "admin-listen", Default: DefaultAdminListen, Usage: "address of " + HealthPath + " (alive) and " + ReadyPath + " (a pass done, some GPU not lost, not shutting down); a port alone is every interface, 127.0.0.1:8090 loopback only; empty disables",
 		Set: func(c *Config, v string) error {
 			if v != "" {
 				if _, _, err := net.SplitHostPort(v); err != nil {
@@ -182,6 +182,9 @@ func Parse(args []string, lookupEnv func(string) (string, bool), out io.Writer) 
 		return c, cli.Invalid(fmt.Sprintf("unexpected argument %q", rest[0]))
 	}
 	if err := c.Carbon.Check(func(k string) string { v, _ := lookupEnv(k); return v }); err != nil {
+		return c, err
+	}
+	if err := c.Carbon.CheckFiles(); err != nil {
 		return c, err
 	}
 	if c.Simulate && c.Sources != nil {

@@ -123,6 +123,7 @@ func TestCarbonFlags(t *testing.T) {
 		{"-carbon-intensity", "x"},
 		{"-carbon-provider", "watttime", "-carbon-zone", "CAISO_NORTH"}, // no user, no password
 		{"-pue", "1.2"}, // carbon off
+		{"-carbon-provider", "electricitymaps", "-carbon-zone", "DE", "-carbon-token-file", "/nonexistent/otelenergy-token"}, // exit 2, not a failed start
 	} {
 		_, err := flags.Parse(args, env(nil), nil)
 		if !errors.Is(err, flags.ErrInvalid) || !errors.Is(err, carbon.ErrInvalidConfig) || strings.Contains(err.Error(), "\n") ||

@@ -92,9 +92,9 @@ var ErrHelp = flag.ErrHelp
 var ErrInvalid = cli.ErrInvalid
 
 var table = cli.Table[Config]{Program: "otelenergy-proxy", EnvPrefix: EnvPrefix, Flags: append([]cli.Flag[Config]{
-	{Name: "listen", Default: DefaultListen, Usage: "address the proxied OpenAI-compatible API listens on (HTTP/1.1 and unencrypted HTTP/2)",
+	{Name: "listen", Default: DefaultListen, Usage: "address the proxied OpenAI-compatible API listens on (HTTP/1.1 and unencrypted HTTP/2); a port alone, :8088, is every interface (a Service in front); 127.0.0.1:8088 is loopback only (a sidecar)",
 		Set: func(c *Config, v string) error { c.Listen = v; return checkAddr(v) }},
-	{Name: "admin-listen", Default: DefaultAdminListen, Usage: "address of " + HealthPath + " (alive) and " + ReadyPath + " (first energy sample taken and the backend answers)",
+	{Name: "admin-listen", Default: DefaultAdminListen, Usage: "address of " + HealthPath + " (alive) and " + ReadyPath + " (first energy sample taken and the backend answers); a port alone is every interface, which the kubelet's probes need",
 		Set: func(c *Config, v string) error { c.AdminListen = v; return checkAddr(v) }},
 	{Name: "backend", Default: DefaultBackend, Usage: "URL of the OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp server, Ollama)",
 		Set: func(c *Config, v string) error {
@@ -238,6 +238,9 @@ func Parse(args []string, getenv func(string) string, out io.Writer) (Config, er
 		return c, cli.Invalid("-- is followed by no command: name the backend to run after it, or drop -- to proxy a running backend")
 	}
 	if err := c.Carbon.Check(getenv); err != nil {
+		return c, err
+	}
+	if err := c.Carbon.CheckFiles(); err != nil {
 		return c, err
 	}
 	if c.MaxRequestBytes > c.MaxBufferedBytes {

@@ -158,6 +158,7 @@ func TestCarbonFlags(t *testing.T) {
 		{"-carbon-intensity", "436g"},
 		{"-carbon-intensity", "436", "-pue", "0.5"},
 		{"-carbon-provider", "electricitymaps", "-carbon-zone", "DE"}, // no token
+		{"-carbon-provider", "electricitymaps", "-carbon-zone", "DE", "-carbon-token-file", "/nonexistent/otelenergy-token"}, // exit 2, not a failed start
 	} {
 		_, err := Parse(args, noEnv, io.Discard)
 		if !errors.Is(err, ErrInvalid) || !errors.Is(err, carbon.ErrInvalidConfig) || strings.Contains(err.Error(), "\n") ||

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,6 +278,7 @@ func (a *Agent) Pass() {
 	defer a.mu.Unlock()
 	a.gen++
 	a.noteCarbon()
+	a.readBoot()
 	for i, b := range a.boards {
 		a.passBoard(i, b)
 	}
@@ -566,7 +568,9 @@ func (a *Agent) newSeries(b *board, p *nvmlsource.ProcessUsage, start uint64) *s
 	if info.PodUID != "" {
 		attrs = append(attrs, semconv.K8SPodUID(info.PodUID))
 	}
-	ident := attrs[1:len(attrs):len(attrs)]
+	// A copy: attribute.NewSet below sorts attrs in place, and a slice of
+	// it would then hold hw.id and lose the container.id sorted before it.
+	ident := slices.Clone(attrs[1:])
 	if b.shared {
 		attrs = append(attrs, SharedKey.Bool(true))
 	}
@@ -597,6 +601,24 @@ func (a *Agent) retire(b *board, s *series) {
 	}
 	s.exited = true
 	b.exiting = append(b.exiting, s)
+}
+
+// readBoot rereads the boot time from a Resolver that knows it, unless
+// Config.BootTime fixed it. The kernel's boot time is the wall clock less
+// the time since boot, so a step of the wall clock (NTP, a VM resume)
+// moves it: read once, it would put every process started after a step
+// back of Δ that much after the samples stamped on the new timeline,
+// and keyAt would give the first Δ of its samples to its predecessor.
+// A failed read keeps the last one.
+func (a *Agent) readBoot() {
+	if !a.cfg.BootTime.IsZero() {
+		return
+	}
+	if bt, ok := a.cfg.Resolver.(BootTimer); ok {
+		if t, err := bt.BootTime(); err == nil {
+			a.boot = t
+		}
+	}
 }
 
 // creationTime is semconv's process.creation.time of a process that

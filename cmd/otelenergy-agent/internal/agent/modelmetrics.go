@@ -9,6 +9,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 )
 
 // Attribute keys of the model gauges.
@@ -69,13 +70,21 @@ func (in *modelInstruments) unregister() error {
 	return in.reg.Unregister()
 }
 
-// observeModel exports every measured board's model and idle power.
+// observeModel exports every measured board's model and idle power, and
+// the idle power of every board without per-process utilization (MIG,
+// vGPU), which has no model.
 func (a *Agent) observeModel(_ context.Context, o metric.Observer) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	in := &a.inst.model
 	for _, b := range a.boards {
-		if b.shared || b.lost {
+		if b.lost {
+			continue
+		}
+		if b.shared {
+			w, src, sec := staticIdle(&b.static)
+			o.ObserveFloat64(in.idlePower, w, b.modelOpts.idle[src])
+			o.ObserveFloat64(in.idleData, sec, b.modelOpts.idle[src])
 			continue
 		}
 		theta, _ := b.att.Model()
@@ -88,4 +97,22 @@ func (a *Agent) observeModel(_ context.Context, o metric.Observer) error {
 		o.ObserveFloat64(in.idleData, sec, b.modelOpts.idle[src])
 	}
 	return nil
+}
+
+// staticIdle is the idle power of a board without per-process
+// utilization, where it comes from, and the seconds behind it, as
+// attrib.Board.Idle gives a measured board's: fixed, its idle windows,
+// or the intercept of its fit (IdleModel).
+func staticIdle(s *procshare.Static) (watts float64, src attrib.IdleSource, seconds float64) {
+	w := s.Watts()
+	sec, measured := s.Measured()
+	switch {
+	case s.Fixed > 0:
+		return w, attrib.IdleFixed, 0
+	case measured:
+		return w, attrib.IdleIntervals, sec
+	case w > 0:
+		return w, attrib.IdleModel, 0
+	}
+	return 0, attrib.IdleNone, 0
 }

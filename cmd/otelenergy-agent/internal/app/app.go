@@ -29,8 +29,8 @@ import (
 	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/amdsmi"
 	"github.com/otelenergy/otelenergy/internal/carbonconf"
-	"github.com/otelenergy/otelenergy/internal/doctor"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/otelenv"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -90,8 +90,10 @@ func Run(ctx context.Context, cfg flags.Config, log *slog.Logger, d Deps) error 
 	if st == nil {
 		st = &lifecycle.Stack{}
 	}
-	ag, err := start(ctx, st, cfg, log, d)
+	var ran bool
+	ag, err := start(ctx, st, cfg, log, d, &ran)
 	if err == nil {
+		ran = true
 		ag.Run(ctx, cfg.ProcessInterval, d.NewTicker)
 		log.Info("shutting down")
 	}
@@ -106,7 +108,8 @@ func Run(ctx context.Context, cfg flags.Config, log *slog.Logger, d Deps) error 
 }
 
 // start starts every service onto st, in the order of the package doc.
-func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog.Logger, d Deps) (*agent.Agent, error) {
+// *ran is read by the telemetry's stop: true once every service started.
+func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog.Logger, d Deps, ran *bool) (*agent.Agent, error) {
 	var nd Node
 	var mon *otelenergy.Monitor
 	if err := st.Start("GPU source", func() (func(context.Context) error, error) {
@@ -149,14 +152,28 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 			return nil, fmt.Errorf("metric exporter: %w", err)
 		}
 		mp = sdkmetric.NewMeterProvider(append(views(), sdkmetric.WithReader(reader), sdkmetric.WithResource(res))...)
-		ex := doctor.MetricsExporter(d.LookupEnv)
+		ex := otelenv.MetricsExporter(d.LookupEnv)
 		log.Info("exporting metrics", "exporter", ex.Kind, "protocol", ex.Protocol, "endpoint", ex.Endpoint)
+		if ex.Default {
+			// autoexport's default is https on localhost, where a node
+			// rarely runs a Collector: every export would fail.
+			log.Warn("no OTLP endpoint is set: the metrics go to autoexport's default, "+ex.Endpoint+
+				", where a node rarely runs a Collector; set OTEL_EXPORTER_OTLP_ENDPOINT=http://<collector>:4318, "+
+				"or OTEL_METRICS_EXPORTER=prometheus to be scraped on :9464 (otelenergy-agent doctor checks it)",
+				"exporter", ex.Kind, "endpoint", ex.Endpoint)
+		}
 		// A failed final export is logged and does not fail the exit: the
 		// figures it lost cannot be sent by failing, and a collector down
 		// at a node's drain must not turn a clean stop into a crash loop.
+		// After a failed start it carried no pass: that failure, not the
+		// export's, is the news.
 		return func(ctx context.Context) error {
 			if err := mp.Shutdown(ctx); err != nil {
-				log.Warn("the final metric export failed; its figures are lost", "exporter", ex.Kind, "endpoint", ex.Endpoint, "err", err)
+				lvl := slog.LevelWarn
+				if !*ran {
+					lvl = slog.LevelDebug
+				}
+				log.Log(ctx, lvl, "the final metric export failed; its figures are lost", "exporter", ex.Kind, "endpoint", ex.Endpoint, "err", err)
 			}
 			return nil
 		}, nil
@@ -268,7 +285,12 @@ func OpenNode(cfg flags.Config, log *slog.Logger) (Node, error) {
 			return Node{}, err
 		}
 		log.Info("metering simulated GPUs (-simulate): no figure is a real measurement", "devices", cfg.SimulateDevices)
-		return Node{Source: nd, Lister: nd, Resolver: nd, Start: nd.Start}, nil
+		node := Node{Source: nd, Lister: nd, Resolver: nd, Start: nd.Start}
+		if h := nd.Host(); h != nil {
+			node.Host, node.CPU = h, nd
+			log.Info("metering a simulated host too (-simulate): its CPU packages and DRAM, split by CPU time", "domains", len(h.Devices()))
+		}
+		return node, nil
 	}
 	sysRoot := cmp.Or(cfg.SysRoot, "/sys")
 	var accel []string

@@ -90,6 +90,13 @@ func (s *Static) Observe(dtNs int64, energyMJ uint64, util float64) {
 	}
 }
 
+// Measured returns the seconds of idle windows behind [Static.Watts]
+// after forgetting, and whether Watts is their mean (rather than Fixed,
+// the fit's intercept or zero).
+func (s *Static) Measured() (seconds float64, ok bool) {
+	return s.iw, s.Fixed <= 0 && s.iw >= minIdleSeconds
+}
+
 // Watts returns the static power learned so far, in W; see [Static].
 func (s *Static) Watts() float64 {
 	if s.Fixed > 0 {

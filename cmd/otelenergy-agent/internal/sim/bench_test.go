@@ -160,7 +160,8 @@ func runSplit(tb testing.TB, sc splitScenario, seed uint64) splitFigures {
 		if truth <= 0 {
 			continue
 		}
-		got := float64(ag.Totals(p.Board).Processes[agent.Process{Pid: p.Pid, StartTime: uint64(p.Pid)}])
+		start, _ := nd.StartTicks(p.Pid)
+		got := float64(ag.Totals(p.Board).Processes[agent.Process{Pid: p.Pid, StartTime: start}])
 		e := (got - truth) / truth * 100
 		f.errs = append(f.errs, e)
 		f.procs = append(f.procs, fmt.Sprintf("board %d %s pid %d: %.1f J, truth %.1f J (%+.1f%%)", p.Board, p.Name, p.Pid, got/1000, truth/1000, e))

@@ -9,7 +9,8 @@
 // Time advances in ticks (Physics.Tick, 1 ms in the bench, 10 ms under
 // -simulate). Each board draws its idle power, plus a white noise, plus
 // each running process's power: its SM, memory, encoder and decoder
-// utilization times [Physics]' watts per percent. The energy counter is a staircase that steps every
+// utilization times [Physics]' watts per percent (time-sliced, with
+// Physics.TimeSlice, when the processes' SM would sum past 100 %). The energy counter is a staircase that steps every
 // CounterPeriod at a phase of its own per board. The driver samples each
 // process's utilization every SamplePeriod, one sample per process that
 // used the board in the period, its mean utilization over the period
@@ -24,13 +25,23 @@
 //
 // # Scripts
 //
-// [DefaultScript], -simulate's: board b runs one long-lived server (pid
-// 2000+b) at 30 + 10·(b mod 4) % SM, in a Kubernetes pod of its own, busy
-// 40 s of every 60 s; even boards also run a trainer (pid 3000+b, 25 %, a
-// plain Docker container) from 10 s on. Every 5 s a short job (pid
-// 10000+k, 15 %, 2.5 s, no container) starts on board k mod n, for a day.
-// The last board of eight or more is in MIG mode. [DefaultPhysics]: 70 W
-// idle, 3 W per percent of SM.
+// [DefaultScript], -simulate's, draws like an H100 node serving and
+// training ([DefaultPhysics], [DefaultHost]). Board b lists nothing for
+// its first 6 to 9 s, so that the agent learns its idle power (about
+// 115 W) from those seconds; then a vLLM server (pid 2000+b, in a
+// Kubernetes pod of its own) starts, idles 3 or 10 s, and decodes 40 s of
+// every minute at 82-97 % SM and 55-70 % memory (a plateau of about
+// 375-465 W). Even boards also run a compute-bound trainer (pid 3000+b,
+// 95-99 % SM, a plain Docker container) from 10 s on, time-sliced with
+// the server (about 570 W alone, 515-535 W beside it). From 15 s on, every
+// 5 s a short job (pid 10000+k, 35 % SM, 2.5 s, no container) starts on
+// board k mod n, for a day. The last board of eight or more is in MIG
+// mode: nothing on it for 16 s, then a notebook (pid 2000+b) busy 20 s of
+// every minute, and its share of the jobs. Every process's start is its
+// start on the node's wall clock (process.creation.time), and each keeps
+// host CPU cores busy (the server 1, the trainer 4, a job 0.8; a fifth of
+// that while idle) on the socket of its board, which the host's two
+// packages and their DRAM ([Node.Host]) draw for.
 //
 // [BusyFrom10s], [NeverIdle] and [Churn] are the bench's boards: idle for
 // 10 s then busy; busy from the start; a steady job and a churn of 2-4 s

@@ -9,32 +9,69 @@ import (
 // DefaultScript is -simulate's script for n boards (see the package doc).
 func DefaultScript(n int) []Proc {
 	const (
+		churnFrom  = 15 * time.Second
 		churnEvery = 5 * time.Second
 		churnLife  = 2500 * time.Millisecond
 		horizon    = 24 * time.Hour
 	)
+	mig := -1
+	if n >= 8 {
+		mig = n - 1
+	}
 	var ps []Proc
 	for b := range n {
-		// The server is busy 40 s of every 60 s, at a phase of its own.
-		sm := float64(30 + 10*(b%4))
-		// Busy from 0 while (t + 7 s·b) mod 60 s < 40 s.
-		off := time.Duration(b) * 7 * time.Second % time.Minute
-		lv := []Level{{At: 0, SM: sm}, {At: 40*time.Second - off}, {At: time.Minute - off, SM: sm}}
-		if off > 40*time.Second {
-			lv = []Level{{At: 0}, {At: time.Minute - off, SM: sm}, {At: 100*time.Second - off}}
+		rng := rand.New(rand.NewPCG(uint64(b), 0xdefa))
+		if b == mig {
+			// Notebooks on MIG instances: nothing on the board for its
+			// first 16 s, so that its idle power is learned (from 10 s
+			// of windows with no process listed), then one that
+			// computes 20 s of every minute.
+			ps = append(ps, Proc{Board: b, Pid: uint32(2000 + b), Name: "python", From: 16 * time.Second, CPU: 0.5,
+				Levels: []Level{{At: 0}, {At: 15 * time.Second, SM: 40, Mem: 25}, {At: 35 * time.Second}}, Period: time.Minute,
+				Container: fmt.Sprintf("%064x", 0xc0de0000+b), Pod: fmt.Sprintf("5151a7ed-0000-4000-8000-%012d", b)})
+			continue
 		}
-		ps = append(ps, Proc{Board: b, Pid: uint32(2000 + b), Name: "vllm", Levels: lv, Period: time.Minute,
+		// The server starts 6 to 9 s in, as the node's workloads start
+		// beside its agent (until then the board lists no process and
+		// shows its idle power), loads its model and has no request for
+		// 3 or 10 s, then decodes 40 s of every minute.
+		from := 6*time.Second + time.Duration(b%4)*time.Second
+		gap := 3*time.Second + time.Duration(b*7%14)*time.Second
+		lv := []Level{{At: 0}}
+		for _, l := range plateau(rng, 40*time.Second, 82, 97, 55, 70) {
+			l.At += gap
+			lv = append(lv, l)
+		}
+		lv = append(lv, Level{At: gap + 40*time.Second})
+		ps = append(ps, Proc{Board: b, Pid: uint32(2000 + b), Name: "vllm", From: from,
+			Levels: lv, Period: time.Minute, CPU: 1,
 			Container: fmt.Sprintf("%064x", 0xc0de0000+b), Pod: fmt.Sprintf("5151a7ed-0000-4000-8000-%012d", b)})
 		if b%2 == 0 {
-			ps = append(ps, Proc{Board: b, Pid: uint32(3000 + b), Name: "trainer", From: 10 * time.Second,
-				Container: fmt.Sprintf("%064x", 0xd0c0000+b), Levels: []Level{{SM: 25}}})
+			// A trainer joins from 10 s on, compute-bound; its SMs are
+			// time-sliced with the server's while both run.
+			ps = append(ps, Proc{Board: b, Pid: uint32(3000 + b), Name: "trainer", From: 10 * time.Second, CPU: 4,
+				Container: fmt.Sprintf("%064x", 0xd0c0000+b), Levels: plateau(rng, time.Minute, 95, 99, 20, 30), Period: time.Minute})
 		}
 	}
-	for k := range int(horizon / churnEvery) {
-		from := time.Duration(k) * churnEvery
-		ps = append(ps, Proc{Board: k % n, Pid: uint32(10000 + k), Name: "job", From: from, Till: from + churnLife, Levels: []Level{{SM: 15}}})
+	for k := range int((horizon - churnFrom) / churnEvery) {
+		from := churnFrom + time.Duration(k)*churnEvery
+		ps = append(ps, Proc{Board: k % n, Pid: uint32(10000 + k), Name: "job", From: from, Till: from + churnLife, CPU: 0.8,
+			Levels: []Level{{SM: 35, Mem: 10}}})
 	}
 	return ps
+}
+
+// plateau draws a busy process's utilization over span: a new level every
+// 0.5 to 3 s, SM from smLo to smHi %, memory from memLo to memHi % and at
+// most the SM's: the loosely varying plateau of a busy server or trainer.
+func plateau(rng *rand.Rand, span time.Duration, smLo, smHi, memLo, memHi float64) []Level {
+	var lv []Level
+	for at := time.Duration(0); at < span; at += time.Duration(500+rng.IntN(2500)) * time.Millisecond {
+		sm := smLo + (smHi-smLo)*rng.Float64()
+		mem := min(memLo+(memHi-memLo)*rng.Float64(), sm)
+		lv = append(lv, Level{At: at, SM: sm, Mem: mem})
+	}
+	return lv
 }
 
 // Kind is how a scripted process uses the board.

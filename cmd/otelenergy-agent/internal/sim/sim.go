@@ -68,13 +68,39 @@ type Physics struct {
 	// samples (and that WallClock and Read's cursor read), as NTP may:
 	// the ring's monotonic time, and the node's, do not step.
 	WallStep, WallStepAt time.Duration
+
+	// The knobs below make -simulate's boards draw like real ones.
+
+	// IdleSpreadWatts, when positive, spreads the boards' idle power over
+	// IdleWatts ± IdleSpreadWatts, fixed per board: identical boards
+	// differ by a few watts.
+	IdleSpreadWatts float64
+	// TimeSlice shares a board's SMs among its processes as the driver's
+	// time-slicing does: when their SM utilization would sum past 100 %,
+	// each process's utilization (SM, memory, encoder, decoder) is scaled
+	// down by the same factor, and so is what it draws and what its
+	// samples show.
+	TimeSlice bool
 }
 
-// DefaultPhysics are -simulate's physics: a 70 W idle, 3 W per percent
-// of SM, samples every 1/6 s visible at once, a counter that steps every
-// 100 ms, on a 10 ms grid (a finer one costs the simulator, not the
-// agent, more CPU).
-var DefaultPhysics = Physics{IdleWatts: 70, SMWatts: 3, SamplePeriod: time.Second / 6, CounterPeriod: 100 * time.Millisecond, Tick: 10 * time.Millisecond}
+// DefaultPhysics are -simulate's physics, an H100 SXM's: an idle of
+// 115 ± 8 W per board, a board's with its driver loaded and a CUDA
+// context held (60-80 W bare, 90-130 W with a context; a public vLLM run
+// on one H100 idles at 122.7 W), with or without a process listed, so
+// that the idle power the agent learns from the seconds a board lists no
+// process is the idle of the seconds it lists an idle server;
+// 5.5 W per percent of SM, less 3 W per percent of memory utilization
+// (every scripted process's memory utilization is at most its SM's, so
+// SM time spent waiting on memory draws 2.5 W per percent: a decode
+// draws less than a GEMM at the same SM utilization); time-sliced SMs;
+// a 2 W noise; samples every 1/6 s, visible 400 ms after their stamps; a
+// counter that steps every 100 ms; on a 10 ms grid (a finer one costs the
+// simulator, not the agent, more CPU). A board serving alone draws about
+// 350-465 W, training alone about 570 W, and both about 500 W, the
+// plateaus a real H100 shows.
+var DefaultPhysics = Physics{IdleWatts: 115, IdleSpreadWatts: 8, SMWatts: 5.5, MemWatts: -3, NoiseWatts: 2,
+	SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond, CounterPeriod: 100 * time.Millisecond, Tick: 10 * time.Millisecond,
+	TimeSlice: true}
 
 // Level is a process's utilization, in percent, from At (since the
 // process started) until the next Level.
@@ -101,6 +127,24 @@ type Proc struct {
 	// memory-bound decode draws less per percent than the Physics say,
 	// a trainer more, and no utilization shows it.
 	Draw float64
+	// Started is when the process started, since the node's start; zero
+	// is From. A server already running when the agent starts has a
+	// negative one. Its process.creation.time is the node's start plus
+	// Started on the wall clock.
+	Started time.Duration
+	// CPU is the host CPU cores it keeps busy while it uses the board
+	// (its level has any utilization), a fifth of that while it is
+	// listed but idle: tokenizing, scheduling, loading data. It counts
+	// only on a node with host domains ([Config.Host]).
+	CPU float64
+}
+
+// started is when p started, since the node's start.
+func (p *Proc) started() time.Duration {
+	if p.Started == 0 {
+		return p.From
+	}
+	return p.Started
 }
 
 func (p *Proc) active(t time.Duration) bool {
@@ -138,7 +182,50 @@ type Config struct {
 	Now func() time.Time
 	// Seed seeds the noise.
 	Seed uint64
+	// Host, with Sockets positive, simulates the host's RAPL domains (a
+	// package and its DRAM per socket) and the CPU time of the node and
+	// of each process, for the agent's host split: see [Node.Host]. With
+	// Procs nil, [DefaultHost].
+	Host Host
 }
+
+// Host is a simulated host's CPU packages and DRAM: each socket draws its
+// idle power plus a part per busy core on it, and a process's cores are on
+// the socket of its board (boards split evenly over the sockets, as their
+// PCIe lanes are).
+type Host struct {
+	// Sockets is the number of CPU packages, each with its DRAM; zero
+	// simulates no host.
+	Sockets int
+	// CPUs is the node's logical CPUs, the ticks /proc/stat counts.
+	CPUs int
+	// PackageIdleWatts and PackageCoreWatts are a package's power with no
+	// busy core, and what each busy core adds; DRAMIdleWatts and
+	// DRAMCoreWatts the same for its DRAM.
+	PackageIdleWatts, PackageCoreWatts float64
+	DRAMIdleWatts, DRAMCoreWatts       float64
+	// OtherCores are the cores busy with processes the agent does not
+	// track (the kubelet, the container runtime, sshd), spread over the
+	// sockets.
+	OtherCores float64
+}
+
+// DefaultHost is -simulate's host, a DGX H100's: two 56-core Xeon
+// packages (224 logical CPUs) idling at about 96 W each with their DRAM at
+// 17 W, and 1.5 cores busy with processes that use no GPU.
+var DefaultHost = Host{Sockets: 2, CPUs: 224, PackageIdleWatts: 96, PackageCoreWatts: 2.6, DRAMIdleWatts: 17, DRAMCoreWatts: 0.45, OtherCores: 1.5}
+
+// uptime is how long the simulated node has been up when it starts, so
+// that process start times count from a boot in the past, as on a real
+// node.
+const uptime = 3*24*time.Hour + 4*time.Hour + 17*time.Minute + 23*time.Second
+
+// RAPL counters' ranges, max_energy_range_uj in mJ, as a Xeon's package
+// and DRAM domains report them.
+const (
+	packageRangeMJ = 262_143_328
+	dramRangeMJ    = 65_712_999
+)
 
 // Node is a simulated node. Its methods are safe for concurrent use.
 type Node struct {
@@ -160,6 +247,16 @@ type Node struct {
 	cursors []nvmlsource.SampleCursor
 	next    int   // the first process, in order of From, not yet live
 	live    []int // the processes that may draw or have a sample due
+	boot    time.Time
+
+	// The host, with cfg.Host.Sockets positive.
+	hostDevs  []otelenergy.Device
+	hostMJ    []float64 // per domain (package and DRAM of each socket): energy so far, exact
+	hostBase  []uint64  // each counter's reading at the start, below its range
+	cpuTicks  []float64 // per process: its CPU ticks so far
+	nodeBusy  float64   // the node's busy and all CPU ticks since boot
+	nodeTotal float64
+	sockBusy  []float64 // this tick's busy cores per socket
 
 	stop chan struct{}
 	done chan struct{}
@@ -168,6 +265,7 @@ type Node struct {
 
 type boardState struct {
 	mig      bool
+	idleW    float64 // its idle power, W
 	accMJ    float64 // energy drawn so far, exact
 	counter  uint64  // the counter's reading: accMJ at its last update
 	idleMJ   float64 // the idle part of accMJ
@@ -178,6 +276,8 @@ type boardState struct {
 	samples  []pending
 	sumSM    float64 // this tick's summed SM utilization
 	sumW     float64 // and linear draw
+	rawSM    float64 // this tick's summed SM utilization before time-slicing
+	slice    float64 // and the factor time-slicing scales it by
 }
 
 // pending is a sample and when it becomes visible.
@@ -220,9 +320,19 @@ func NewNode(cfg Config) (*Node, error) {
 		if n >= 8 && cfg.MIG == nil {
 			cfg.MIG = []int{n - 1}
 		}
+		if cfg.Host == (Host{}) {
+			cfg.Host = DefaultHost
+		}
 	}
-	nd := &Node{cfg: cfg, ph: ph, now: cfg.Now, start: cfg.Now(), procs: cfg.Procs,
+	if h := cfg.Host; h.Sockets < 0 || h.Sockets > 0 && h.CPUs < 1 {
+		return nil, fmt.Errorf("sim: host of %d sockets and %d CPUs", h.Sockets, h.CPUs)
+	}
+	start := cfg.Now()
+	nd := &Node{cfg: cfg, ph: ph, now: cfg.Now, start: start, procs: cfg.Procs, boot: start.Add(-uptime),
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x5151)), cursors: make([]nvmlsource.SampleCursor, n)}
+	// The spread is drawn apart from the noise, whose sequence the
+	// bench's figures depend on.
+	spread := rand.New(rand.NewPCG(cfg.Seed, 0x1d1e))
 	nd.procs = slices.Clone(nd.procs)
 	slices.SortStableFunc(nd.procs, func(a, b Proc) int { return int(a.From - b.From) })
 	nd.truthMJ = make([]float64, len(nd.procs))
@@ -237,9 +347,14 @@ func NewNode(cfg Config) (*Node, error) {
 		nd.devs = append(nd.devs, d)
 		// Each board's counter and sampler run at a phase of their own.
 		phase := time.Duration(b*37%100) * time.Millisecond
-		nd.boards = append(nd.boards, boardState{phase: phase,
+		idle := ph.IdleWatts
+		if ph.IdleSpreadWatts > 0 {
+			idle += ph.IdleSpreadWatts * (2*spread.Float64() - 1)
+		}
+		nd.boards = append(nd.boards, boardState{phase: phase, idleW: idle,
 			nextStep: phase + ph.CounterPeriod, nextSmp: phase + ph.SamplePeriod, spanFrom: phase})
 	}
+	nd.newHost()
 	for _, m := range cfg.MIG {
 		if m >= 0 && m < n {
 			nd.boards[m].mig = true
@@ -286,38 +401,53 @@ func (nd *Node) tick(t time.Duration) {
 	tk := nd.ph.Tick
 	dt := tk.Seconds()
 	ms := float64(tk) / float64(time.Millisecond)
-	for b := range nd.boards {
-		bs := &nd.boards[b]
-		p := nd.ph.IdleWatts
-		if nd.ph.NoiseWatts > 0 {
-			p += nd.rng.NormFloat64() * nd.ph.NoiseWatts
-		}
-		bs.idleMJ += nd.ph.IdleWatts * dt * 1000
-		bs.accMJ += p * dt * 1000
-	}
 	for nd.next < len(nd.procs) && nd.procs[nd.next].From < t {
 		nd.live = append(nd.live, nd.next)
 		nd.next++
 	}
 	for b := range nd.boards {
-		nd.boards[b].sumSM, nd.boards[b].sumW = 0, 0
+		bs := &nd.boards[b]
+		bs.sumSM, bs.sumW, bs.rawSM = 0, 0, 0
+	}
+	if nd.ph.TimeSlice {
+		for _, k := range nd.live {
+			if pr := &nd.procs[k]; pr.active(t - tk) {
+				nd.boards[pr.Board].rawSM += pr.level(t - tk).SM
+			}
+		}
+	}
+	for b := range nd.boards {
+		bs := &nd.boards[b]
+		bs.slice = 1
+		if bs.rawSM > 100 {
+			bs.slice = 100 / bs.rawSM
+		}
+		p := bs.idleW
+		if nd.ph.NoiseWatts > 0 {
+			p += nd.rng.NormFloat64() * nd.ph.NoiseWatts
+		}
+		bs.idleMJ += bs.idleW * dt * 1000
+		bs.accMJ += p * dt * 1000
 	}
 	for _, k := range nd.live {
 		pr := &nd.procs[k]
 		if !pr.active(t - tk) {
 			continue
 		}
-		l := pr.level(t - tk)
 		bs := &nd.boards[pr.Board]
+		l := pr.level(t - tk).scaled(bs.slice)
 		bs.sumSM += l.SM
 		bs.sumW += nd.draw(pr, l)
 	}
+	nd.hostStart()
 	for _, k := range nd.live {
 		pr := &nd.procs[k]
 		if !pr.active(t - tk) {
 			continue
 		}
-		l := pr.level(t - tk)
+		raw := pr.level(t - tk)
+		nd.hostProc(k, raw, tk)
+		l := raw.scaled(nd.boards[pr.Board].slice)
 		w := nd.draw(pr, l)
 		if bs := &nd.boards[pr.Board]; nd.ph.SatWatts > 0 && bs.sumW > 0 {
 			w = nd.ph.SatWatts * (1 - math.Exp(-bs.sumSM/nd.ph.SatSM)) * w / bs.sumW
@@ -336,6 +466,7 @@ func (nd *Node) tick(t time.Duration) {
 		in[2] += l.Enc * ms
 		in[3] += l.Dec * ms
 	}
+	nd.hostEnd(tk)
 	for b := range nd.boards {
 		bs := &nd.boards[b]
 		if t >= bs.nextStep {
@@ -371,6 +502,15 @@ func (nd *Node) tick(t time.Duration) {
 			bs.samples = append(bs.samples[:0], bs.samples[k:]...)
 		}
 	}
+}
+
+// scaled is l with every utilization scaled by f, as time-slicing scales
+// a process's share of the board.
+func (l Level) scaled(f float64) Level {
+	if f == 1 {
+		return l
+	}
+	return Level{At: l.At, SM: l.SM * f, Mem: l.Mem * f, Enc: l.Enc * f, Dec: l.Dec * f}
 }
 
 // sample records board b's samples for the span that ends at t: one per
@@ -435,11 +575,14 @@ func (nd *Node) Kind() string { return SourceKind }
 // Devices returns the boards.
 func (nd *Node) Devices() []otelenergy.Device { return append([]otelenergy.Device(nil), nd.devs...) }
 
-// ReadEnergy reads board i's counter.
+// ReadEnergy reads board i's counter, after running the node up to now:
+// so the counter a read sees is the staircase at its true instants,
+// however late the load goroutine runs on a busy machine.
 func (nd *Node) ReadEnergy(i int) (uint64, error) {
 	if i < 0 || i >= len(nd.boards) {
 		return 0, fmt.Errorf("%w: board %d", otelenergy.ErrRead, i)
 	}
+	nd.Step()
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	return nd.boards[i].counter, nil
@@ -456,7 +599,7 @@ func (nd *Node) Close() error {
 	return nil
 }
 
-// Read lists board i's processes at the last Step as a
+// Read runs the node up to now and lists board i's processes as a
 // [nvmlsource.ProcessReader] would: the processes running, and the
 // utilization samples visible by now that its [nvmlsource.SampleCursor]
 // takes, the reader's own: those stamped after the query it gives for the
@@ -467,6 +610,7 @@ func (nd *Node) Read(i int, b *nvmlsource.BoardProcesses) error {
 	if i < 0 || i >= len(nd.boards) {
 		return fmt.Errorf("%w: board %d", otelenergy.ErrRead, i)
 	}
+	nd.Step()
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	t := nd.last
@@ -558,25 +702,57 @@ func (nd *Node) Board(i int) BoardTruth {
 	return BoardTruth{EnergyMJ: nd.boards[i].accMJ, IdleMJ: nd.boards[i].idleMJ}
 }
 
+// IdleWatts returns board i's idle power: [Physics.IdleWatts] and its
+// spread.
+func (nd *Node) IdleWatts(i int) float64 { return nd.boards[i].idleW }
+
 // Procs returns the script.
 func (nd *Node) Procs() []Proc { return nd.procs }
 
-// StartTime returns a scripted process's start time: its pid, since no
-// scripted pid is reused.
-func (nd *Node) StartTime(pid uint32) (uint64, error) {
-	if _, ok := nd.find(pid); !ok {
-		return 0, fmt.Errorf("%w: pid %d", procfs.ErrGone, pid)
-	}
-	return uint64(pid), nil
+// BootTime returns when the simulated node booted, some days before it
+// started, on its wall clock at the last Step: as /proc/stat's btime, the
+// wall clock now less the time since boot, it moves with a step of the
+// wall clock (Physics.WallStep). Start times count from it.
+func (nd *Node) BootTime() (time.Time, error) {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.boot.Add(nd.wallStep(nd.last)), nil
 }
 
-// Info returns a scripted process's identity.
+// StartTime returns a running scripted process's start time, in clock
+// ticks since [Node.BootTime], as /proc/<pid>/stat's field 22.
+func (nd *Node) StartTime(pid uint32) (uint64, error) {
+	p, ok := nd.find(pid)
+	if !ok {
+		return 0, fmt.Errorf("%w: pid %d", procfs.ErrGone, pid)
+	}
+	return nd.startTicks(p), nil
+}
+
+// StartTicks returns the start time [Node.StartTime] gives the first
+// scripted process with pid, whether or not it runs; ok is false for a
+// pid not in the script.
+func (nd *Node) StartTicks(pid uint32) (ticks uint64, ok bool) {
+	for k := range nd.procs {
+		if nd.procs[k].Pid == pid {
+			return nd.startTicks(&nd.procs[k]), true
+		}
+	}
+	return 0, false
+}
+
+// startTicks is p's start in clock ticks (10 ms) since boot.
+func (nd *Node) startTicks(p *Proc) uint64 {
+	return uint64((uptime + p.started()) / (10 * time.Millisecond))
+}
+
+// Info returns a running scripted process's identity.
 func (nd *Node) Info(pid uint32) (procfs.Info, error) {
 	p, ok := nd.find(pid)
 	if !ok {
 		return procfs.Info{}, fmt.Errorf("%w: pid %d", procfs.ErrGone, pid)
 	}
-	return procfs.Info{StartTime: uint64(pid), Name: p.Name, ContainerID: p.Container, PodUID: p.Pod}, nil
+	return procfs.Info{StartTime: nd.startTicks(p), Name: p.Name, ContainerID: p.Container, PodUID: p.Pod}, nil
 }
 
 func (nd *Node) find(pid uint32) (*Proc, bool) {
