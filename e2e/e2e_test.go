@@ -58,8 +58,11 @@ import (
 const (
 	serviceName = "otelenergy-e2e"
 
-	totalBudget      = 55 * time.Minute // capped further by go test -timeout
-	buildTimeout     = 45 * time.Minute // cold Jaeger and Prometheus 3 builds on a busy machine, downloads included
+	totalBudget  = 55 * time.Minute // capped further by go test -timeout
+	buildTimeout = 45 * time.Minute // cold Jaeger and Prometheus 3 builds on a busy machine, downloads included
+	// prebuildTimeout bounds TestBuildBackends, the cold builds alone,
+	// under CI's 90 minutes.
+	prebuildTimeout  = 75 * time.Minute
 	provisionTimeout = 3 * time.Minute
 	startTimeout     = time.Minute
 	appDuration      = 20 * time.Second
@@ -530,11 +533,32 @@ func backendBuilds(root, jaegerBin, prom3Bin string) []goBuild {
 	}
 }
 
+// TestBuildBackends builds Jaeger, Prometheus 3 and Ollama and checks
+// nothing else. scripts/test.sh runs it alone, in the background while the
+// unit tests run, so that cold builds (tens of minutes on a loaded
+// machine) spend none of the e2e tests' own -timeout, which budgetContext
+// hands out to the tests in turn: the tests then find the binaries up to
+// date in seconds. Run with the others, it is that warm check.
+func TestBuildBackends(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Jaeger, Prometheus 3 and Ollama")
+	}
+	root, binDir := repoDirs(t)
+	ctx := budgetContext(t, prebuildTimeout)
+	buildAllWithin(ctx, t, backendBuilds(root, filepath.Join(binDir, "jaeger"), filepath.Join(binDir, "prometheus3")), prebuildTimeout)
+}
+
 // buildAll runs builds in parallel and fails the test if any fails. Cold,
 // Jaeger and Prometheus 3 are minutes of compiling and about 2 GB of
 // memory each, and in parallel they overlap downloads with compiling;
 // warm, go build finds them up to date and relinks nothing.
 func buildAll(ctx context.Context, t *testing.T, builds []goBuild) {
+	t.Helper()
+	buildAllWithin(ctx, t, builds, buildTimeout)
+}
+
+// buildAllWithin is buildAll with each build bounded by timeout.
+func buildAllWithin(ctx context.Context, t *testing.T, builds []goBuild, timeout time.Duration) {
 	t.Helper()
 	errs := make([]error, len(builds))
 	var wg sync.WaitGroup
@@ -549,7 +573,7 @@ func buildAll(ctx context.Context, t *testing.T, builds []goBuild) {
 				}
 				b.env = append(slices.Clip(b.env), env...)
 			}
-			errs[i] = runCommand(ctx, buildTimeout, b.dir, b.env, "go", append([]string{"build"}, b.args...)...)
+			errs[i] = runCommand(ctx, timeout, b.dir, b.env, "go", append([]string{"build"}, b.args...)...)
 			t.Logf("build %s took %v", b.name, time.Since(start).Round(100*time.Millisecond))
 		})
 	}

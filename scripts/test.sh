@@ -23,6 +23,19 @@ pkgs=(./... ./example/... ./cmd/otelenergy-proxy/... ./cmd/otelenergy-agent/...)
 step "go vet"
 go vet "${pkgs[@]}"
 
+# The e2e backends (Jaeger, Prometheus 3, Ollama) build in the background
+# from here, beside the unit tests, in a session of their own so that an
+# early exit stops the whole build by its process group. Cold, they are
+# most of CI's time; warm, seconds. The e2e tests' own -timeout then covers
+# the tests alone (TestBuildBackends).
+prebuild=
+if [ -d e2e ] && [ -f e2e/e2e_test.go ]; then
+	prelog=$(mktemp)
+	setsid bash -c 'cd e2e && exec env GOWORK=off go test -count=1 -v -run "^TestBuildBackends$" -timeout 80m .' >"$prelog" 2>&1 &
+	prebuild=$!
+	trap 'kill -TERM -- -"$prebuild" 2>/dev/null || true' EXIT
+fi
+
 step "unit tests (-race)"
 go test -race -count=1 "${pkgs[@]}"
 
@@ -49,10 +62,20 @@ if [ -d deploy ] && [ -f deploy/go.mod ]; then
 	(cd deploy && GOWORK=off go vet ./... && GOWORK=off go test -count=1 ./...)
 fi
 
+if [ -n "$prebuild" ]; then
+	step "end-to-end backends: waiting for the background build of Jaeger, Prometheus 3 and Ollama"
+	if ! wait "$prebuild"; then
+		tail -80 "$prelog"
+		exit 1
+	fi
+	grep -h 'took' "$prelog" || true
+	trap - EXIT
+fi
+
 if [ -d e2e ] && [ -f e2e/e2e_test.go ]; then
 	step "end-to-end: app, a fleet of two proxies, and the agent -> OTLP -> Jaeger v2 -> Prometheus 2 (scrape) and Prometheus 3 (OTLP); the proxy in front of Ollama and wrapping it; the dashboard on each path; every documented command (TestDocs, scripts/docs.sh)"
 	# ollamadrive, the openai-go client the Ollama tests run, is a module
 	# of its own inside e2e/: go test ./... there does not reach it.
 	(cd e2e/ollamadrive && GOWORK=off go vet ./...)
-	(cd e2e && GOWORK=off go vet ./... && GOWORK=off go test -count=1 -v -timeout 80m ./...)
+	(cd e2e && GOWORK=off go vet ./... && GOWORK=off go test -count=1 -v -timeout 70m ./...)
 fi
