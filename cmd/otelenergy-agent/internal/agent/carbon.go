@@ -11,6 +11,7 @@ import (
 	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
+	"github.com/otelenergy/otelenergy/internal/split"
 )
 
 // Attribute keys of the intensity gauge: the figure's source and kind,
@@ -43,6 +44,7 @@ type emissions struct {
 	passT, prevT int64
 
 	shares, cover, op, emb []uint64
+	even                   []uint64  // shareTime's scratch
 	targets                []*series // nil: no series, the rest
 	runOut                 []uint64
 
@@ -102,30 +104,11 @@ func (e *emissions) Convert(sharesMJ []uint64, restMJ uint64, ug []uint64) uint6
 func (e *emissions) convert(bd *board, a, b int64, restMJ uint64) {
 	n := len(e.shares)
 	e.op, e.emb, e.cover = grow(e.op, n), grow(e.emb, n), grow(e.cover, n)
-	active := 0
-	for _, s := range e.shares {
-		if s > 0 {
-			active++
-		}
-	}
 	var dt uint64
 	if b > a {
 		dt = uint64(b - a)
 	}
-	q, r := uint64(0), uint64(0)
-	if active > 0 {
-		q, r = dt/uint64(active), dt%uint64(active)
-	}
-	for k, s := range e.shares {
-		e.cover[k] = 0
-		if s > 0 {
-			e.cover[k] = q
-			if r > 0 {
-				e.cover[k]++
-				r--
-			}
-		}
-	}
+	e.even = shareTime(dt, e.shares, e.cover, e.even)
 	res := e.model.Interval(a, b, e.shares, restMJ, e.cover, e.op, e.emb)
 	bd.co2eRestUG += res.OperationalRest + res.EmbodiedRest
 	for k, s := range e.targets {
@@ -136,6 +119,32 @@ func (e *emissions) convert(bd *board, a, b int64, restMJ uint64) {
 			s.ug += ug
 		}
 	}
+}
+
+// shareTime sets cover[k] to target k's device time of an interval of dt
+// ns: the time is shared equally among the targets with a positive share
+// of its energy (the remainder one ns each to the first of them), none to
+// the others, so that Σ cover = dt whenever one has a share, and the
+// rest's (all of dt) when none has. even is scratch, returned grown.
+func shareTime(dt uint64, shares, cover, even []uint64) []uint64 {
+	active := 0
+	for _, s := range shares {
+		if s > 0 {
+			active++
+		}
+	}
+	even = grow(even, active)
+	clear(even)
+	split.Evenly(dt, even)
+	j := 0
+	for k, s := range shares {
+		cover[k] = 0
+		if s > 0 {
+			cover[k] = even[j]
+			j++
+		}
+	}
+	return even
 }
 
 // onSplit is board bd's attrib.Config.OnSplit: it converts one interval

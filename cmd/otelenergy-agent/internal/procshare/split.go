@@ -2,7 +2,8 @@ package procshare
 
 import (
 	"math"
-	"math/bits"
+
+	"github.com/otelenergy/otelenergy/internal/split"
 )
 
 // Interval is one counter interval of a board: the span between two
@@ -82,69 +83,13 @@ func Window(ivs []Interval, staticW float64, mode Mode, weights, out []uint64) R
 		r.UnattributedMJ = r.ActiveMJ
 	case mode == Unmeasured:
 		r.Shared = true
-		if !Give(r.ActiveMJ, weights, out) {
-			even(r.ActiveMJ, out[:len(weights)])
+		if _, ok := split.Among(r.ActiveMJ, weights, 0, out); !ok {
+			split.Evenly(r.ActiveMJ, out[:len(weights)])
 		}
 	default:
-		if !Give(r.ActiveMJ, weights, out) {
+		if _, ok := split.Among(r.ActiveMJ, weights, 0, out); !ok {
 			r.UnattributedMJ = r.ActiveMJ
 		}
 	}
 	return r
-}
-
-// Give adds to out[i] process i's share of e in proportion to weights[i],
-// by cumulative floors, so that the shares sum to e exactly. It reports
-// false, and gives nothing, when the weights sum to zero. Weights whose
-// sum overflows uint64 are scaled down first, which keeps the shares
-// proportional to within one part in 2^32.
-func Give(e uint64, weights, out []uint64) bool {
-	total, shift := sum(weights)
-	if total == 0 {
-		return false
-	}
-	var cum, given uint64
-	for i, w := range weights {
-		cum += w >> shift
-		hi, lo := bits.Mul64(e, cum)
-		// cum ≤ total, so e·cum/total ≤ e < 2^64 and hi < total.
-		s, _ := bits.Div64(hi, lo, total)
-		out[i] += s - given
-		given = s
-	}
-	return true
-}
-
-// even adds an equal share of e to each element of out, the remainder
-// going one millijoule each to the first ones.
-func even(e uint64, out []uint64) {
-	n := uint64(len(out))
-	q, rem := e/n, e%n
-	for i := range out {
-		out[i] += q
-		if uint64(i) < rem {
-			out[i]++
-		}
-	}
-}
-
-// sum returns the sum of weights, each shifted right by shift, with the
-// smallest shift that keeps the sum within uint64.
-func sum(weights []uint64) (total uint64, shift uint) {
-	for shift = 0; shift < 64; shift++ {
-		var t uint64
-		overflow := false
-		for _, w := range weights {
-			var c uint64
-			t, c = bits.Add64(t, w>>shift, 0)
-			if c != 0 {
-				overflow = true
-				break
-			}
-		}
-		if !overflow {
-			return t, shift
-		}
-	}
-	return 0, 64
 }
