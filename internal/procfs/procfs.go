@@ -1,13 +1,3 @@
-// Package procfs reads what the agent needs to know of a process from
-// /proc: its start time, which tells a reused pid from the process that
-// held it before, its executable name, and the container and Kubernetes
-// pod its cgroup places it in.
-//
-// NVML reports pids in the host's PID namespace, so the agent must run in
-// it (hostPID: true in Kubernetes, --pid=host in Docker) for these files to
-// be the right processes'. Reading another user's /proc/<pid>/stat, comm
-// and cgroup needs no privilege on a default kernel; hidepid mounts of
-// /proc need CAP_SYS_PTRACE.
 package procfs
 
 import (
@@ -122,32 +112,6 @@ func (f FS) BootTime() (time.Time, error) {
 	return time.Time{}, errors.New("procfs: no btime in " + filepath.Join(root, "stat"))
 }
 
-// ParseStartTime returns field 22 of a /proc/<pid>/stat line. The second
-// field, the command in parentheses, may itself hold spaces and
-// parentheses, so fields are counted from the last ')'.
-func ParseStartTime(stat []byte) (uint64, bool) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, false
-	}
-	rest := stat[i+1:]
-	// Fields 3.. follow; field 22 is the 20th of them.
-	for n := 0; n < 19; n++ {
-		rest = bytes.TrimLeft(rest, " ")
-		j := bytes.IndexByte(rest, ' ')
-		if j < 0 {
-			return 0, false
-		}
-		rest = rest[j:]
-	}
-	rest = bytes.TrimLeft(rest, " ")
-	if j := bytes.IndexAny(rest, " \n"); j >= 0 {
-		rest = rest[:j]
-	}
-	v, err := strconv.ParseUint(string(rest), 10, 64)
-	return v, err == nil
-}
-
 // containerPrefixes are the runtimes' prefixes of a container's cgroup
 // directory under systemd (docker-<id>.scope, cri-containerd-<id>.scope,
 // crio-<id>.scope, libpod-<id>.scope).
@@ -255,112 +219,4 @@ func isUID(s string) bool {
 		}
 	}
 	return true
-}
-
-// CPUTicks returns pid's own CPU time, utime + stime (fields 14 and 15 of
-// /proc/<pid>/stat) in clock ticks, and its start time (field 22), which
-// tells whether the pid still holds the same process. It fails with an
-// error wrapping [ErrGone] when the process does not exist.
-//
-// A process's children are not counted (cutime and cstime): the agent
-// tracks each GPU process by itself, and a reaped child's time arriving
-// in its parent's cutime at once would count twice a child it tracks.
-func (f FS) CPUTicks(pid uint32) (ticks, start uint64, err error) {
-	fd, err := os.Open(f.path(pid, "stat"))
-	if err != nil {
-		return 0, 0, fmt.Errorf("%w: pid %d: %w", ErrGone, pid, err)
-	}
-	defer fd.Close()
-	var buf [2048]byte
-	n, err := fd.Read(buf[:])
-	if err != nil && n == 0 {
-		return 0, 0, fmt.Errorf("%w: pid %d: %w", ErrGone, pid, err)
-	}
-	ticks, start, ok := ParseCPUTicks(buf[:n])
-	if !ok {
-		return 0, 0, fmt.Errorf("%w: pid %d: malformed stat", ErrGone, pid)
-	}
-	return ticks, start, nil
-}
-
-// ParseCPUTicks returns utime + stime (fields 14 and 15) and the start
-// time (field 22) of a /proc/<pid>/stat line, counting fields from the
-// last ')' as [ParseStartTime] does.
-func ParseCPUTicks(stat []byte) (ticks, start uint64, ok bool) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	rest := stat[i+1:]
-	// Fields 3.. follow: field k is the (k-2)th of them.
-	for k := 3; k <= 22; k++ {
-		rest = bytes.TrimLeft(rest, " ")
-		j := bytes.IndexAny(rest, " \n")
-		if j < 0 {
-			j = len(rest)
-		}
-		if j == 0 {
-			return 0, 0, false
-		}
-		if k == 14 || k == 15 || k == 22 {
-			v, err := strconv.ParseUint(string(rest[:j]), 10, 64)
-			if err != nil {
-				return 0, 0, false
-			}
-			if k == 22 {
-				start = v
-			} else {
-				ticks += v
-			}
-		}
-		rest = rest[j:]
-	}
-	return ticks, start, true
-}
-
-// NodeTicks returns the node's CPU time from the first line of
-// <root>/stat, in clock ticks over all CPUs: busy is user, nice, system,
-// irq, softirq and steal; total adds idle and iowait. Guest time is
-// already in user.
-func (f FS) NodeTicks() (busy, total uint64, err error) {
-	root := f.Root
-	if root == "" {
-		root = "/proc"
-	}
-	fd, err := os.Open(filepath.Join(root, "stat"))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer fd.Close()
-	// The cpu line comes first and is under 200 bytes.
-	var buf [512]byte
-	n, err := fd.Read(buf[:])
-	if err != nil && n == 0 {
-		return 0, 0, err
-	}
-	line := buf[:n]
-	if j := bytes.IndexByte(line, '\n'); j >= 0 {
-		line = line[:j]
-	}
-	rest, ok := bytes.CutPrefix(line, []byte("cpu "))
-	if !ok {
-		return 0, 0, fmt.Errorf("%w: %s does not start with the cpu line", ErrFormat, filepath.Join(root, "stat"))
-	}
-	for k := 0; k < 8; k++ {
-		rest = bytes.TrimLeft(rest, " ")
-		j := bytes.IndexByte(rest, ' ')
-		if j < 0 {
-			j = len(rest)
-		}
-		v, err := strconv.ParseUint(string(rest[:j]), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("%w: %s: field %d: %w", ErrFormat, filepath.Join(root, "stat"), k+2, err)
-		}
-		total += v
-		if k != 3 && k != 4 { // idle, iowait
-			busy += v
-		}
-		rest = rest[j:]
-	}
-	return busy, total, nil
 }

@@ -24,13 +24,14 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/lifecycle"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/sim"
 	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/amdsmi"
 	"github.com/otelenergy/otelenergy/internal/carbonconf"
+	"github.com/otelenergy/otelenergy/internal/cputime"
 	"github.com/otelenergy/otelenergy/internal/doctor"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -46,7 +47,7 @@ type Node struct {
 	Start    func()
 	Host     otelenergy.Source
 	Whole    otelenergy.Source
-	CPU      hostshare.CPU
+	CPU      *cputime.Trees
 }
 
 // Deps are the seams a test replaces; the zero value is the real world.
@@ -310,7 +311,7 @@ func OpenNode(cfg flags.Config, log *slog.Logger) (Node, error) {
 		}
 		return nd, nil // auto: the line above said why
 	}
-	nd.Host, nd.CPU = host, procfs.FS{Root: cfg.ProcRoot}
+	nd.Host, nd.CPU = host, &cputime.Trees{Root: cfg.ProcRoot}
 	// psys covers the packages and DRAM: it is opened on its own, and
 	// only where the platform has it.
 	if whole, f, err := energysource.Host(energysource.WithSysfs(sysRoot), energysource.WithRAPLDomains("psys")); err == nil {
@@ -341,7 +342,7 @@ func newHost(nd Node) (*hostshare.Host, error) {
 	}
 	cpu := nd.CPU
 	if cpu == nil {
-		cpu = procfs.FS{}
+		cpu = &cputime.Trees{}
 	}
 	return hostshare.New(hostshare.Config{Domains: nd.Host, Whole: nd.Whole, CPU: cpu})
 }

@@ -5,8 +5,8 @@ import (
 
 	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/energysource"
+	"github.com/otelenergy/otelenergy/internal/cputime"
 )
 
 // BenchmarkPass measures one pass over a two-socket host (4 domains) and
@@ -40,7 +40,7 @@ func BenchmarkPass(b *testing.B) {
 	})
 	b.Run("host", func(b *testing.B) {
 		clk := &fakeClock{}
-		h, err := hostshare.New(hostshare.Config{Domains: src, CPU: procfs.FS{Root: n.proc}, Now: clk.now})
+		h, err := hostshare.New(hostshare.Config{Domains: src, CPU: &cputime.Trees{Root: n.proc}, Now: clk.now})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func BenchmarkPass(b *testing.B) {
 		}
 		var em hostshare.Emissions = factorEm{f} // boxed once, as the agent passes a pointer
 		clk := &fakeClock{}
-		h, err := hostshare.New(hostshare.Config{Domains: src, CPU: procfs.FS{Root: n.proc}, Now: clk.now})
+		h, err := hostshare.New(hostshare.Config{Domains: src, CPU: &cputime.Trees{Root: n.proc}, Now: clk.now})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otelenergy/otelenergy/internal/cputime"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/tracker"
 )
@@ -17,15 +18,6 @@ import (
 // ExitedKey marks a domain's series that holds the totals of processes
 // whose own series has ended, as the agent's GPU boards do.
 const ExitedKey = attribute.Key("otelenergy.process.exited")
-
-// CPU reads CPU time from /proc; the agent's procfs.FS implements it.
-type CPU interface {
-	// NodeTicks returns the node's busy and total CPU ticks since boot.
-	NodeTicks() (busy, total uint64, err error)
-	// CPUTicks returns pid's own CPU ticks (utime + stime) and its start
-	// time.
-	CPUTicks(pid uint32) (ticks, start uint64, err error)
-}
 
 // Proc is a process the agent tracks, as [Host.Pass] takes it.
 type Proc struct {
@@ -47,8 +39,10 @@ type Config struct {
 	// Whole, when not nil, is a whole-host source (RAPL psys), exported
 	// as hw.host.energy and never split.
 	Whole otelenergy.Source
-	// CPU reads the CPU times. Required.
-	CPU CPU
+	// CPU reads the node's and the tracked processes' trees' CPU times
+	// (package cputime, over package procfs). Required; the Host is its
+	// only user.
+	CPU *cputime.Trees
 	// Now is the monotonic clock the counters' tracker reads, in ns; nil
 	// is time since New.
 	Now func() int64
@@ -83,16 +77,17 @@ type Host struct {
 	whole         []*domain
 	gen           uint64        // the pass, which marks the processes it was given
 	procs         map[key]*proc // every series until its last Observe
-	primed        bool          // busy and total hold a reading
-	busy, total   uint64        // the node's busy and all CPU ticks at the latest reading
-	dBusy, dTotal uint64        // and since the reading before: this pass's interval
+	dBusy, dTotal uint64        // the node's busy and all CPU ticks over this pass's interval
 	cpuOK         bool          // this pass has a CPU-time interval to split by
-	failing       bool          // /proc/stat's failure was reported
+	failing       bool          // /proc's failure was reported
 
-	list  []*proc // this pass's processes, in the order given
-	ticks []uint64
-	out   []uint64
-	ug    []uint64 // out's emissions
+	list   []*proc // this pass's processes, in the order given
+	pids   []uint32
+	starts []uint64
+	alive  []bool
+	ticks  []uint64
+	out    []uint64
+	ug     []uint64 // out's emissions
 }
 
 type key struct {
@@ -126,8 +121,6 @@ type proc struct {
 	opts    []metric.ObserveOption // per domain, built on first observe
 	mj      []uint64               // per domain
 	ug      []uint64               // per domain, µg CO2e
-	ticks   uint64
-	primed  bool
 	seen    uint64
 	exiting bool
 }
@@ -222,43 +215,32 @@ func (h *Host) Pass(procs []Proc, em Emissions) {
 		}
 	}
 
-	busy, total, err := h.cfg.CPU.NodeTicks()
-	h.cpuOK = err == nil && h.primed && total > h.total
+	if cap(h.ticks) < len(h.list) {
+		n := 2 * len(h.list)
+		h.pids, h.starts, h.alive = make([]uint32, 0, n), make([]uint64, 0, n), make([]bool, 0, n)
+		h.ticks, h.out, h.ug = make([]uint64, 0, n), make([]uint64, 0, n), make([]uint64, 0, n)
+	}
+	n := len(h.list)
+	h.pids, h.starts, h.alive = h.pids[:n], h.starts[:n], h.alive[:n]
+	h.ticks, h.out, h.ug = h.ticks[:n], h.out[:n], h.ug[:n]
+	for i, s := range h.list {
+		h.pids[i], h.starts[i] = s.pid, s.start
+	}
+	dBusy, dTotal, ok, err := h.cfg.CPU.Pass(h.pids, h.starts, h.ticks, h.alive)
+	h.cpuOK = ok
 	if err != nil {
 		if !h.failing {
-			otel.Handle(fmt.Errorf("hostshare: reading the node's CPU time: %w", err))
+			otel.Handle(fmt.Errorf("hostshare: reading the CPU times: %w", err))
 		}
 		// The next pass takes new baselines rather than split a node
 		// interval of two passes by process intervals of one.
-		h.failing, h.primed = true, false
+		h.failing = true
 	} else {
 		h.failing = false
-		if h.cpuOK {
-			h.dBusy, h.dTotal = busy-min(busy, h.busy), total-h.total
-		}
-		h.busy, h.total, h.primed = busy, total, true
+		h.dBusy, h.dTotal = dBusy, dTotal
 	}
-	if cap(h.ticks) < len(h.list) {
-		h.ticks = make([]uint64, len(h.list), 2*len(h.list))
-		h.out = make([]uint64, len(h.list), 2*len(h.list))
-		h.ug = make([]uint64, len(h.list), 2*len(h.list))
-	}
-	h.ticks, h.out, h.ug = h.ticks[:len(h.list)], h.out[:len(h.list)], h.ug[:len(h.list)]
-	for i, s := range h.list {
-		h.ticks[i] = 0
-		t, start, err := h.cfg.CPU.CPUTicks(s.pid)
-		if err != nil || start != s.start {
-			s.primed = false // gone; its series ends when the agent drops it
-			continue
-		}
-		if s.primed && h.cpuOK && t >= s.ticks {
-			h.ticks[i] = t - s.ticks
-		}
-		s.ticks, s.primed = t, true
-	}
-	// A pass without a CPU-time interval attributes nothing; the
-	// processes' baselines above are still taken, so that the next pass's
-	// ticks are those of its own interval.
+	// A pass without a CPU-time interval attributes nothing; its reading
+	// is still the baseline of the next pass's interval.
 	now := h.cfg.Now()
 	for di, d := range h.domains {
 		e, ok := d.read(now)
@@ -274,7 +256,7 @@ func (h *Host) Pass(procs []Proc, em Emissions) {
 			}
 			continue
 		}
-		idle, un := Split(e, h.dBusy, h.dTotal, h.ticks, h.out)
+		idle, un := cputime.Split(e, h.dBusy, h.dTotal, h.ticks, h.out)
 		d.idle += idle
 		d.unattr += un
 		for i, s := range h.list {

@@ -18,8 +18,8 @@ import (
 
 	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/energysource"
+	"github.com/otelenergy/otelenergy/internal/cputime"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
@@ -83,12 +83,16 @@ func (n *node) writeStat() {
 
 // process writes pid's stat with its CPU ticks split between utime and
 // stime.
-func (n *node) process(pid uint32, start, ticks uint64) {
+func (n *node) process(pid uint32, start, ticks uint64) { n.child(pid, 1, start, ticks, 0) }
+
+// child writes pid's stat as a child of ppid, with its own ticks and
+// reaped ticks of its own children.
+func (n *node) child(pid, ppid uint32, start, ticks, reaped uint64) {
 	dir := filepath.Join(n.proc, strconv.Itoa(int(pid)))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		n.t.Fatal(err)
 	}
-	stat := fmt.Sprintf("%d (python3) S 1 %d %d 0 -1 0 0 0 0 0 %d %d 0 0 20 0 4 0 %d 1 1\n", pid, pid, pid, ticks-ticks/3, ticks/3, start)
+	stat := fmt.Sprintf("%d (python3) S %d %d %d 0 -1 0 0 0 0 0 %d %d %d 0 20 0 4 0 %d 1 1\n", pid, ppid, pid, pid, ticks-ticks/3, ticks/3, reaped, start)
 	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
 		n.t.Fatal(err)
 	}
@@ -110,7 +114,7 @@ func (n *node) open(t *testing.T) (*hostshare.Host, *fakeClock) {
 		t.Fatalf("finding %v", f)
 	}
 	clk := &fakeClock{}
-	h, err := hostshare.New(hostshare.Config{Domains: src, Whole: whole, CPU: procfs.FS{Root: n.proc}, Now: clk.now})
+	h, err := hostshare.New(hostshare.Config{Domains: src, Whole: whole, CPU: &cputime.Trees{Root: n.proc}, Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +184,9 @@ func TestPass(t *testing.T) {
 		t.Errorf("psys %d mJ, want 9000", got)
 	}
 
-	// Process 11 ends; a new process 12 appears, and gets nothing for
-	// the pass in which it is first seen.
+	// Process 11 ends; a new process 12 appears: it was in no scan
+	// before, so it started in this interval, and all of its time is
+	// the interval's.
 	n.cpu(200, 200)
 	n.process(10, 1000, 620+100)
 	n.process(12, 1200, 40)
@@ -191,13 +196,13 @@ func TestPass(t *testing.T) {
 	n.addEnergy("intel-rapl:0", 800)
 	h.Pass(procs(10, 12), nil)
 	// package-0: 800 mJ, idle 400, active 400 over 200 busy ticks: 10 has
-	// 100 of them.
+	// 100 of them, 12 its 40.
 	tt := h.Totals(0)
 	if p10 := tt.Processes[hostshare.Process{Pid: 10, StartTime: 1000}]; p10 != 300+200 {
 		t.Errorf("p10 %d, want 500", p10)
 	}
-	if p12 := tt.Processes[hostshare.Process{Pid: 12, StartTime: 1200}]; p12 != 0 {
-		t.Errorf("p12 %d on its first pass, want 0", p12)
+	if p12 := tt.Processes[hostshare.Process{Pid: 12, StartTime: 1200}]; p12 != 80 {
+		t.Errorf("p12 %d on its first pass, want 80", p12)
 	}
 	checkExport(t, h, nil)
 	// After an export, 11's series has ended and its total is the
@@ -206,6 +211,62 @@ func TestPass(t *testing.T) {
 		t.Errorf("exited %d, want 150", tt.ExitedMJ)
 	}
 	checkExport(t, h, nil)
+}
+
+// TestPassCountsChildren: a tracked process's CPU time includes its
+// children's, as the library's cputime counts a tree: a server whose
+// tokenizer workers or data loaders burn the CPU is charged their energy,
+// a worker reaped in between is not counted twice, and a child that is
+// tracked itself keeps its own.
+func TestPassCountsChildren(t *testing.T) {
+	n := newNode(t)
+	n.process(10, 1000, 50)
+	n.child(20, 10, 2000, 10, 0) // 10's worker
+	n.child(21, 20, 2100, 10, 0) // the worker's own child
+	n.process(11, 1100, 100)
+	n.child(30, 11, 3000, 0, 0) // 11's child, tracked on its own
+	h, _ := n.open(t)
+	h.Pass(procs(10, 11, 30), nil) // baselines
+
+	// 400 ticks, 300 busy: 10 used 10 itself and its workers 50 and 30;
+	// 11 used 60, its tracked child 30 used 60.
+	n.cpu(300, 100)
+	n.process(10, 1000, 60)
+	n.child(20, 10, 2000, 60, 0)
+	n.child(21, 20, 2100, 40, 0)
+	n.process(11, 1100, 160)
+	n.child(30, 11, 3000, 60, 0)
+	n.addEnergy("intel-rapl:0", 1000)
+	h.Pass(procs(10, 11, 30), nil)
+	// idle 250, active 750 = 2.5 mJ a busy tick.
+	p := func(pid uint32, start uint64) uint64 {
+		return h.Totals(0).Processes[hostshare.Process{Pid: pid, StartTime: start}]
+	}
+	if p10, p11, p30 := p(10, 1000), p(11, 1100), p(30, 3000); p10 != 225 || p11 != 150 || p30 != 150 {
+		t.Fatalf("p10 %d p11 %d p30 %d; want 225 (90 ticks with its children's), 150, 150", p10, p11, p30)
+	}
+
+	// The worker's child exits and the worker reaps it: its 40 ticks and
+	// 20 more move into the worker's reaped time. Only the 20 and the
+	// worker's own 20 are this interval's.
+	n.cpu(300, 100)
+	if err := os.RemoveAll(filepath.Join(n.proc, "21")); err != nil {
+		t.Fatal(err)
+	}
+	n.child(20, 10, 2000, 80, 60)
+	n.addEnergy("intel-rapl:0", 1000)
+	h.Pass(procs(10, 11, 30), nil)
+	if p10 := p(10, 1000); p10 != 225+100 {
+		t.Fatalf("after a reaped grandchild p10 %d, want %d (40 ticks, not 80)", p10, 225+100)
+	}
+	tt := h.Totals(0)
+	var sum uint64
+	for _, mj := range tt.Processes {
+		sum += mj
+	}
+	if sum+tt.IdleMJ+tt.UnattributedMJ != tt.EnergyMJ || tt.EnergyMJ != 2000 {
+		t.Fatalf("Σ processes %d + idle %d + unattributed %d != energy %d (2000)", sum, tt.IdleMJ, tt.UnattributedMJ, tt.EnergyMJ)
+	}
 }
 
 // checkExport exports through a real SDK reader and checks per hw.id:
@@ -338,7 +399,7 @@ func TestFailures(t *testing.T) {
 	defer src.Close()
 	fl := &flaky{Source: src}
 	clk := &fakeClock{}
-	h, err := hostshare.New(hostshare.Config{Domains: fl, CPU: procfs.FS{Root: n.proc}, Now: clk.now})
+	h, err := hostshare.New(hostshare.Config{Domains: fl, CPU: &cputime.Trees{Root: n.proc}, Now: clk.now})
 	if err != nil {
 		t.Fatal(err)
 	}
