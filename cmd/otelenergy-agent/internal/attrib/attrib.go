@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
+	"github.com/otelenergy/otelenergy/internal/idlepower"
 	"github.com/otelenergy/otelenergy/internal/nnls"
 )
 
@@ -49,9 +50,6 @@ const (
 	// within about one update period, and a reading describes activity up
 	// to a period before it.
 	guard = int64(300 * time.Millisecond)
-	// minIdle is the idle time, in seconds, after which the mean power of
-	// idle intervals is the idle power.
-	minIdle = 2.0
 	// maxSpan is the longest span a sample is taken to describe: NVML's
 	// longest sample period.
 	maxSpan = int64(time.Second)
@@ -209,10 +207,7 @@ type Board struct {
 	fit      nnls.Fit
 	theta    [nnls.MaxTerms]float64
 	usable   bool
-	idleW    float64 // Σ decayed idle seconds
-	idleMJ   float64 // Σ decayed idle energy
-	idleSeen float64 // Σ idle seconds, not decayed: the measurement is made once
-	lastIdle int64
+	idle     idlepower.Mean // the idle intervals' power
 	prior    float64
 	resAbs   float64 // Σ decayed |residual| of the model's rows, clipped
 	resN     float64 // Σ decayed rows in resAbs
@@ -247,6 +242,7 @@ func New(cfg Config) *Board {
 	if b.horizon <= 0 {
 		b.horizon = DefaultHorizon.Seconds()
 	}
+	b.idle.Horizon = cfg.Horizon // as b.horizon: the same seconds, zero the default
 	return b
 }
 
@@ -358,9 +354,9 @@ func (b *Board) medianGap() int64 {
 }
 
 // IdleWatts returns the idle power as known now: IdleWatts when fixed;
-// else the mean power of the idle intervals once they add up to two
-// seconds (an interval is idle when no sample's span comes within 300 ms
-// of it); else the prior ([Board.SetPrior]), what identical boards
+// else the mean power of the idle intervals once they add up to
+// idlepower.MinSeconds (an interval is idle when no sample's span comes
+// within 300 ms of it); else the prior ([Board.SetPrior]), what identical boards
 // measured; else the model's static term once about 30 s of rows are
 // behind it; else 0, and the processes carry the static part.
 func (b *Board) IdleWatts() float64 {
@@ -392,8 +388,9 @@ func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 	switch {
 	case b.cfg.IdleWatts > 0:
 		return b.cfg.IdleWatts, IdleFixed, 0
-	case b.idleSeen >= minIdle && b.idleW > 0:
-		return b.idleMJ / 1000 / b.idleW, IdleIntervals, b.idleW
+	case b.idleKnown():
+		w, _ := b.idle.Watts()
+		return w, IdleIntervals, b.idle.Seconds()
 	case b.prior > 0:
 		return b.prior, IdlePeers, 0
 	case b.usable && b.fit.Count() >= minIntercept:
@@ -403,12 +400,14 @@ func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 }
 
 // OwnIdle returns the idle power measured on this board's own idle
-// intervals, and false until they add up to two seconds.
-func (b *Board) OwnIdle() (float64, bool) {
-	if b.idleSeen < minIdle || b.idleW <= 0 {
-		return 0, false
-	}
-	return b.idleMJ / 1000 / b.idleW, true
+// intervals, and false until they add up to idlepower.MinSeconds.
+func (b *Board) OwnIdle() (float64, bool) { return b.idle.Watts() }
+
+// idleKnown reports whether the board's own idle intervals measured its
+// idle power (package idlepower's threshold).
+func (b *Board) idleKnown() bool {
+	_, ok := b.idle.Watts()
+	return ok
 }
 
 // SetPrior sets the idle power to use while the board has learned none
@@ -424,7 +423,7 @@ func (b *Board) ModelRows() float64 { return b.fit.Count() }
 // and whether they split the energy yet.
 func (b *Board) Model() (theta [NumTerms]float64, learned bool) {
 	copy(theta[:], b.theta[:NumTerms])
-	if b.cfg.IdleWatts > 0 || b.idleSeen >= minIdle && b.idleW > 0 {
+	if b.cfg.IdleWatts > 0 || b.idleKnown() {
 		theta[TermStatic] = b.IdleWatts()
 	}
 	return theta, b.usable
@@ -448,11 +447,11 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 		return
 	}
 	staticW, src, _ := b.Idle()
-	if src == IdleNone && b.idleW > 0 {
+	if w, ok := b.idle.Provisional(); src == IdleNone && ok {
 		// Idle seconds short of a measurement (or decayed just under
 		// one) beat none: without them, the processes would carry the
 		// static power.
-		staticW = b.idleMJ / 1000 / b.idleW
+		staticW = w
 	}
 	var x [NumTerms]float64
 	var y, dt float64
@@ -520,7 +519,7 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool, r *Result, x *[NumTerms]float64) bool {
 	one := [1]procshare.Interval{iv}
 	d := float64(iv.T1-iv.T0) / 1e9
-	b.decayIdle(iv.T1)
+	b.idle.Forget(iv.T1)
 	exact := b.gather(iv.T0, iv.T1, false)
 	if !exact && !b.gather(iv.T0-guard, iv.T1+guard, true) {
 		// No process near: idle, and the rest is unattributed. It
@@ -529,17 +528,16 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 		// are late.
 		learn := learnIdle
 		if d > 0 && learn {
-			b.idleW += d
-			b.idleSeen += d
-			b.idleMJ += float64(iv.EnergyMJ)
+			b.idle.Add(d, float64(iv.EnergyMJ))
 		}
-		if w, src, _ := b.Idle(); (src == IdleNone || src == IdlePeers) && b.idleW > 0 {
+		known, src, _ := b.Idle()
+		if pw, ok := b.idle.Provisional(); ok && (src == IdleNone || src == IdlePeers) {
 			// The board's first idle moments: until they add up to a
 			// measurement, their own mean is the best idle power there
 			// is, better than none or a sibling's.
-			staticW = b.idleMJ / 1000 / b.idleW
+			staticW = pw
 		} else {
-			staticW = w // this interval may have completed the measurement
+			staticW = known // this interval may have completed the measurement
 		}
 		w := procshare.Window(one[:], staticW, procshare.Measured, nil, nil)
 		r.IdleMJ += w.IdleMJ
@@ -649,16 +647,6 @@ func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
 	return any
 }
 
-// decayIdle forgets idle data up to t.
-func (b *Board) decayIdle(t int64) {
-	if b.lastIdle != 0 && t > b.lastIdle {
-		d := math.Exp(-float64(t-b.lastIdle) / 1e9 / b.horizon)
-		b.idleW *= d
-		b.idleMJ *= d
-	}
-	b.lastIdle = max(b.lastIdle, t)
-}
-
 // robust down-weighs a row whose residual under the current model is
 // far out of line (Huber's weight, min(1, c/|r|), with c = huberK times
 // the rows' mean absolute residual, itself of residuals clipped at c), so
@@ -715,7 +703,7 @@ func (b *Board) refit() {
 	}
 	var base [nnls.MaxTerms]float64
 	given := uint(0)
-	if b.cfg.IdleWatts > 0 || b.idleSeen >= minIdle && b.idleW > 0 {
+	if b.cfg.IdleWatts > 0 || b.idleKnown() {
 		base[TermStatic] = b.IdleWatts()
 		given = 1 << TermStatic
 	}
