@@ -66,8 +66,10 @@
 // default) part of the graphics engine time used since the previous
 // listing, as Kepler splits NVIDIA boards by SM utilization. A board with
 // only attributed processes, or none, is exclusive; one with none of them,
-// or whose listing failed, is shared and not split, so its requests are
-// marked approximate. Pids are the host's. Where this process sees the
+// whose listing failed, or whose attributed processes used none of the
+// engine while others did, is shared and not split, so its requests are
+// marked approximate: the one rule of every GPU source (package source's
+// ShareOf), never a confident zero. Pids are the host's. Where this process sees the
 // host's pids, a listed process that descends from an attributed one
 // within 8 generations (/proc/<pid>/stat, package proctree) is attributed
 // too, as on NVIDIA: vLLM's workers are the server's work. In a PID
