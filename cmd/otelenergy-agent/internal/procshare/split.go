@@ -4,17 +4,13 @@ import (
 	"math"
 
 	"github.com/otelenergy/otelenergy/internal/split"
+	"github.com/otelenergy/otelenergy/ring"
 )
 
 // Interval is one counter interval of a board: the span between two
-// consecutive steps of its energy counter, and the energy between them.
-type Interval struct {
-	// T0 and T1 bound the interval, in nanoseconds on any monotonic
-	// scale. T1 < T0 counts as an interval of length zero.
-	T0, T1 int64
-	// EnergyMJ is the energy metered over the interval.
-	EnergyMJ uint64
-}
+// consecutive steps of its energy counter, and the energy between them,
+// as the ring's cursor yields it.
+type Interval = ring.Interval
 
 // Mode says what a board's utilization data can tell about a window.
 type Mode uint8
