@@ -87,3 +87,16 @@ func (c *Cursor) Last() (t int64, energyMJ uint64) { return c.prevT, c.prevE }
 // Index returns the logical index of the point the cursor reaches next
 // (see [Ring.At]).
 func (c *Cursor) Index() uint64 { return c.next }
+
+// OnSplit is the one hook of every stage that holds an interval, splits
+// its energy among parts and hands the split on (the ledger among
+// requests, the node agent among processes), so that a package that
+// converts energy, such as carbon, hooks into either the same way. It is
+// called once for each interval as it is finally split, on the
+// splitting stage's goroutine: dev is the device's index and (a, b] the
+// interval on the ring's clock; parts[i] got sharesMJ[i] of its energy
+// and was active for coverNS[i] of its time (the rest of b − a was no
+// part's); restMJ is the energy no part got, so that Σ sharesMJ + restMJ
+// is the interval's energy. The slices are the stage's scratch, valid
+// only during the call and not to be modified.
+type OnSplit[P any] func(dev int, a, b int64, parts []P, sharesMJ []uint64, restMJ uint64, coverNS []uint64)

@@ -226,7 +226,7 @@ func New(cfg Config) (*Agent, error) {
 	if a.boot.IsZero() {
 		a.boot = time.Unix(0, 0)
 	}
-	for _, d := range cfg.Rings.Devices() {
+	for i, d := range cfg.Rings.Devices() {
 		id := semconv.HwID(d.ID)
 		b := &board{
 			dev: d,
@@ -236,11 +236,11 @@ func New(cfg Config) (*Agent, error) {
 			idOpt:     metric.WithAttributeSet(attribute.NewSet(id)),
 			modelOpts: newModelOpts(d.ID),
 			static:    procshare.Static{Fixed: cfg.IdleWatts},
-			att:       attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts}),
+			att:       attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts, Dev: i}),
 			procs:     make(map[uint32]*series),
 		}
 		if a.em.on() {
-			b.att = attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts, OnSplit: a.onSplit(b)})
+			b.att = attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts, Dev: i, OnSplit: a.onSplit(b)})
 		}
 		b.overflow.opt = metric.WithAttributeSet(attribute.NewSet(id, OverflowKey.Bool(true)))
 		b.exited.opt = metric.WithAttributeSet(attribute.NewSet(id, ExitedKey.Bool(true)))

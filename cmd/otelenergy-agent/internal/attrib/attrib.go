@@ -8,6 +8,7 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 	"github.com/otelenergy/otelenergy/internal/idlepower"
 	"github.com/otelenergy/otelenergy/internal/nnls"
+	"github.com/otelenergy/otelenergy/ring"
 )
 
 // Terms of the power model (see the package doc).
@@ -129,15 +130,26 @@ type Config struct {
 	// Horizon is the forgetting time constant; zero or less selects
 	// DefaultHorizon.
 	Horizon time.Duration
+	// Dev is the board's index, as OnSplit reports it.
+	Dev int
 	// OnSplit, when set, is called once for each interval as it is
-	// split, on Split's goroutine, before Split returns: pids, keys and
-	// mj are parallel, mj[k] the share of process pids[k] with key
-	// keys[k] (zero shares included), and restMJ the interval's idle and
-	// unattributed energy, so that Σ mj + restMJ = iv.EnergyMJ. The
+	// split, on Split's goroutine, before Split returns, with the
+	// ledger's hook signature ([ring.OnSplit]): procs[k] got sharesMJ[k]
+	// (zero shares included) and coverNS[k] of the interval's time (its
+	// time shared equally among the processes with a share,
+	// procshare.Cover), and restMJ is the interval's idle and
+	// unattributed energy, so that Σ sharesMJ + restMJ is its energy. The
 	// slices are the Board's scratch, valid only during the call. It is
 	// how the agent converts each interval into emissions at the
 	// intensity in force when it was metered.
-	OnSplit func(iv procshare.Interval, pids []uint32, keys []uint64, mj []uint64, restMJ uint64)
+	OnSplit ring.OnSplit[Proc]
+}
+
+// Proc is a process that an interval's split gave a share, as
+// [Config.OnSplit] names it: its pid and its key (see [Sample]).
+type Proc struct {
+	Pid uint32
+	Key uint64
 }
 
 // Result is what one [Board.Split] gave out.
@@ -204,14 +216,14 @@ type Board struct {
 	prevListed int              // and in the one before
 	lastT1     int64            // the end of the newest interval split
 
-	fit      nnls.Fit
-	theta    [nnls.MaxTerms]float64
-	usable   bool
-	idle     idlepower.Mean // the idle intervals' power
-	prior    float64
-	resAbs   float64 // Σ decayed |residual| of the model's rows, clipped
-	resN     float64 // Σ decayed rows in resAbs
-	outRun   int     // rows down-weighed one after another
+	fit    nnls.Fit
+	theta  [nnls.MaxTerms]float64
+	usable bool
+	idle   idlepower.Mean // the idle intervals' power
+	prior  float64
+	resAbs float64 // Σ decayed |residual| of the model's rows, clipped
+	resN   float64 // Σ decayed rows in resAbs
+	outRun int     // rows down-weighed one after another
 
 	// segs is sorted by t1; maxSeg is the longest span in it, so that
 	// the spans that can overlap [t0, t1) lie between the first ending
@@ -228,6 +240,9 @@ type Board struct {
 	feat    [][NumTerms]float64 // per process, by term: percent·s; TermStatic unused
 	weights []uint64
 	out     []uint64
+	procs   []Proc   // OnSplit's parts
+	cover   []uint64 // OnSplit's device times
+	even    []uint64 // procshare.Cover's scratch
 }
 
 // New returns a Board.
@@ -544,7 +559,7 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 		r.UnattributedMJ += w.UnattributedMJ
 		r.SplitMJ += iv.EnergyMJ
 		if b.cfg.OnSplit != nil {
-			b.cfg.OnSplit(iv, nil, nil, nil, w.IdleMJ+w.UnattributedMJ)
+			b.cfg.OnSplit(b.cfg.Dev, iv.T0, iv.T1, nil, nil, w.IdleMJ+w.UnattributedMJ, nil)
 		}
 		return learn
 	}
@@ -594,7 +609,7 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 		}
 	}
 	if b.cfg.OnSplit != nil {
-		b.cfg.OnSplit(iv, b.ids, b.keys, b.out, w.IdleMJ+w.UnattributedMJ)
+		b.onSplit(iv, w.IdleMJ+w.UnattributedMJ)
 	}
 	return exact
 }
@@ -764,4 +779,23 @@ func sortByT1(ss []Sample) {
 		}
 		return 0
 	})
+}
+
+// onSplit hands interval iv, just split among b.ids (their shares in
+// b.out), to Config.OnSplit, with rest the mJ no process got.
+func (b *Board) onSplit(iv procshare.Interval, rest uint64) {
+	b.procs = b.procs[:0]
+	for k, pid := range b.ids {
+		b.procs = append(b.procs, Proc{Pid: pid, Key: b.keys[k]})
+	}
+	if cap(b.cover) < len(b.out) {
+		b.cover = make([]uint64, len(b.out), 2*len(b.out))
+	}
+	b.cover = b.cover[:len(b.out)]
+	var dt uint64
+	if iv.T1 > iv.T0 {
+		dt = uint64(iv.T1 - iv.T0)
+	}
+	b.even = procshare.Cover(dt, b.out, b.cover, b.even)
+	b.cfg.OnSplit(b.cfg.Dev, iv.T0, iv.T1, b.procs, b.out, rest, b.cover)
 }

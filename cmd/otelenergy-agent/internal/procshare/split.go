@@ -89,3 +89,34 @@ func Window(ivs []Interval, staticW float64, mode Mode, weights, out []uint64) R
 	}
 	return r
 }
+
+// Cover sets cover[k] to part k's device time of an interval of dt ns:
+// the time is shared equally among the parts with a positive share of its
+// energy (the remainder one ns each to the first of them, [split.Evenly]),
+// none to the others, so that Σ cover = dt whenever one has a share, and
+// the time is no part's when none has. It is what the agent charges
+// embodied emissions by. cover must be as long as shares; even is
+// scratch, returned grown.
+func Cover(dt uint64, shares, cover, even []uint64) []uint64 {
+	active := 0
+	for _, s := range shares {
+		if s > 0 {
+			active++
+		}
+	}
+	if cap(even) < active {
+		even = make([]uint64, active, 2*active)
+	}
+	even = even[:active]
+	clear(even)
+	split.Evenly(dt, even)
+	j := 0
+	for k, s := range shares {
+		cover[k] = 0
+		if s > 0 {
+			cover[k] = even[j]
+			j++
+		}
+	}
+	return even
+}

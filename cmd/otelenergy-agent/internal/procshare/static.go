@@ -59,8 +59,8 @@ type Static struct {
 
 const (
 	minFitSeconds = 30
-	minUtilStdDev  = 0.05
-	steadyUtil     = 0.02
+	minUtilStdDev = 0.05
+	steadyUtil    = 0.02
 )
 
 // Observe adds one window of length dtNs and energy energyMJ at board

@@ -1,13 +1,17 @@
-package agent
+package procshare_test
 
-import "testing"
+import (
+	"testing"
 
-// TestShareTime pins the device time each process of an interval is
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
+)
+
+// TestCover pins the device time each process of an interval is
 // charged embodied emissions for: the interval's time shared equally among
 // the processes with energy in it, the remainder a nanosecond each to the
 // first of them, so that their times add up to the interval's and no
 // embodied emissions slip to the rest.
-func TestShareTime(t *testing.T) {
+func TestCover(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		dt     uint64
@@ -25,7 +29,7 @@ func TestShareTime(t *testing.T) {
 			for i := range cover {
 				cover[i] = 77 // overwritten, not added to
 			}
-			shareTime(tt.dt, tt.shares, cover, nil)
+			procshare.Cover(tt.dt, tt.shares, cover, nil)
 			var sum uint64
 			for i := range cover {
 				if cover[i] != tt.want[i] {
