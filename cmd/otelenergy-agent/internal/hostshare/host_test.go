@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	otelmetric "go.opentelemetry.io/otel/metric"
@@ -20,6 +21,7 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
 	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/cputime"
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
@@ -113,18 +115,18 @@ func (n *node) open(t *testing.T) (*hostshare.Host, *fakeClock) {
 	if len(f.Devices) != 4 {
 		t.Fatalf("finding %v", f)
 	}
-	clk := &fakeClock{}
-	h, err := hostshare.New(hostshare.Config{Domains: src, Whole: whole, CPU: &cputime.Trees{Root: n.proc}, Now: clk.now})
+	clk := newFakeClock()
+	h, err := hostshare.New(hostshare.Config{Domains: src, Whole: whole, CPU: &cputime.Trees{Root: n.proc}, Now: clk.Stepping(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h, clk
 }
 
-type fakeClock struct{ t int64 }
+// fakeClock advances a second per reading pass (Stepping).
+type fakeClock = fakeclock.Clock
 
-// now advances a second per reading pass.
-func (c *fakeClock) now() int64 { c.t += 1e9; return c.t }
+func newFakeClock() *fakeClock { return fakeclock.New(fakeclock.Epoch()) }
 
 func procs(ps ...uint32) []hostshare.Proc {
 	var out []hostshare.Proc
@@ -398,8 +400,8 @@ func TestFailures(t *testing.T) {
 	}
 	defer src.Close()
 	fl := &flaky{Source: src}
-	clk := &fakeClock{}
-	h, err := hostshare.New(hostshare.Config{Domains: fl, CPU: &cputime.Trees{Root: n.proc}, Now: clk.now})
+	clk := newFakeClock()
+	h, err := hostshare.New(hostshare.Config{Domains: fl, CPU: &cputime.Trees{Root: n.proc}, Now: clk.Stepping(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
