@@ -50,10 +50,11 @@
 // # Readings
 //
 // [Source.ReadEnergy] returns ⌊accumulator × resolution / 1000⌋ mJ,
-// computed exactly ([MicrojoulesToMJ]). A drop of the accumulator from the
-// top quarter of its 64-bit range to the bottom quarter is a wrap and is
-// unwrapped; any other drop (a driver reload, a GPU reset) is passed on as
-// a drop, which the tracker classes as a reset. NOT_FOUND and
+// computed exactly ([MicrojoulesToMJ]). Which drop of the accumulator is a
+// wrap is package tracker's rule, decided by a tracker per board: from the
+// top quarter of its 64-bit range to the bottom quarter; it is unwrapped.
+// Any other drop (a driver reload, a GPU reset) is passed on as a drop,
+// which the Monitor's tracker classes as a reset or jitter. NOT_FOUND and
 // DRIVER_NOT_LOADED mark the board lost (source.ErrDeviceLost), and it is
 // not called again. [Source.ReadEnergyStamped] also returns the counter's
 // own timestamp.
