@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/otelenergy/otelenergy/internal/source"
 	"github.com/otelenergy/otelenergy/internal/sysfscounter"
 )
