@@ -172,7 +172,7 @@ func points[N int64 | float64](t testing.TB, rm metricdata.ResourceMetrics, name
 
 // Ring0Len is the number of counter steps device 0's ring holds.
 func (m *Monitor) Ring0Len() int {
-	v, _ := m.Ring(0)
+	v, _ := m.view(0)
 	return v.Len()
 }
 

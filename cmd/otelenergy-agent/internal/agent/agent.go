@@ -36,7 +36,8 @@ const (
 )
 
 // Rings is what the agent reads of the library's Monitor: the metered
-// boards and each one's counter steps. *otelenergy.Monitor implements it.
+// boards and each one's counter steps. [NewMonitor] returns the library
+// Monitor's, which otelenergy does not export.
 type Rings interface {
 	Devices() []otelenergy.Device
 	Ring(i int) (ring.View, error)
@@ -91,8 +92,8 @@ type Config struct {
 	// up to this plus one process interval.
 	SampleHold time.Duration
 	// Now and Epoch serve only Rings without a Clock method (the
-	// Monitor has one, and the agent then reads the Monitor's clock on
-	// both scales at once, see [otelenergy.Monitor.Clock]). Now is the
+	// Monitor's rings from [NewMonitor] have one, and the agent then reads
+	// the Monitor's clock on both scales at once, see [ClockedRings]). Now is the
 	// clock that NVML's sample timestamps (CPU time in µs) are read
 	// against; nil selects time.Now. Samples more than a minute off it
 	// are on a clock of their own, and are taken to describe the pass

@@ -182,9 +182,10 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 	}); err != nil {
 		return nil, err
 	}
+	var rings agent.ClockedRings
 	if err := st.Start("monitor", func() (func(context.Context) error, error) {
 		var err error
-		mon, err = otelenergy.NewMonitor(nd.Source, otelenergy.WithMeterProvider(mp), otelenergy.WithInterval(cfg.SampleInterval))
+		mon, rings, err = agent.NewMonitor(nd.Source, otelenergy.WithMeterProvider(mp), otelenergy.WithInterval(cfg.SampleInterval))
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +199,7 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 		if err != nil {
 			return nil, err
 		}
-		acfg := agent.Config{Rings: mon, Lister: nd.Lister, Resolver: nd.Resolver,
+		acfg := agent.Config{Rings: rings, Lister: nd.Lister, Resolver: nd.Resolver,
 			MaxSeries: cfg.MaxSeries, IdleWatts: cfg.IdleWatts, SampleHold: cfg.SampleHold, MeterProvider: mp, Host: host}
 		if cb != nil {
 			acfg.Carbon, acfg.CarbonAge = cb.Model, cb.Age

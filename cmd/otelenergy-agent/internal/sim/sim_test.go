@@ -28,12 +28,12 @@ func TestSimulatedNode(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	mon, err := otelenergy.NewMonitor(nd, otelenergy.WithClock(clock), otelenergy.WithMeterProvider(mp))
+	mon, rings, err := agent.NewMonitor(nd, otelenergy.WithClock(clock), otelenergy.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mon.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: nd, Resolver: nd, MeterProvider: mp, Now: clock})
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: nd, Resolver: nd, MeterProvider: mp, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
