@@ -22,6 +22,9 @@ pkgs=(./... ./example/... ./cmd/otelenergy-proxy/... ./cmd/otelenergy-agent/...)
 step "go vet"
 go vet "${pkgs[@]}"
 
+step "exported names (otelenergy at most 50; README's figure)"
+./scripts/exported-names.sh
+
 step "unit tests (-race)"
 go test -race -count=1 "${pkgs[@]}"
 
