@@ -132,8 +132,10 @@ func TestTreesPass(t *testing.T) {
 	}
 }
 
-// TestTreesPassAllocatesNothing: the agent calls Pass at every pass.
-func TestTreesPassAllocatesNothing(t *testing.T) {
+// TestPassAllocatesNothing: the agent calls Trees.Pass at every pass, and
+// the Monitor's host share Meter.Times at every host window; both read
+// /proc through procfs's Scanner, which allocates nothing in steady state.
+func TestPassAllocatesNothing(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("only Linux reads /proc with raw system calls")
 	}
@@ -157,5 +159,14 @@ func TestTreesPassAllocatesNothing(t *testing.T) {
 		}
 	}); a != 0 {
 		t.Fatalf("%.1f allocations per pass, want 0", a)
+	}
+	m := &Meter{Root: tr.root, Pids: pids}
+	m.Times()
+	if a := testing.AllocsPerRun(20, func() {
+		if _, _, err := m.Times(); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Fatalf("%.1f allocations per Times, want 0", a)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 
@@ -130,33 +129,6 @@ func TestTrees(t *testing.T) {
 	s2.Trees([]uint32{1}, ticks)
 	if ticks[0] != 8 {
 		t.Fatalf("init's tree = %d ticks, want 8", ticks[0])
-	}
-}
-
-// TestScanAllocatesNothing: the agent scans /proc at every pass.
-func TestScanAllocatesNothing(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("only Linux reads /proc with raw system calls")
-	}
-	f := newFakeProc(t)
-	for p := uint32(10); p < 30; p++ {
-		f.proc(p, 1, uint64(p), 0, uint64(p))
-	}
-	s := &procfs.Scanner{Root: f.root}
-	ticks := make([]uint64, 3)
-	pids := []uint32{12, 15, 29}
-	pass := func() {
-		if _, _, err := s.NodeTicks(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Scan(); err != nil {
-			t.Fatal(err)
-		}
-		s.Trees(pids, ticks)
-	}
-	pass()
-	if n := testing.AllocsPerRun(20, pass); n != 0 {
-		t.Fatalf("%.1f allocations per pass, want 0", n)
 	}
 }
 
