@@ -181,6 +181,21 @@ type Trees struct {
 	live        []uint32 // pids, with 0 for those not alive
 }
 
+// NodeTicks returns the node's busy and total CPU ticks since boot
+// (procfs's Scanner.NodeTicks), for a caller that keeps its own windows.
+func (t *Trees) NodeTicks() (busy, total uint64, err error) {
+	t.scan.Root = t.Root
+	return t.scan.NodeTicks()
+}
+
+// CPUTicks returns pid's own CPU ticks, utime + stime, and its start time,
+// for a caller that measures processes one by one, without their
+// children; [Trees.Pass] measures their trees.
+func (t *Trees) CPUTicks(pid uint32) (ticks, start uint64, err error) {
+	st, err := procfs.FS{Root: t.Root}.Stat(pid)
+	return st.Ticks(), st.StartTime, err
+}
+
 // Pass reads the node's and every process's CPU time and sets ticks[i] to
 // the growth of tracked process i's tree since the previous Pass, and
 // alive[i] to whether process pids[i] with start time starts[i] runs now

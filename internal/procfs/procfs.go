@@ -50,24 +50,31 @@ func (f FS) path(pid uint32, file string) string {
 
 // StartTime returns pid's start time in clock ticks since boot. It fails
 // with an error wrapping [ErrGone] when the process does not exist.
+func (f FS) StartTime(pid uint32) (uint64, error) {
+	st, err := f.Stat(pid)
+	return st.StartTime, err
+}
+
+// Stat reads pid's /proc/<pid>/stat ([ParseStat]). It fails with an error
+// wrapping [ErrGone] when the process does not exist.
 //
 // The agent calls it for every listed process at every pass, so it reads
 // into a buffer of its own rather than through os.ReadFile: a stat line
 // is at most about 1.1 KB (a 64-byte comm and 50 numbers).
-func (f FS) StartTime(pid uint32) (uint64, error) {
+func (f FS) Stat(pid uint32) (Stat, error) {
 	fd, err := os.Open(f.path(pid, "stat"))
 	if err != nil {
-		return 0, fmt.Errorf("%w: pid %d: %w", ErrGone, pid, err)
+		return Stat{}, fmt.Errorf("%w: pid %d: %w", ErrGone, pid, err)
 	}
 	defer fd.Close()
 	var buf [2048]byte
 	n, err := fd.Read(buf[:])
 	if err != nil && n == 0 {
-		return 0, fmt.Errorf("%w: pid %d: %w", ErrGone, pid, err)
+		return Stat{}, fmt.Errorf("%w: pid %d: %w", ErrGone, pid, err)
 	}
-	st, ok := ParseStartTime(buf[:n])
+	st, ok := ParseStat(buf[:n])
 	if !ok {
-		return 0, fmt.Errorf("%w: pid %d: malformed stat", ErrGone, pid)
+		return Stat{}, fmt.Errorf("%w: pid %d: malformed stat", ErrGone, pid)
 	}
 	return st, nil
 }

@@ -47,7 +47,7 @@ type Node struct {
 	Start    func()
 	Host     otelenergy.Source
 	Whole    otelenergy.Source
-	CPU      *cputime.Trees
+	CPU      hostshare.CPU
 }
 
 // Deps are the seams a test replaces; the zero value is the real world.

@@ -19,6 +19,69 @@ import (
 // whose own series has ended, as the agent's GPU boards do.
 const ExitedKey = attribute.Key("otelenergy.process.exited")
 
+// CPU reads CPU time: cputime.Trees over /proc, or the simulator.
+type CPU interface {
+	// NodeTicks returns the node's busy and total CPU ticks since boot.
+	NodeTicks() (busy, total uint64, err error)
+	// CPUTicks returns pid's own CPU ticks (utime + stime) and its start
+	// time.
+	CPUTicks(pid uint32) (ticks, start uint64, err error)
+}
+
+// TreeCPU is a [CPU] that measures, pass by pass, each tracked process
+// with its children (cputime.Trees.Pass is the contract): ticks[i] is the
+// CPU time of process pids[i] (start time starts[i]) and its untracked
+// descendants since the previous pass, alive[i] whether it runs, and
+// dBusy and dTotal the node's ticks since then; ok is false when there
+// is no such interval.
+type TreeCPU interface {
+	CPU
+	Pass(pids []uint32, starts []uint64, ticks []uint64, alive []bool) (dBusy, dTotal uint64, ok bool, err error)
+}
+
+// ownTicks is the TreeCPU of a CPU that is not one: each process by its
+// own ticks, from its second pass on (its time before the agent first saw
+// it is in no interval of the agent's).
+type ownTicks struct {
+	CPU
+	primed      bool
+	busy, total uint64
+	prev, next  map[key]uint64 // each process's ticks at the previous and this pass
+}
+
+func (o *ownTicks) Pass(pids []uint32, starts []uint64, ticks []uint64, alive []bool) (dBusy, dTotal uint64, ok bool, err error) {
+	clear(ticks[:len(pids)])
+	clear(alive[:len(pids)])
+	busy, total, err := o.NodeTicks()
+	if err != nil {
+		o.primed = false
+		return 0, 0, false, err
+	}
+	ok = o.primed && total > o.total
+	if ok {
+		dBusy, dTotal = busy-min(busy, o.busy), total-o.total
+	}
+	o.primed, o.busy, o.total = true, busy, total
+	if o.next == nil {
+		o.prev, o.next = map[key]uint64{}, map[key]uint64{}
+	}
+	clear(o.next)
+	for i, pid := range pids {
+		t, start, err := o.CPUTicks(pid)
+		if err != nil || start != starts[i] {
+			continue // gone; its series ends when the agent drops it
+		}
+		alive[i] = true
+		k := key{pid, start}
+		if was, seen := o.prev[k]; seen && ok && t >= was {
+			ticks[i] = t - was
+		}
+		o.next[k] = t
+	}
+	o.prev, o.next = o.next, o.prev
+	return dBusy, dTotal, ok, nil
+}
+
 // Proc is a process the agent tracks, as [Host.Pass] takes it.
 type Proc struct {
 	Pid uint32
@@ -39,10 +102,11 @@ type Config struct {
 	// Whole, when not nil, is a whole-host source (RAPL psys), exported
 	// as hw.host.energy and never split.
 	Whole otelenergy.Source
-	// CPU reads the node's and the tracked processes' trees' CPU times
-	// (package cputime, over package procfs). Required; the Host is its
+	// CPU reads the CPU times: a [TreeCPU] (cputime.Trees over the
+	// host's /proc) measures each tracked process with its children;
+	// any other CPU, by its own ticks alone. Required; the Host is its
 	// only user.
-	CPU *cputime.Trees
+	CPU CPU
 	// Now is the monotonic clock the counters' tracker reads, in ns; nil
 	// is time since New.
 	Now func() int64
@@ -73,6 +137,7 @@ type Instruments struct {
 // one with [New]. See the package doc for its concurrency.
 type Host struct {
 	cfg           Config
+	cpu           TreeCPU
 	domains       []*domain
 	whole         []*domain
 	gen           uint64        // the pass, which marks the processes it was given
@@ -135,6 +200,11 @@ func New(cfg Config) (*Host, error) {
 		cfg.Now = func() int64 { return int64(time.Since(t0)) }
 	}
 	h := &Host{cfg: cfg, procs: make(map[key]*proc)}
+	if t, ok := cfg.CPU.(TreeCPU); ok {
+		h.cpu = t
+	} else {
+		h.cpu = &ownTicks{CPU: cfg.CPU}
+	}
 	h.domains = newDomains(cfg.Domains)
 	if cfg.Whole != nil {
 		h.whole = newDomains(cfg.Whole)
@@ -226,7 +296,7 @@ func (h *Host) Pass(procs []Proc, em Emissions) {
 	for i, s := range h.list {
 		h.pids[i], h.starts[i] = s.pid, s.start
 	}
-	dBusy, dTotal, ok, err := h.cfg.CPU.Pass(h.pids, h.starts, h.ticks, h.alive)
+	dBusy, dTotal, ok, err := h.cpu.Pass(h.pids, h.starts, h.ticks, h.alive)
 	h.cpuOK = ok
 	if err != nil {
 		if !h.failing {

@@ -271,6 +271,50 @@ func TestPassCountsChildren(t *testing.T) {
 	}
 }
 
+// ticksCPU is a CPU with no trees, as the simulator's: each process's own
+// ticks, set by the test.
+type ticksCPU struct {
+	busy, total uint64
+	own         map[uint32]uint64
+}
+
+func (c *ticksCPU) NodeTicks() (busy, total uint64, err error) { return c.busy, c.total, nil }
+func (c *ticksCPU) CPUTicks(pid uint32) (ticks, start uint64, err error) {
+	t, ok := c.own[pid]
+	if !ok {
+		return 0, 0, errors.New("gone")
+	}
+	return t, uint64(pid) * 100, nil
+}
+
+// TestPassOwnTicks: a CPU that measures no trees (the simulator's) splits
+// by each process's own ticks, from its second pass on.
+func TestPassOwnTicks(t *testing.T) {
+	n := newNode(t)
+	src, _, err := energysource.Host(energysource.WithSysfs(n.sys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	cpu := &ticksCPU{busy: 1000, total: 4000, own: map[uint32]uint64{10: 50, 11: 70}}
+	h, err := hostshare.New(hostshare.Config{Domains: src, CPU: cpu, Now: newFakeClock().Stepping(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Pass(procs(10, 11), nil)
+	cpu.busy, cpu.total = 1300, 4400 // 300 of 400 busy
+	cpu.own[10], cpu.own[11] = 170, 130
+	cpu.own[12] = 40 // new: nothing on its first pass
+	n.addEnergy("intel-rapl:0", 1000)
+	h.Pass(procs(10, 11, 12), nil)
+	tt := h.Totals(0)
+	p := func(pid uint32) uint64 { return tt.Processes[hostshare.Process{Pid: pid, StartTime: uint64(pid) * 100}] }
+	// idle 250; active 750 over 300 busy ticks: 10 has 120, 11 has 60.
+	if p(10) != 300 || p(11) != 150 || p(12) != 0 || tt.IdleMJ != 250 {
+		t.Fatalf("p10 %d p11 %d p12 %d idle %d; want 300, 150, 0, 250", p(10), p(11), p(12), tt.IdleMJ)
+	}
+}
+
 // checkExport exports through a real SDK reader and checks per hw.id:
 // Σ process + idle + unattributed = hw.energy, exactly in mJ, and psys
 // only on hw.host.energy. With wantUG, it exports emissions too and
