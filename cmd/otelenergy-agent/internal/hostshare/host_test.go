@@ -308,7 +308,9 @@ func TestPassOwnTicks(t *testing.T) {
 	n.addEnergy("intel-rapl:0", 1000)
 	h.Pass(procs(10, 11, 12), nil)
 	tt := h.Totals(0)
-	p := func(pid uint32) uint64 { return tt.Processes[hostshare.Process{Pid: pid, StartTime: uint64(pid) * 100}] }
+	p := func(pid uint32) uint64 {
+		return tt.Processes[hostshare.Process{Pid: pid, StartTime: uint64(pid) * 100}]
+	}
 	// idle 250; active 750 over 300 busy ticks: 10 has 120, 11 has 60.
 	if p(10) != 300 || p(11) != 150 || p(12) != 0 || tt.IdleMJ != 250 {
 		t.Fatalf("p10 %d p11 %d p12 %d idle %d; want 300, 150, 0, 250", p(10), p(11), p(12), tt.IdleMJ)
