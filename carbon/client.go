@@ -16,7 +16,8 @@ import (
 )
 
 // maxBody bounds what is read of an answer: the figures are a few hundred
-// bytes, and a provider gone wrong must not fill memory.
+// bytes, and a provider gone wrong must not fill memory. A longer answer
+// is malformed: it is never cut and parsed.
 const maxBody = 1 << 20
 
 // ClientOption configures a provider's HTTP client.
@@ -120,12 +121,18 @@ func (c *client) get(ctx context.Context, path string, q url.Values, hdr func(ht
 		return c.transportError(ctx, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	// One byte past the limit tells a body cut at the limit, which could
+	// parse (valid JSON, then what follows cut off), from one that ends
+	// within it.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
 		return c.transportError(ctx, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return c.statusError(resp)
+	}
+	if len(body) > maxBody {
+		return fmt.Errorf("%w: %s: answer longer than %d bytes", ErrMalformed, c.name, maxBody)
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		// The decoder's message names a type or an offset, not the body.

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"math/bits"
 	"strings"
 	"time"
+
+	"github.com/otelenergy/otelenergy/internal/split"
 )
 
 // Unit constants of the exact arithmetic. Energy is in mJ, intensity in
@@ -123,7 +124,7 @@ func NewFactor(mgPerKWh uint64, p PUE) (Factor, error) {
 // up. It saturates at the largest uint64 rather than wrap: at the largest
 // factor (10 kg/kWh at a PUE of 100) that is beyond 6.6e16 mJ, 6.6e13 J;
 // no interval comes near.
-func (f Factor) Of(mJ uint64) uint64 { return mulDivRound(mJ, f.num, energyDen) }
+func (f Factor) Of(mJ uint64) uint64 { return split.Scale(mJ, f.num, energyDen, split.HalfUp) }
 
 // Operational converts one counter interval's energy, as the ledger split
 // it, into emissions. sharesMJ holds each request's integer mJ of the
@@ -144,7 +145,8 @@ func (f Factor) Of(mJ uint64) uint64 { return mulDivRound(mJ, f.num, energyDen) 
 // Operational allocates nothing and is safe from any goroutine. It
 // panics if out is shorter than sharesMJ.
 func (f Factor) Operational(sharesMJ []uint64, unattributedMJ uint64, out []uint64) (unattributed uint64) {
-	return cumSplit(sharesMJ, unattributedMJ, f.num, energyDen, out)
+	clear(out[:len(sharesMJ)])
+	return split.Cumulative(sharesMJ, unattributedMJ, f.num, energyDen, split.HalfUp, out)
 }
 
 // Embodied is the embodied emissions of one device per hour of its life,
@@ -159,7 +161,7 @@ func (e Embodied) Of(d time.Duration) uint64 {
 	if d <= 0 {
 		return 0
 	}
-	return mulDivRound(uint64(d), uint64(e), nsPerHour)
+	return split.Scale(uint64(d), uint64(e), nsPerHour, split.HalfUp)
 }
 
 // Split splits one interval's embodied emissions by device time, as the
@@ -173,43 +175,8 @@ func (e Embodied) Of(d time.Duration) uint64 {
 // by the same cumulative rounding as [Factor.Operational]. It allocates
 // nothing, and panics if out is shorter than coverNS.
 func (e Embodied) Split(coverNS []uint64, idleNS uint64, out []uint64) (idle uint64) {
-	return cumSplit(coverNS, idleNS, uint64(e), nsPerHour, out)
-}
-
-// cumSplit gives part k of w (then rest) round(C_k·num/den) −
-// round(C_(k-1)·num/den), where C_k is the sum of the first k parts, and
-// returns rest's. The cumulative sums saturate rather than wrap.
-func cumSplit(w []uint64, rest, num, den uint64, out []uint64) uint64 {
-	out = out[:len(w)]
-	var cum, prev uint64
-	for i, x := range w {
-		c, carry := bits.Add64(cum, x, 0)
-		if carry != 0 {
-			c = math.MaxUint64
-		}
-		cum = c
-		r := mulDivRound(cum, num, den)
-		out[i] = r - prev
-		prev = r
-	}
-	c, carry := bits.Add64(cum, rest, 0)
-	if carry != 0 {
-		c = math.MaxUint64
-	}
-	return mulDivRound(c, num, den) - prev
-}
-
-// mulDivRound returns round(a·b/d), half up, with a 128-bit product; it
-// saturates when the quotient does not fit 64 bits. d must be non-zero.
-func mulDivRound(a, b, d uint64) uint64 {
-	hi, lo := bits.Mul64(a, b)
-	lo, c := bits.Add64(lo, d/2, 0)
-	hi += c
-	if hi >= d {
-		return math.MaxUint64
-	}
-	q, _ := bits.Div64(hi, lo, d)
-	return q
+	clear(out[:len(coverNS)])
+	return split.Cumulative(coverNS, idleNS, uint64(e), nsPerHour, split.HalfUp, out)
 }
 
 // Milligrams rounds µg to whole mg, half up: the unit of the

@@ -27,6 +27,7 @@ const (
 	faultMalformed                // 200 with a body that is not JSON
 	faultWrongShape               // 200 with JSON that lacks the figure
 	faultUnavailable              // 503 with Retry-After: 11
+	faultOversized                // the documented answer, then padding past maxBody and garbage
 )
 
 // Test credentials. The token is long and distinctive so that a search
@@ -121,7 +122,16 @@ func newFake(t testing.TB, h func(f *fakeServer) http.Handler, figure float64) *
 	t.Helper()
 	f := &fakeServer{}
 	f.setFigure(figure)
-	f.Server = httptest.NewServer(h(f))
+	inner := h(f)
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(w, r)
+		if fault(f.fault.Load()) == faultOversized && r.URL.Path != "/login" {
+			// Valid JSON, then whitespace up to past the client's limit,
+			// then what no JSON decoder accepts: cut at the limit, the
+			// body would parse.
+			fmt.Fprint(w, strings.Repeat(" ", maxBody), "garbage")
+		}
+	}))
 	t.Cleanup(f.Close)
 	return f
 }

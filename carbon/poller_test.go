@@ -10,28 +10,15 @@ import (
 	"unsafe"
 
 	"go.opentelemetry.io/otel"
+
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 )
 
 // fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = fakeclock.Clock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+	return fakeclock.New(time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC))
 }
 
 // reports collects what a poller hands its error handler.
@@ -109,7 +96,7 @@ func TestPollerStaleness(t *testing.T) {
 		{name: "and goes stale again", advance: 10 * time.Minute, fault: faultServer, wantErr: ErrServer, wantMg: 300_000, wantFallback: true, wantAge: 11 * time.Minute, wantReports: 4, wantStale: 2},
 	}
 	for i, s := range steps {
-		clk.Add(s.advance)
+		clk.Advance(s.advance)
 		if i > 0 {
 			f.fault.Store(int32(s.fault))
 			f.setFigure(s.figure)
@@ -162,7 +149,7 @@ func TestPollerNoFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	fail.Store(true)
-	clk.Add(6 * time.Minute)
+	clk.Advance(6 * time.Minute)
 	_ = pl.Poll(context.Background())
 	if r := pl.Current(); r != nil {
 		t.Errorf("stale with no fallback: Current = %+v, want nil", r)
@@ -196,7 +183,7 @@ func TestPollerRetryAfter(t *testing.T) {
 		t.Fatalf("poll = %v, %v; want 7s and ErrRateLimited", wait, err)
 	}
 	f.fault.Store(int32(faultNone))
-	clk.Add(3 * time.Second)
+	clk.Advance(3 * time.Second)
 	wait, err = pl.poll(context.Background())
 	if !errors.Is(err, ErrRateLimited) || wait != 4*time.Second {
 		t.Errorf("poll 3s later = %v, %v; want 4s left and ErrRateLimited", wait, err)
@@ -204,7 +191,7 @@ func TestPollerRetryAfter(t *testing.T) {
 	if got := f.hits.Load(); got != 1 {
 		t.Errorf("the provider was asked %d times during its Retry-After, want once", got)
 	}
-	clk.Add(4 * time.Second)
+	clk.Advance(4 * time.Second)
 	if wait, err := pl.poll(context.Background()); err != nil || wait != time.Second {
 		t.Errorf("poll after Retry-After = %v, %v; want the interval and no error", wait, err)
 	}
@@ -415,7 +402,7 @@ func TestPollerSameFigureKeepsReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := pl.Current()
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if err := pl.Poll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -525,11 +512,11 @@ func TestPollerRetryAfterCappedByStaleness(t *testing.T) {
 		t.Fatalf("first poll = %v, %v", wait, err)
 	}
 	limited.Store(true)
-	clk.Add(3 * time.Minute)
+	clk.Advance(3 * time.Minute)
 	if wait, err := pl.poll(ctx); !errors.Is(err, ErrRateLimited) || wait != 7*time.Minute {
 		t.Errorf("429 with Retry-After 6h, 3m into 10m of staleness: wait %v, %v; want the 7m left", wait, err)
 	}
-	clk.Add(7*time.Minute + time.Second)
+	clk.Advance(7*time.Minute + time.Second)
 	wait, err := pl.poll(ctx)
 	if !errors.Is(err, ErrRateLimited) || wait != maxRetryAfter-7*time.Minute-time.Second {
 		t.Errorf("when stale: wait %v, %v; want the rest of the Retry-After", wait, err)
@@ -582,7 +569,7 @@ func TestPollerFigureStale(t *testing.T) {
 		{name: "a current hour again", advance: 5 * time.Minute, shift: 2 * time.Hour, wantFigAge: 0, wantWait: 5 * time.Minute, wantStale: 1},
 	}
 	for _, s := range steps {
-		clk.Add(s.advance)
+		clk.Advance(s.advance)
 		f.shift.Store(int64(s.shift))
 		wait, err := pl.poll(context.Background())
 		if err != nil {

@@ -96,6 +96,7 @@ func TestProviderFaults(t *testing.T) {
 				{name: "slow", fault: faultSlow, timeout: 100 * time.Millisecond, want: ErrTimeout},
 				{name: "malformed", fault: faultMalformed, want: ErrMalformed},
 				{name: "no figure", fault: faultWrongShape, want: ErrMalformed},
+				{name: "longer than the limit", fault: faultOversized, want: ErrMalformed},
 				{name: "unknown zone", fault: faultNone, zone: pc.badZone, want: ErrUnknownZone},
 			}
 			for _, tt := range tests {

@@ -9,12 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 	"github.com/otelenergy/otelenergy/ledger"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
@@ -207,13 +207,6 @@ func (f accFigures) String() string {
 		f.Coefficients)
 }
 
-type accClock struct {
-	base time.Time
-	ns   atomic.Int64
-}
-
-func (c *accClock) now() time.Time { return c.base.Add(time.Duration(c.ns.Load())) }
-
 type accRequest struct {
 	req      *Request
 	job      *simgpu.Job
@@ -285,9 +278,10 @@ func summarize(xs []float64) (mean, p99, maxv float64) {
 }
 
 func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed uint64) (errs, est []float64, f accFigures) {
-	clock := &accClock{base: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(fakeclock.Epoch())
+	t0 := clock.Now()
 	gc := sc.GPU
-	gc.UpdatePeriod, gc.Seed, gc.Now = period, seed, clock.now
+	gc.UpdatePeriod, gc.Seed, gc.Now = period, seed, clock.Now
 	if sc.WindowFrac > 0 {
 		gc.CounterWindow = time.Duration(float64(period) * sc.WindowFrac)
 	}
@@ -298,7 +292,7 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 	if err != nil {
 		tb.Fatal(err)
 	}
-	mon, err := NewMonitor(gpu, WithClock(clock.now), WithMeterProvider(noop.NewMeterProvider()))
+	mon, err := NewMonitor(gpu, WithClock(clock.Now), WithMeterProvider(noop.NewMeterProvider()))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -320,7 +314,7 @@ func runAccuracyOnce(tb testing.TB, sc accScenario, period time.Duration, seed u
 	lastEnd := int64(0)
 	ctx := context.Background()
 	for ms := int64(0); ; ms++ {
-		clock.ns.Store(ms * int64(time.Millisecond))
+		clock.Set(t0.Add(time.Duration(ms) * time.Millisecond))
 		for i, r := range slots {
 			if r == nil {
 				if ms >= free[i] && ms < durMS+1000 {

@@ -16,7 +16,8 @@
 // [DefaultInterval]. It turns raw cumulative counters into non-negative
 // deltas, bounded by what each device can draw (package tracker), learns
 // when each counter steps, and records each step into a lock-free ring per
-// device (package ring, read-only through [Monitor.Ring]).
+// device (package ring; the node agent reads them through an internal
+// seam, not through this package's API).
 //
 // # Attribution
 //

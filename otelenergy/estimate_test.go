@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
 
@@ -38,12 +39,13 @@ type burstFigures struct {
 // returns the measured burst's End estimates against their final figures.
 func runBurst(tb testing.TB, n int, length, spread time.Duration, tokRate float64, seed uint64) burstFigures {
 	tb.Helper()
-	clock := &accClock{base: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	gpu, err := simgpu.New(simgpu.Config{Seed: seed, Now: clock.now})
+	clock := fakeclock.New(fakeclock.Epoch())
+	t0 := clock.Now()
+	gpu, err := simgpu.New(simgpu.Config{Seed: seed, Now: clock.Now})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	mon, err := NewMonitor(gpu, WithClock(clock.now), WithMeterProvider(noop.NewMeterProvider()))
+	mon, err := NewMonitor(gpu, WithClock(clock.Now), WithMeterProvider(noop.NewMeterProvider()))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func runBurst(tb testing.TB, n int, length, spread time.Duration, tokRate float6
 	horizon := int64(ledgerHorizonMS) + 2000
 	stop := measuredAt + length.Milliseconds() + spread.Milliseconds() + horizon
 	for ms := int64(0); ms <= stop; ms++ {
-		clock.ns.Store(ms * int64(time.Millisecond))
+		clock.Set(t0.Add(time.Duration(ms) * time.Millisecond))
 		switch ms {
 		case warm:
 			start(ms, false)

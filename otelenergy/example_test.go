@@ -14,19 +14,18 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
 
 // clock is a manual clock, so the examples' output is deterministic.
-type clock struct{ t time.Time }
+type clock struct{ *fakeclock.Clock }
 
-func (c *clock) Now() time.Time          { return c.t }
-func (c *clock) Advance(d time.Duration) { c.t = c.t.Add(d) }
-func newClock() *clock                   { return &clock{t: time.Unix(1_900_000_000, 0)} }
+func newClock() clock { return clock{fakeclock.New(time.Unix(1_900_000_000, 0))} }
 
 // gpu is an idealized simulated GPU: 100 W idle, 0.3 J per token.
-func (c *clock) gpu() *simgpu.GPU {
+func (c clock) gpu() *simgpu.GPU {
 	g, _ := simgpu.New(simgpu.Idealized(simgpu.Config{IdleWatts: 100, Now: c.Now}))
 	return g
 }

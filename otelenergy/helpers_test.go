@@ -2,7 +2,6 @@ package otelenergy
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
 
@@ -21,26 +21,9 @@ func TestMain(m *testing.M) {
 }
 
 // fakeClock is a manual clock shared by a Monitor and a simulated GPU.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type fakeClock = fakeclock.Clock
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func newFakeClock() *fakeClock { return fakeclock.New(fakeclock.Epoch()) }
 
 // step is the counter period of the rigs' idealized GPUs. Tests that tick
 // by step read every counter step at its instant, so the Monitor's totals
@@ -189,7 +172,7 @@ func points[N int64 | float64](t testing.TB, rm metricdata.ResourceMetrics, name
 
 // Ring0Len is the number of counter steps device 0's ring holds.
 func (m *Monitor) Ring0Len() int {
-	v, _ := m.Ring(0)
+	v, _ := m.view(0)
 	return v.Len()
 }
 

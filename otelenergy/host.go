@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"os"
 	"sync/atomic"
 	"time"
@@ -126,16 +125,13 @@ type hostDevice struct {
 	ring  *ring.Ring
 
 	// Sampler-only: the reading and CPU times the last pushed point
-	// covers up to, and the processes' share so far: attr whole mJ and
-	// frac the fractions of a mJ left over, so that attr is the floor of
-	// the exact sum.
+	// covers up to, and the processes' share so far, window by window.
 	primed      bool
 	failed      bool
 	lastT       int64
 	pushedTotal uint64
 	tree, node  uint64
-	attr        uint64
-	frac        float64
+	share       cputime.Share
 	other       atomic.Uint64 // published: pushed energy not the processes'
 }
 
@@ -276,36 +272,20 @@ func (h *hostMeter) sample(m *Monitor, t int64) bool {
 		}
 		total := d.acc.Total()
 		if d.primed && node > d.node && tree > d.tree {
-			d.share(total-d.pushedTotal, tree-d.tree, node-d.node)
+			d.share.Add(total-d.pushedTotal, tree-d.tree, node-d.node)
 		}
 		d.primed, d.pushedTotal, d.tree, d.node = true, total, tree, node
 		if p, ok := d.ring.Back(0); ok && now < p.T {
 			now = p.T
 		}
-		if err := d.ring.Push(ring.Point{T: now, EnergyMJ: d.attr}); err != nil {
+		if err := d.ring.Push(ring.Point{T: now, EnergyMJ: d.share.MJ()}); err != nil {
 			otel.Handle(err) // unreachable: now never goes backwards
 			continue
 		}
-		d.other.Store(total - d.attr)
+		d.other.Store(total - d.share.MJ())
 		pushed = true
 	}
 	return pushed
-}
-
-// share adds delta × tree ÷ node, the processes' part of delta mJ, to
-// attr and frac: the whole part in integers, exact, and the remainder's
-// fraction carried, so that rounding never loses or invents a millijoule
-// over many windows.
-func (d *hostDevice) share(delta, tree, node uint64) {
-	tree = min(tree, node)
-	hi, lo := bits.Mul64(delta, tree)
-	q, r := bits.Div64(hi, lo, node) // hi < node since tree ≤ node
-	d.frac += float64(r) / float64(node)
-	if d.frac >= 1 {
-		q++
-		d.frac--
-	}
-	d.attr += q
 }
 
 // hostResult fills res's host shares for a request as known now: its

@@ -371,8 +371,18 @@ func TestHostShareConcurrentSafe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// CPU times that move at every reading, the tree's half of the
+	// node's: every host window has CPU time to split by, however slow
+	// the machine, where this process's own /proc tree may not move
+	// between two windows of a loaded machine (or the windows, which
+	// stretch with the cost of walking /proc, may not come at all).
+	var ticks atomic.Uint64
+	times := func() (tree, node uint64, err error) {
+		n := ticks.Add(2)
+		return n / 2, n, nil
+	}
 	m, err := NewMonitor(gpu, WithMeterProvider(mpNoop()), WithHostSource(host),
-		optionFunc(func(c *config) { c.host.every = 10 * time.Millisecond }))
+		optionFunc(func(c *config) { c.host.every, c.host.cpu = 10*time.Millisecond, times }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,8 +392,8 @@ func TestHostShareConcurrentSafe(t *testing.T) {
 	var mu sync.Mutex
 	var reqs []*Request
 	var wg sync.WaitGroup
-	// Long enough for several host windows, which stretch with the cost
-	// of walking /proc under the race detector.
+	// A bounded load: requests from four goroutines while the sampler
+	// runs; what is checked below holds however much of it ran.
 	deadline := time.Now().Add(time.Second)
 	for range 4 {
 		wg.Add(1)
@@ -404,25 +414,35 @@ func TestHostShareConcurrentSafe(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	time.Sleep(50 * time.Millisecond)
+	// One request held open across host windows until two have been
+	// pushed since it started, then ended: it must get a share once
+	// final. Each wait is for the sampler, not for a deadline, so a slow
+	// machine only takes longer.
+	held := m.StartRequest(context.Background())
+	m.AddTokens(held, 1)
+	pushed := func() uint64 { return uint64(m.host.devs[0].ring.Written()) }
+	for start := pushed(); pushed() < start+2; {
+		time.Sleep(time.Millisecond)
+	}
+	held.End()
+	res := held.WaitFinal(context.Background())
+	reqs = append(reqs, held)
 	if err := m.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var gave bool
+	if res.CPUMJ == 0 || res.MemoryMJ == 0 {
+		t.Errorf("a request open across two host windows got cpu %d mJ, memory %d mJ; want a share of each", res.CPUMJ, res.MemoryMJ)
+	}
 	for i, d := range m.host.devs {
 		var got uint64
 		for _, q := range reqs {
 			got += q.st.host[d.class].Load()
 		}
-		gave = gave || got > 0
 		split, un := m.ledger.TimeSplit(i)
 		if got+un != split || split+d.other.Load() != d.pushedTotal {
 			t.Errorf("%s: requests %d + unattributed %d != split %d, or + other %d != pushed %d",
 				d.ID, got, un, split, d.other.Load(), d.pushedTotal)
 		}
-	}
-	if !gave {
-		t.Error("no request got a host share: the tree's CPU time was never seen")
 	}
 }
 

@@ -143,6 +143,12 @@ func NewMonitor(src Source, opts ...Option) (_ *Monitor, err error) {
 	if src == nil {
 		return nil, fmt.Errorf("%w: nil Source", ErrInvalidConfig)
 	}
+	tapped, _ := src.(source.Tapped)
+	if tapped != nil {
+		if src = tapped.Inner(); src == nil {
+			return nil, fmt.Errorf("%w: nil Source", ErrInvalidConfig)
+		}
+	}
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
@@ -209,6 +215,9 @@ func NewMonitor(src Source, opts ...Option) (_ *Monitor, err error) {
 	}
 	first, _ := m.scope.Begin(cfg.model, cfg.now(), m.snapshot(-1))
 	m.setRun(first)
+	if tapped != nil {
+		tapped.Tap(tap{m})
+	}
 	return m, nil
 }
 
@@ -233,12 +242,13 @@ func (m *Monitor) Devices() []Device {
 	return out
 }
 
-// Ring returns a read-only view of device i's counter steps: each point is
+// view returns a read-only view of device i's counter steps: each point is
 // a step at its estimated instant, with the device's cumulative energy and
 // the output token total of the sample that found the step (the total
 // [Monitor.Totals] reports as of that sample). It fails with
-// [ErrInvalidDevice] for an index outside [Monitor.Devices].
-func (m *Monitor) Ring(i int) (ring.View, error) {
+// [ErrInvalidDevice] for an index outside [Monitor.Devices]. The node
+// agent reads it through [source.Rings] (see tap).
+func (m *Monitor) view(i int) (ring.View, error) {
 	if m == nil || i < 0 || i >= len(m.devs) {
 		return ring.View{}, fmt.Errorf("%w: index %d", ErrInvalidDevice, i)
 	}

@@ -93,7 +93,7 @@ func TestSamplerMatchesGroundTruth(t *testing.T) {
 		t.Errorf("tokens = %d out, %d in; want 700 and 2000", tot.OutputTokens, tot.InputTokens)
 	}
 	for i := range 2 {
-		v, err := r.m.Ring(i)
+		v, err := r.m.view(i)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +190,7 @@ func TestStartShutdownIdempotent(t *testing.T) {
 	if err := m.Start(); err != nil {
 		t.Fatalf("second Start: %v", err)
 	}
-	v, _ := m.Ring(0)
+	v, _ := m.view(0)
 	deadline := time.Now().Add(5 * time.Second)
 	for v.Len() < 3 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

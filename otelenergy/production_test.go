@@ -15,6 +15,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
 
@@ -317,14 +318,15 @@ func prodScenarios() []namedScenario {
 // run's totals, as runAccuracyOnce does.
 func runTraceOnce(tb testing.TB, sc accScenario, period time.Duration, seed uint64) (errs, est []float64, f accFigures) {
 	tr := sc.Trace
-	clock := &accClock{base: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(fakeclock.Epoch())
+	t0 := clock.Now()
 	gc := sc.GPU
-	gc.UpdatePeriod, gc.Seed, gc.Now = period, seed, clock.now
+	gc.UpdatePeriod, gc.Seed, gc.Now = period, seed, clock.Now
 	gpu, err := simgpu.New(gc)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	mon, err := NewMonitor(gpu, WithClock(clock.now), WithMeterProvider(noop.NewMeterProvider()))
+	mon, err := NewMonitor(gpu, WithClock(clock.Now), WithMeterProvider(noop.NewMeterProvider()))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -347,7 +349,7 @@ func runTraceOnce(tb testing.TB, sc accScenario, period time.Duration, seed uint
 	ctx := context.Background()
 	next := 0
 	for ms := int64(0); ; ms++ {
-		clock.ns.Store(ms * int64(time.Millisecond))
+		clock.Set(t0.Add(time.Duration(ms) * time.Millisecond))
 		for ; next < len(plan) && plan[next].at <= ms; next++ {
 			p := plan[next]
 			r := &accRequest{

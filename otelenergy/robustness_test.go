@@ -83,7 +83,7 @@ func TestNilMonitor(t *testing.T) {
 			}
 		}},
 		{"Ring", func(t *testing.T) {
-			v, err := m.Ring(0)
+			v, err := m.view(0)
 			if !errors.Is(err, ErrInvalidDevice) || v.Len() != 0 {
 				t.Fatalf("Ring(0) = %d points, %v; want an empty view and ErrInvalidDevice", v.Len(), err)
 			}
@@ -125,11 +125,11 @@ func TestNilMonitor(t *testing.T) {
 func TestRingRejectsInvalidDevice(t *testing.T) {
 	r := newRig(t, ideal(simgpu.Config{Devices: 2}))
 	for _, i := range []int{-1, 2} {
-		if _, err := r.m.Ring(i); !errors.Is(err, ErrInvalidDevice) {
+		if _, err := r.m.view(i); !errors.Is(err, ErrInvalidDevice) {
 			t.Errorf("Ring(%d) = %v, want ErrInvalidDevice", i, err)
 		}
 	}
-	if _, err := r.m.Ring(1); err != nil {
+	if _, err := r.m.view(1); err != nil {
 		t.Errorf("Ring(1) = %v", err)
 	}
 	// The view hands out no way to write: the sampler stays the ring's

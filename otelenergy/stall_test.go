@@ -153,7 +153,7 @@ func TestSamplerStallOnEveryDeviceLosesNothing(t *testing.T) {
 	}
 	r.check(t)
 	for i := range 4 {
-		v, err := r.m.Ring(i)
+		v, err := r.m.view(i)
 		if err != nil {
 			t.Fatal(err)
 		}

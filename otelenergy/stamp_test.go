@@ -52,7 +52,7 @@ func TestStampedSteps(t *testing.T) {
 		clk.Advance(17 * time.Millisecond)
 		m.Sample()
 	}
-	v, err := m.Ring(0)
+	v, err := m.view(0)
 	if err != nil {
 		t.Fatal(err)
 	}

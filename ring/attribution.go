@@ -1,9 +1,6 @@
 package ring
 
-import (
-	"math"
-	"math/bits"
-)
+import "math"
 
 // JoulesPerToken returns deltaMJ/1000/tokens: the energy per token over a
 // window that metered deltaMJ millijoules and produced tokens tokens. It
@@ -13,23 +10,6 @@ func JoulesPerToken(deltaMJ, tokens uint64) (float64, bool) {
 		return 0, false
 	}
 	return float64(deltaMJ) / 1000 / float64(tokens), true
-}
-
-// Share returns the part of deltaMJ that tokens earn out of windowTokens,
-// rounded down: deltaMJ × tokens / windowTokens computed with a 128-bit
-// intermediate, so no uint64 inputs overflow. tokens above windowTokens are
-// clamped to it: a request cannot earn more than the whole window. It returns
-// false when windowTokens is zero.
-func Share(deltaMJ, windowTokens, tokens uint64) (uint64, bool) {
-	if windowTokens == 0 {
-		return 0, false
-	}
-	tokens = min(tokens, windowTokens)
-	hi, lo := bits.Mul64(deltaMJ, tokens)
-	// hi < windowTokens because tokens ≤ windowTokens, so Div64 cannot
-	// overflow: the quotient is at most deltaMJ.
-	q, _ := bits.Div64(hi, lo, windowTokens)
-	return q, true
 }
 
 // Window is the part of the series between two edge points.
@@ -88,18 +68,6 @@ func (r *Ring) Window(start, end int64) (Window, bool) {
 		i0, p0 = i1, p1
 	}
 	return Window{Start: p0, End: p1, Samples: int(i1 - i0)}, true
-}
-
-// RequestMillijoules returns the energy attributed to a request that
-// produced tokens tokens over [start, end]: its token share of the energy
-// metered over that window, as [Share]. It returns false when the ring is
-// empty or the window saw no tokens.
-func (r *Ring) RequestMillijoules(start, end int64, tokens uint64) (uint64, bool) {
-	w, ok := r.Window(start, end)
-	if !ok {
-		return 0, false
-	}
-	return Share(w.EnergyMJ(), w.Tokens(), tokens)
 }
 
 func satSub(a, b uint64) uint64 {

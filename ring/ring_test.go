@@ -129,32 +129,7 @@ func TestJoulesPerToken(t *testing.T) {
 	}
 }
 
-func TestShare(t *testing.T) {
-	tests := []struct {
-		name             string
-		mj, window, mine uint64
-		want             uint64
-		ok               bool
-	}{
-		{name: "half", mj: 1000, window: 10, mine: 5, want: 500, ok: true},
-		{name: "rounds down", mj: 1000, window: 3, mine: 1, want: 333, ok: true},
-		{name: "no window tokens", mj: 1000, window: 0, mine: 0},
-		{name: "no request tokens", mj: 1000, window: 10, mine: 0, want: 0, ok: true},
-		{name: "clamped to the window", mj: 1000, window: 10, mine: 20, want: 1000, ok: true},
-		{name: "no overflow", mj: math.MaxUint64, window: math.MaxUint64, mine: math.MaxUint64 - 1, want: math.MaxUint64 - 1, ok: true},
-		{name: "no overflow small share", mj: math.MaxUint64, window: 1 << 63, mine: 1 << 62, want: math.MaxUint64 / 2, ok: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, ok := ring.Share(tt.mj, tt.window, tt.mine)
-			if got != tt.want || ok != tt.ok {
-				t.Fatalf("Share(%d, %d, %d) = %d, %v; want %d, %v", tt.mj, tt.window, tt.mine, got, ok, tt.want, tt.ok)
-			}
-		})
-	}
-}
-
-func TestRequestMillijoules(t *testing.T) {
+func TestWindow(t *testing.T) {
 	r := mustNew(t, 16)
 	// 100 ms samples; 50 mJ and 2 tokens per sample.
 	const ms = int64(1e6)
@@ -171,19 +146,18 @@ func TestRequestMillijoules(t *testing.T) {
 	if watts, ok := w.Watts(); !ok || math.Abs(watts-0.5) > 1e-12 {
 		t.Fatalf("Watts = %v, %v; want 0.5", watts, ok)
 	}
-	if got, ok := r.RequestMillijoules(150*ms, 720*ms, 3); !ok || got != 75 {
-		t.Fatalf("RequestMillijoules = %d, %v; want 75", got, ok)
-	}
-	// Inside one sample interval no tokens were counted: none.
-	if _, ok := r.RequestMillijoules(110*ms, 190*ms, 1); ok {
-		t.Fatal("RequestMillijoules over a window with no tokens returned a value")
+	// Inside one sample interval no tokens were counted: no J/token.
+	if w, ok := r.Window(110*ms, 190*ms); !ok || w.Tokens() != 0 {
+		t.Fatalf("Window inside one interval = %+v, %v; want no tokens", w, ok)
+	} else if _, ok := w.JoulesPerToken(); ok {
+		t.Fatal("JoulesPerToken over a window with no tokens returned a value")
 	}
 	if _, ok := r.Window(500*ms, 400*ms); ok {
 		t.Fatal("Window with end before start returned a value")
 	}
 	empty := mustNew(t, 2)
-	if _, ok := empty.RequestMillijoules(0, 10, 1); ok {
-		t.Fatal("RequestMillijoules on an empty ring returned a value")
+	if _, ok := empty.Window(0, 10); ok {
+		t.Fatal("Window on an empty ring returned a value")
 	}
 }
 
@@ -353,15 +327,15 @@ func ExampleRing_AtOrBefore() {
 	// Output: 200 500 10
 }
 
-func ExampleRing_RequestMillijoules() {
+func ExampleRing_Window() {
 	r, _ := ring.New(ring.DefaultCapacity)
 	// Samples every 100 ms: 40 mJ and 4 tokens between each.
 	for i := int64(0); i <= 10; i++ {
 		r.Push(ring.Point{T: i * 100e6, EnergyMJ: uint64(i) * 40, Tokens: uint64(i) * 4})
 	}
-	// A request that produced 10 of the 20 tokens between 300 ms and 800 ms
-	// earns half of the 200 mJ metered then.
-	mj, _ := r.RequestMillijoules(300e6, 800e6, 10)
-	fmt.Println(mj)
-	// Output: 100
+	// Between 300 ms and 800 ms: 200 mJ for 20 tokens.
+	w, _ := r.Window(300e6, 800e6)
+	jpt, _ := w.JoulesPerToken()
+	fmt.Println(w.EnergyMJ(), w.Tokens(), jpt)
+	// Output: 200 20 0.01
 }

@@ -39,3 +39,20 @@ func (v View) Window(start, end int64) (Window, bool) {
 	}
 	return v.r.Window(start, end)
 }
+
+// At returns logical point j, as [Ring.At].
+func (v View) At(j uint64) (Point, bool) {
+	if v.r == nil {
+		return Point{}, false
+	}
+	return v.r.At(j)
+}
+
+// Oldest returns the logical index of the oldest point readers can see,
+// as [Ring.Oldest].
+func (v View) Oldest() uint64 {
+	if v.r == nil {
+		return 0
+	}
+	return v.r.Oldest()
+}

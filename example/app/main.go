@@ -146,10 +146,11 @@ func run(ctx context.Context, o options) error {
 			}()
 		}
 	}
+	sum := &liveSummary{}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		loop(ctx, o, mon, tel)
+		loop(ctx, o, mon, tel, sum)
 	}()
 
 	<-ctx.Done()
@@ -163,7 +164,7 @@ func run(ctx context.Context, o options) error {
 	if merr := mon.Shutdown(shutdownCtx); merr != nil {
 		err = errors.Join(err, fmt.Errorf("the monitor's shutdown: %w", merr))
 	}
-	printSummary(mon)
+	sum.print(mon)
 	fmt.Println("bye")
 	return err
 }
@@ -217,7 +218,7 @@ func openSource(o options) (otelenergy.Source, *simgpu.GPU, error) {
 }
 
 // loop prints the live summary and hot-swaps the model.
-func loop(ctx context.Context, o options, mon *otelenergy.Monitor, tel *telemetry) {
+func loop(ctx context.Context, o options, mon *otelenergy.Monitor, tel *telemetry, sum *liveSummary) {
 	summary := time.NewTicker(o.summary)
 	defer summary.Stop()
 	var swap <-chan time.Time
@@ -232,7 +233,7 @@ func loop(ctx context.Context, o options, mon *otelenergy.Monitor, tel *telemetr
 		case <-ctx.Done():
 			return
 		case <-summary.C:
-			printSummary(mon)
+			sum.print(mon)
 		case <-swap:
 			model := models[next%len(models)]
 			next++
@@ -245,38 +246,26 @@ func loop(ctx context.Context, o options, mon *otelenergy.Monitor, tel *telemetr
 	}
 }
 
-func printSummary(mon *otelenergy.Monitor) {
-	var liveE, liveTokens uint64
-	var watts float64
-	live := false
-	for i := range mon.Devices() {
-		v, err := mon.Ring(i)
-		if err != nil {
-			return
-		}
-		newest, ok := v.Back(0)
-		if !ok {
-			return
-		}
-		w, ok := v.Window(newest.T-int64(liveWindow), newest.T)
-		if !ok {
-			continue
-		}
-		live = true
-		liveE += w.EnergyMJ()
-		if i == 0 {
-			liveTokens = w.Tokens() // tokens ride on every device's steps alike
-		}
-		if p, ok := w.Watts(); ok {
-			watts += p
-		}
+// liveSummary keeps the Monitor's recent totals, so that the live J/token
+// and power are measured over the last liveWindow from what any user of
+// the library reads (Monitor.Totals), one snapshot per summary.
+type liveSummary struct{ snaps []otelenergy.Snapshot }
+
+func (l *liveSummary) print(mon *otelenergy.Monitor) {
+	now := mon.Totals()
+	l.snaps = append(l.snaps, now)
+	// Keep the newest snapshot at or before the window's start, and those
+	// after it.
+	for len(l.snaps) > 2 && now.T-l.snaps[1].T >= int64(liveWindow) {
+		l.snaps = l.snaps[1:]
 	}
 	liveJPT, power := "n/a", "n/a"
-	if live {
-		if v, ok := ring.JoulesPerToken(liveE, liveTokens); ok {
+	if first := l.snaps[0]; now.T > first.T {
+		e := now.TotalEnergyMJ() - min(first.TotalEnergyMJ(), now.TotalEnergyMJ())
+		if v, ok := ring.JoulesPerToken(e, now.OutputTokens-min(first.OutputTokens, now.OutputTokens)); ok {
 			liveJPT = fmt.Sprintf("%.3f", v)
 		}
-		power = fmt.Sprintf("%.1f", watts)
+		power = fmt.Sprintf("%.1f", float64(e)/1000/(float64(now.T-first.T)/1e9))
 	}
 	run := mon.Run()
 	view := run.Since(mon.Totals())

@@ -50,10 +50,11 @@
 // # Readings
 //
 // [Source.ReadEnergy] returns ⌊accumulator × resolution / 1000⌋ mJ,
-// computed exactly ([MicrojoulesToMJ]). A drop of the accumulator from the
-// top quarter of its 64-bit range to the bottom quarter is a wrap and is
-// unwrapped; any other drop (a driver reload, a GPU reset) is passed on as
-// a drop, which the tracker classes as a reset. NOT_FOUND and
+// computed exactly ([MicrojoulesToMJ]). Which drop of the accumulator is a
+// wrap is package tracker's rule, decided by a tracker per board: from the
+// top quarter of its 64-bit range to the bottom quarter; it is unwrapped.
+// Any other drop (a driver reload, a GPU reset) is passed on as a drop,
+// which the Monitor's tracker classes as a reset or jitter. NOT_FOUND and
 // DRIVER_NOT_LOADED mark the board lost (source.ErrDeviceLost), and it is
 // not called again. [Source.ReadEnergyStamped] also returns the counter's
 // own timestamp.
@@ -66,8 +67,10 @@
 // default) part of the graphics engine time used since the previous
 // listing, as Kepler splits NVIDIA boards by SM utilization. A board with
 // only attributed processes, or none, is exclusive; one with none of them,
-// or whose listing failed, is shared and not split, so its requests are
-// marked approximate. Pids are the host's. Where this process sees the
+// whose listing failed, or whose attributed processes used none of the
+// engine while others did, is shared and not split, so its requests are
+// marked approximate: the one rule of every GPU source (package source's
+// ShareOf), never a confident zero. Pids are the host's. Where this process sees the
 // host's pids, a listed process that descends from an attributed one
 // within 8 generations (/proc/<pid>/stat, package proctree) is attributed
 // too, as on NVIDIA: vLLM's workers are the server's work. In a PID

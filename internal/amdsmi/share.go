@@ -10,9 +10,12 @@ import (
 	"github.com/otelenergy/otelenergy/internal/source"
 )
 
-// unknownShare is the share of a board whose processes are not known: it
-// is charged whole and its requests are marked shared and approximate.
-func unknownShare() *source.Share { return &source.Share{Processes: -1, Shared: true} }
+// unknownShare returns a new pointer to [source.UnknownShare], for the
+// atomic shares.
+func unknownShare() *source.Share {
+	u := source.UnknownShare()
+	return &u
+}
 
 func (s *Source) startSharing(c config) {
 	for _, p := range c.pids {
@@ -82,21 +85,13 @@ func (s *Source) isOurs(pid uint32) bool {
 }
 
 // split computes a board's share from one listing and the previous
-// listing's gfx times: the attributed processes' part of the graphics
-// engine time used since, as Kepler splits by SM utilization. It returns
-// the gfx times to keep for the next listing. comparable is false when
-// the attributed pids are in another PID namespace than AMD SMI's (this
-// process's own pid inside a container): any process listed then makes
-// the board shared and not split.
-//
-//   - No process: exclusive, Fraction 1.
-//   - Pids not comparable, some process listed: Shared, not Split.
-//   - Only attributed processes: exclusive, Fraction 1.
-//   - None attributed: Shared, not Split (a confident zero is more often
-//     a wrong pid than a board doing no work for them).
-//   - Both, with gfx time used since the previous listing: Fraction by
-//     that time; none used: evenly by count. Shared and Split.
-//   - Both, on the first listing (no previous times): Shared, not Split.
+// listing's gfx times, by the one rule of every GPU source
+// ([source.ShareOf]): the attributed processes' part of the graphics
+// engine time used since, as Kepler splits by SM utilization; the first
+// listing (no previous times) measures nothing. It returns the gfx times
+// to keep for the next listing. comparable is false when the attributed
+// pids are in another PID namespace than AMD SMI's (this process's own
+// pid inside a container).
 func split(procs []Process, prev map[uint32]uint64, ours func(uint32) bool, comparable bool) (source.Share, map[uint32]uint64) {
 	next := make(map[uint32]uint64, len(procs))
 	var mine, others int
@@ -118,21 +113,8 @@ func split(procs []Process, prev map[uint32]uint64, ours func(uint32) bool, comp
 			others++
 		}
 	}
-	n := mine + others
-	switch {
-	case n == 0:
-		return source.Share{Processes: 0, Split: true, Fraction: 1}, next
-	case !comparable:
-		return source.Share{Processes: n, Shared: true}, next
-	case others == 0:
-		return source.Share{Processes: n, Split: true, Fraction: 1}, next
-	case mine == 0, prev == nil:
-		return source.Share{Processes: n, Shared: true}, next
-	case dAll == 0:
-		return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(mine) / float64(n)}, next
-	default:
-		return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(dMine) / float64(dAll)}, next
-	}
+	return source.ShareOf(source.Listing{Processes: mine + others, Mine: mine, Comparable: comparable,
+		Measured: prev != nil, UsedAll: dAll, UsedMine: dMine}), next
 }
 
 // ListProcesses lists Devices()[i]'s processes, each with its cumulative

@@ -14,6 +14,7 @@ import (
 	"github.com/otelenergy/otelenergy/internal/periodic"
 	"github.com/otelenergy/otelenergy/internal/proctree"
 	"github.com/otelenergy/otelenergy/internal/source"
+	"github.com/otelenergy/otelenergy/tracker"
 )
 
 // Kind is what [Source.Kind] returns.
@@ -137,12 +138,33 @@ var (
 	_ source.Sharer  = (*Source)(nil)
 )
 
-// counter extends one board's accumulator past a 64-bit wrap: ext is the
-// accumulator's count since it last restarted, as 128 bits.
+// counter extends one board's accumulator past a 64-bit wrap, by package
+// tracker's rule (see extend); hi counts the wraps since the accumulator
+// last restarted, so that the count is hi·2^64 + the accumulator.
 type counter struct {
-	started bool
-	prev    uint64
-	hi      uint64 // wraps seen since the last restart
+	tr tracker.Tracker // full range, no power bound
+	hi uint64
+}
+
+// extend takes accumulator reading acc and returns the wraps to add to
+// it. A drop is a wrap only by the tracker's rule (the previous reading
+// in the top quarter of the 64-bit range, acc in the bottom quarter);
+// any other drop (a driver reload, a GPU reset) restarts the count at acc
+// and is passed on as a drop, for the Monitor's tracker, which knows the
+// board's power bound and the time between readings, to class as a reset
+// or jitter. The tracker here has no power bound, so that no decision
+// depends on when a reading is taken.
+func (c *counter) extend(acc uint64) uint64 {
+	st, err := c.tr.Advance(acc, 0) // no power bound: the time is not used
+	switch {
+	case err != nil:
+		// A full-range counter is never out of range.
+	case st.Kind == tracker.Wrap:
+		c.hi++
+	case st.Kind == tracker.Reset:
+		c.hi = 0 // a restart: the count begins again from acc
+	}
+	return c.hi
 }
 
 // New loads AMD SMI (or uses [WithLib]), refuses a library older than ROCm
@@ -359,16 +381,8 @@ func (s *Source) ReadEnergyStamped(i int) (uint64, uint64, error) {
 		}
 		return 0, 0, fmt.Errorf("%w: amdsmi %s: %w", source.ErrRead, s.devices[i].ID, st)
 	}
-	c := &s.st[i]
-	if c.started && acc < c.prev {
-		if c.prev > math.MaxUint64-math.MaxUint64/4 && acc < math.MaxUint64/4 {
-			c.hi++
-		} else {
-			c.hi = 0 // a restart: the count begins again from acc
-		}
-	}
-	c.started, c.prev = true, acc
-	return MicrojoulesToMJ(c.hi, acc, res), ts, nil
+	hi := s.st[i].extend(acc)
+	return MicrojoulesToMJ(hi, acc, res), ts, nil
 }
 
 // MicrojoulesToMJ returns ⌊(hi·2^64 + lo) × res / 1000⌋, the millijoules

@@ -372,6 +372,34 @@ func TestShare(t *testing.T) {
 	}
 }
 
+// TestShareZeroUse: the attributed process is listed but used none of the
+// graphics engine since the previous listing while another process
+// worked. As on NVML (package source's one rule), that is no confident
+// zero: the board is shared and not split, charged whole and flagged.
+// Nobody working splits evenly by count.
+func TestShareZeroUse(t *testing.T) {
+	nd := amdsmitest.NewMI300X(2)
+	const me, other = 1000, 2000
+	proc := fakeProc(t, map[uint32]uint32{me: 1, other: 1})
+	nd.Boards[0].Procs = []amdsmi.Process{{Pid: me, GfxNs: 100}, {Pid: other, GfxNs: 100}}
+	nd.Boards[1].Procs = []amdsmi.Process{{Pid: me, GfxNs: 100}, {Pid: other, GfxNs: 100}}
+	s, err := newSource(t, nd, amdsmi.WithProcesses(me), amdsmi.WithProcTree(proc, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	nd.Do(func() {
+		nd.Boards[0].Procs = []amdsmi.Process{{Pid: me, GfxNs: 100}, {Pid: other, GfxNs: 900}}
+	})
+	s.RefreshShares()
+	if got, want := s.Share(0), (source.Share{Processes: 2, Shared: true}); got != want {
+		t.Errorf("ours idle while another works: %+v, want %+v (not a confident 0)", got, want)
+	}
+	if got, want := s.Share(1), (source.Share{Processes: 2, Shared: true, Split: true, Fraction: 0.5}); got != want {
+		t.Errorf("nobody working: %+v, want %+v", got, want)
+	}
+}
+
 // TestShareOtherNamespace: this process's own pid, inside a PID namespace
 // of its own, cannot be compared with AMD SMI's pids, so a board with any
 // process is shared and not split, and one with none is exclusive.

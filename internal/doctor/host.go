@@ -34,8 +34,18 @@ func checkHost(cfg Config, r *Report) {
 	if s != nil {
 		s.Close()
 	}
-	if err == nil {
+	switch {
+	case err == nil:
 		r.ok("rapl psys", "%s: the whole platform, exported as hw.host.energy only", deviceList(f))
+	case errors.Is(err, source.ErrRead):
+		// A psys zone that is there but cannot be read (no readable
+		// max_energy_range_uj, a refused counter) is left out; without
+		// this line the report would look healthy.
+		fix := fixFor(rapl.Kind)
+		if errors.Is(err, rapl.ErrPermission) {
+			fix = raplGrant
+		}
+		r.warn("rapl psys", fix, "left out: %v", err)
 	}
 }
 

@@ -27,6 +27,30 @@ func sysTree(t *testing.T, trees ...string) string {
 	return root
 }
 
+// TestHostZoneLeftOut: a RAPL zone whose max_energy_range_uj cannot be
+// read is left out and the others metered, and the report warns about it,
+// psys included, rather than report RAPL absent.
+func TestHostZoneLeftOut(t *testing.T) {
+	node := sysTree(t, "../rapl/testdata/twosocket.tree")
+	for _, z := range []string{"intel-rapl:0:1", "intel-rapl:2"} {
+		if err := os.Remove(filepath.Join(node, "class", "powercap", z, "max_energy_range_uj")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	doctor.Check(context.Background(), doctor.Config{SysRoot: node, LookupEnv: envOf(map[string]string{"OTEL_METRICS_EXPORTER": "none"})}).WriteTo(&out)
+	report := out.String()
+	lacks := slices.DeleteFunc([]string{
+		"ok    rapl: 3 device(s): cpu intel-rapl:0 (package-0), cpu intel-rapl:1 (package-1), memory intel-rapl:1:1",
+		"WARN  rapl intel-rapl:0:1: dram package-0 left out: ",
+		"max_energy_range_uj",
+		"WARN  rapl psys: left out: ",
+	}, func(w string) bool { return strings.Contains(report, w) })
+	if len(lacks) > 0 || strings.Contains(report, "rapl: absent") {
+		t.Errorf("report lacks %q (or says RAPL is absent):\n%s", lacks, report)
+	}
+}
+
 // TestHostSources runs the checks on a node with two Intel GPUs and a
 // two-socket RAPL tree, then on one with neither: each source is listed
 // as found with its devices, or absent with the reason.

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,20 +21,11 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/otelenergy/otelenergy/internal/doctor"
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 )
 
 // fakeClock is the doctor's clock: Sleep advances it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Sleep(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+type fakeClock = fakeclock.Clock
 
 // node is a mocked DGX H100 whose boards' counters step every period at
 // watts, on the fake clock, and whose GetPowerUsage reads usageW.
@@ -50,7 +40,7 @@ type node struct {
 
 func newNode(t *testing.T) *node {
 	t.Helper()
-	n := &node{srv: dgxh100.New(), clock: &fakeClock{now: time.Unix(1_700_000_000, 0)}, period: 100 * time.Millisecond, watts: 300, usageW: 305, pids: []uint32{4242}}
+	n := &node{srv: dgxh100.New(), clock: fakeclock.New(time.Unix(1_700_000_000, 0)), period: 100 * time.Millisecond, watts: 300, usageW: 305, pids: []uint32{4242}}
 	start := n.clock.Now()
 	for _, d := range n.srv.Devices {
 		dev := d.(*server.Device)

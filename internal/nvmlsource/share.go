@@ -18,11 +18,11 @@ import (
 )
 
 // unproven is the share of a board that the attributed processes may not
-// own alone, and whose energy cannot be split: the ledger charges it whole
-// and flags the requests shared and approximate. It is every board's share
-// before its first listing, so that a first listing that fails proves
-// nothing.
-var unproven = source.Share{Processes: -1, Shared: true}
+// own alone, and whose energy cannot be split ([source.UnknownShare]):
+// the ledger charges it whole and flags the requests shared and
+// approximate. It is every board's share before its first listing, so
+// that a first listing that fails proves nothing.
+func unproven() source.Share { return source.UnknownShare() }
 
 // exclusive is the share of a board that only attributed processes use,
 // n of them.
@@ -112,7 +112,7 @@ func (s *Source) startSharing(c config) {
 	s.migReader.weigh = false // a complete listing or none; no weights
 	s.shares = make([]source.Share, n)
 	for i := range s.shares {
-		s.shares[i] = unproven
+		s.shares[i] = unproven()
 	}
 	s.refreshShares()
 	s.listing = periodic.Start(c.shareInterval, s.refreshShares)
@@ -206,7 +206,7 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 		// Boards without MIG answer NOT_SUPPORTED.
 	default:
 		// Whether the list below is complete depends on the mode.
-		return unproven, true, &returnError{op: "GetMigMode", ret: ret}
+		return unproven(), true, &returnError{op: "GetMigMode", ret: ret}
 	}
 	if !s.call(i, func() { procs, ret = h.GetComputeRunningProcesses() }) {
 		return sh, false, nil
@@ -219,14 +219,14 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 				// caller: the usual answer to a tenant, not an error.
 				err = nil
 			}
-			return unproven, true, err
+			return unproven(), true, err
 		}
 		now := s.now()
 		if s.failedSince[i].IsZero() {
 			s.failedSince[i] = now
 		}
 		if now.Sub(s.failedSince[i]) >= listingStale {
-			return unproven, true, err
+			return unproven(), true, err
 		}
 		sh = s.Share(i)
 		sh.Processes = -1
@@ -276,9 +276,11 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 		return sh, false, nil
 	}
 	var ours, total uint64
+	measured := false
 	switch ret {
 	case nvml.SUCCESS, nvml.ERROR_NOT_FOUND:
 		// NOT_FOUND: no sample newer than last.
+		measured = true
 		for _, smp := range samples {
 			if !cur.Take(smp.Pid, smp.TimeStamp) {
 				continue
@@ -290,35 +292,14 @@ func (s *Source) shareOf(i int) (sh source.Share, ok bool, err error) {
 		}
 	default:
 		// vGPU and some boards have no per-process utilization.
-		if mine == n {
-			return exclusive(n), true, nil
-		}
-		return notSplit(n), true, nil
 	}
-	switch {
-	case mine == n:
-		return exclusive(n), true, nil
-	case mine == 0:
-		// The attributed processes are on no list of this board: a named
-		// pid that is wrong, or a gateway attributed to itself. A share
-		// of 0 would report their requests a confident zero, so the
-		// board is charged whole and flagged instead.
-		return notSplit(n), true, nil
-	case total == 0:
-		// No process used the SMs: the idle board is split evenly among
-		// the processes that hold it.
-		return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(mine) / float64(n)}, true, nil
-	case ours == 0:
-		// The attributed processes are listed but measured no SM work
-		// while others did. That is no proof that none of the energy is
-		// theirs: an MPS server's utilization is reported against the
-		// server, and a child process they did not name may do their
-		// work where its ancestry cannot be read. A share of 0 would
-		// report their requests a confident zero, so the board is
-		// charged whole and flagged instead.
-		return notSplit(n), true, nil
-	}
-	return source.Share{Processes: n, Shared: true, Split: true, Fraction: float64(ours) / float64(total)}, true, nil
+	// The one rule of every GPU source. An attributed process listed but
+	// measured at no SM work while others worked is no proof that none of
+	// the energy is theirs: an MPS server's utilization is reported
+	// against the server, and a child process they did not name may do
+	// their work where its ancestry cannot be read.
+	return source.ShareOf(source.Listing{Processes: n, Mine: mine, Comparable: true, Measured: measured,
+		UsedAll: total, UsedMine: ours}), true, nil
 }
 
 // migShare is the share of MIG board i, whose parent handle listed s.pids,

@@ -3,10 +3,14 @@
 // Intel CPUs and, since Linux 5.8, on AMD ones) and offers them as a
 // [source.Source] and a [source.Skipper].
 //
-// Zones are found with github.com/prometheus/procfs's sysfs.GetRaplZones,
-// as Kepler finds them, which also gives each zone's max_energy_range_uj.
-// Each chosen zone's energy_uj is then kept open and reread (see package
-// sysfscounter), so a reading allocates nothing.
+// Zones are found under class/powercap as prometheus/procfs's
+// sysfs.GetRaplZones finds them (and Kepler with it), but zone by zone: a
+// zone whose max_energy_range_uj cannot be read (psys on some platforms)
+// is skipped with its reason ([Source.Skipped], wrapping
+// [source.ErrRead]) and the others are metered, and the directories of
+// other control types (dtpm, ...) are never read. Each chosen zone's
+// energy_uj is then kept open and reread (see package sysfscounter), so a
+// reading allocates nothing.
 //
 // # Domains and double counting
 //
@@ -30,13 +34,17 @@
 // 32-bit MSR at the usual 61 µJ unit, every 262 kJ, about 20 minutes at
 // 200 W. A range that is not a whole number of millijoules cannot be
 // unwrapped exactly after conversion to millijoules, so the source
-// unwraps in microjoules itself (sysfscounter.Extender, with the quarter
-// rule of package tracker), and [Source.ReadEnergy] returns the unwrapped
-// count divided by 1000: the total is exact to the microjoule at every
-// reading and rounded down to the millijoule once. [source.Device]'s
-// CounterMax is 0. A wrap is seen only when the counter is read at least
-// once per quarter of its range (about 5 minutes at 200 W); the sampler
-// reads it every few tens of milliseconds.
+// unwraps in microjoules itself (sysfscounter.Set, whose wraps are
+// package tracker's decisions), and [Source.ReadEnergy] returns the
+// unwrapped count divided by 1000: the total is exact to the microjoule at
+// every reading and rounded down to the millijoule once. [source.Device]'s
+// CounterMax is 0, and the Monitor's tracker holds the unwrapped series to
+// the zone's power bound, so that a wrap the package could not have drawn
+// is a glitch, charged what it plausibly drew. A reading above
+// max_energy_range_uj is a read error (sysfscounter.ErrOutOfRange), never
+// a wrap. A wrap is seen only when the counter is read at least once per
+// quarter of its range (about 5 minutes at 200 W); the sampler reads it
+// every few tens of milliseconds.
 //
 // # Shared nodes
 //

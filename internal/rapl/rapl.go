@@ -6,11 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/prometheus/procfs/sysfs"
 
 	"github.com/otelenergy/otelenergy/internal/source"
 	"github.com/otelenergy/otelenergy/internal/sysfscounter"
@@ -103,12 +102,63 @@ var (
 	_ source.Sharer  = (*Source)(nil)
 )
 
+// raplZone is one powercap RAPL zone as its directory describes it.
+type raplZone struct {
+	Name           string // from its name file, less a "-N" suffix: "package"
+	Index          int    // the suffix, or the count of zones of that name before it
+	Path           string
+	MaxMicrojoules uint64 // max_energy_range_uj
+	// maxErr is why max_energy_range_uj could not be read: the zone is
+	// then skipped, and the others metered.
+	maxErr error
+}
+
 // zone is a powercap zone found under class/powercap.
 type zone struct {
-	sysfs.RaplZone
+	raplZone
 	dir    string // the directory's name: intel-rapl:0:2
 	parent string // the package zone's directory, "" for a top zone
 	mmio   bool
+}
+
+// findZones lists the RAPL zones under root/class/powercap, as
+// prometheus/procfs's sysfs.GetRaplZones does (and Kepler with it), but
+// zone by zone: a zone whose max_energy_range_uj cannot be read (psys on
+// some platforms) carries the reason rather than failing every zone, and
+// the directories of other control types (dtpm, ...) are never read. It
+// fails only when class/powercap cannot be listed. The range is read as
+// any user may read it (only energy_uj is root's since CVE-2020-8694).
+func findZones(root string) ([]raplZone, error) {
+	dir := filepath.Join(root, "class", "powercap")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var zones []raplZone
+	count := map[string]int{} // name -> zones of that name with no index, for the next one's
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "intel-rapl:") && !strings.HasPrefix(e.Name(), "intel-rapl-mmio:") {
+			continue // the control type's own directory, or another control type
+		}
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(filepath.Join(path, "name"))
+		if err != nil {
+			continue
+		}
+		z := raplZone{Name: strings.TrimSpace(string(b)), Path: path}
+		z.Index = count[z.Name]
+		if n, idx, ok := strings.Cut(z.Name, "-"); ok {
+			if v, err := strconv.Atoi(idx); err == nil && !strings.Contains(idx, "-") {
+				z.Name, z.Index = n, v
+			}
+		}
+		count[z.Name] = z.Index + 1
+		if z.MaxMicrojoules, err = sysfscounter.ReadUint(os.Open, filepath.Join(path, "max_energy_range_uj")); err != nil {
+			z.maxErr = fmt.Errorf("max_energy_range_uj: %w", err)
+		}
+		zones = append(zones, z)
+	}
+	return zones, nil
 }
 
 // New finds the RAPL zones under the sysfs root, opens the chosen
@@ -129,11 +179,7 @@ func New(opts ...Option) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs, err := sysfs.NewFS(c.root)
-	if err != nil {
-		return nil, fmt.Errorf("%w: rapl: %w", source.ErrUnavailable, err)
-	}
-	raw, err := sysfs.GetRaplZones(fs)
+	raw, err := findZones(c.root)
 	if err != nil {
 		return nil, fmt.Errorf("%w: rapl: no powercap interface under %s: %w", source.ErrUnavailable, c.root, err)
 	}
@@ -153,6 +199,13 @@ func New(opts ...Option) (*Source, error) {
 		if !want[z.Name] {
 			s.skipped = append(s.skipped, source.Skipped{Device: d,
 				Reason: fmt.Errorf("%w: domain %s not chosen", source.ErrNotVisible, z.Name)})
+			continue
+		}
+		if z.maxErr != nil {
+			// Without its range a wrap cannot be told from a reset: the
+			// zone is skipped with its reason, and the others metered.
+			s.skipped = append(s.skipped, source.Skipped{Device: d,
+				Reason: fmt.Errorf("%w: %w", source.ErrRead, z.maxErr)})
 			continue
 		}
 		f, err := sysfscounter.OpenWith(c.open, filepath.Join(z.Path, "energy_uj"))
@@ -222,14 +275,14 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// pick turns GetRaplZones' list into zones, dropping an MMIO package zone
+// pick turns findZones' list into zones, dropping an MMIO package zone
 // that the MSR interface also shows, and sorts them by directory name.
-func pick(raw []sysfs.RaplZone) []zone {
+func pick(raw []raplZone) []zone {
 	var zs []zone
 	msr := map[string]bool{} // names of the MSR interface's zones, "package-0"
 	for _, r := range raw {
 		dir := filepath.Base(r.Path)
-		z := zone{RaplZone: r, dir: dir}
+		z := zone{raplZone: r, dir: dir}
 		switch {
 		case strings.HasPrefix(dir, "intel-rapl-mmio:"):
 			z.mmio = true

@@ -319,3 +319,108 @@ func TestReadCloseConcurrentSafe(t *testing.T) {
 	}()
 	wg.Wait()
 }
+
+// TestZoneWithoutRange: a zone whose max_energy_range_uj cannot be read
+// (psys on some platforms) and a directory of another control type
+// (dtpm) turn off nothing: that zone is skipped with its reason, and the
+// others are metered.
+func TestZoneWithoutRange(t *testing.T) {
+	root := tree(t)
+	pc := filepath.Join(root, "class", "powercap")
+	if err := os.Remove(filepath.Join(pc, "intel-rapl:0:1", "max_energy_range_uj")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(pc, "dtpm:0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pc, "dtpm:0", "name"), []byte("soc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := rapl.New(rapl.WithRoot(root))
+	if err != nil {
+		t.Fatalf("one zone without its range: New = %v, want the others metered", err)
+	}
+	defer s.Close()
+	want := []string{"intel-rapl:0/package-0/cpu", "intel-rapl:1/package-1/cpu", "intel-rapl:1:1/dram package-1/memory"}
+	if got := ids(s.Devices()); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("devices %v, want %v", got, want)
+	}
+	var found bool
+	for _, sk := range s.Skipped() {
+		if sk.Device.ID == "intel-rapl:0:1" {
+			found = true
+			if !errors.Is(sk.Reason, source.ErrRead) || !strings.Contains(sk.Reason.Error(), "max_energy_range_uj") {
+				t.Fatalf("the zone without a range is skipped for %v, want source.ErrRead naming max_energy_range_uj", sk.Reason)
+			}
+		}
+		if strings.HasPrefix(sk.Device.ID, "dtpm") {
+			t.Fatalf("another control type was listed: %+v", sk)
+		}
+	}
+	if !found {
+		t.Fatalf("the zone without a range is not in Skipped: %+v", s.Skipped())
+	}
+}
+
+// TestNoEnergyInvented drives a Monitor over a zone whose counter shows
+// one reading above its range, then a normal one, and over a zone that
+// drops from the top quarter of its range to the bottom quarter far
+// faster than the package could draw: neither adds energy that was never
+// drawn. The reading above the range is a read error; the impossible wrap
+// is a glitch of the Monitor's tracker, charged what the zone plausibly
+// drew, not the 263,143,329 mJ of a range.
+func TestNoEnergyInvented(t *testing.T) {
+	root := tree(t)
+	s, err := rapl.New(rapl.WithRoot(root), rapl.WithDomains(rapl.Package))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const max = 262_143_328_850
+	set := func(dir string, uj uint64) {
+		t.Helper()
+		if err := fakesysfs.Set(root, filepath.Join("class/powercap", dir, "energy_uj"), strconv.FormatUint(uj, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Unix(0, 0)
+	m, err := otelenergy.NewMonitor(s, otelenergy.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Shutdown(t.Context())
+	// package-0 at 100 W and package-1 at 100 W for two seconds.
+	v0, v1 := uint64(1_000_000_123), uint64(200_000_000_000) // package-1 in the top quarter
+	set("intel-rapl:0", v0)
+	set("intel-rapl:1", v1)
+	m.Sample()
+	for range 100 {
+		now = now.Add(20 * time.Millisecond)
+		v0 += 2_000_000
+		v1 += 2_000_000
+		set("intel-rapl:0", v0)
+		set("intel-rapl:1", v1)
+		m.Sample()
+	}
+	before := m.Totals().EnergyMJ
+	// package-0 reads 5 J above its range once; package-1 drops to the
+	// bottom quarter within 20 ms.
+	now = now.Add(20 * time.Millisecond)
+	set("intel-rapl:0", max+5_000_000)
+	set("intel-rapl:1", 1_000_000)
+	m.Sample()
+	for range 10 {
+		now = now.Add(20 * time.Millisecond)
+		v0 += 2_000_000
+		set("intel-rapl:0", v0)
+		m.Sample()
+	}
+	after := m.Totals().EnergyMJ
+	st := m.Stats()
+	if d := after[0] - before[0]; d != 20_000 || st.Devices[0].ReadErrors != 1 {
+		t.Errorf("package-0: %d mJ over 10 good readings at 2 J, %d read errors; want 20000 mJ and the reading above the range an error", d, st.Devices[0].ReadErrors)
+	}
+	// 2 kW (the default bound) for 20 ms is 40 J at most.
+	if d := after[1] - before[1]; d > 40_000 || st.Devices[1].Glitches != 1 {
+		t.Errorf("package-1: %d mJ after an impossible wrap (%d glitches); want at most 40000 and one glitch, not a range", d, st.Devices[1].Glitches)
+	}
+}

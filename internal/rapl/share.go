@@ -50,7 +50,8 @@ func (s *Source) startSharing(c config) {
 		m.Pids = append(m.Pids, uint32(p))
 	}
 	s.sharing.meter = m
-	s.sharing.share.Store(&source.Share{Processes: -1, Shared: true})
+	unknown := source.UnknownShare()
+	s.sharing.share.Store(&unknown)
 	s.refreshShare()
 	s.sharing.loop = periodic.Start(c.shareInterval, s.refreshShare)
 }
@@ -63,7 +64,7 @@ func (s *Source) refreshShare() {
 	if err != nil {
 		otel.Handle(fmt.Errorf("rapl: reading CPU time: %w", err))
 	}
-	sh := source.Share{Processes: -1, Shared: true}
+	sh := source.UnknownShare()
 	if ok && err == nil {
 		sh.Split, sh.Fraction = true, f
 	}

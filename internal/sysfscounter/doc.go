@@ -21,12 +21,17 @@
 //
 // # Wraps
 //
-// An [Extender] turns the readings of a counter whose values run over
-// [0, max] and then restart at 0 into a 64-bit counter that never wraps,
-// in the counter's own unit, so that the wrap is exact to the microjoule
-// and a later conversion to millijoules rounds once, not once per wrap.
-// A reading below the previous one is a wrap only when the previous lay in
-// the top quarter of the range and the new one in the bottom quarter, the
-// rule package tracker uses; any other drop is passed on as a drop, which
-// the tracker classes as jitter or a reset.
+// A [Set] turns the readings of a counter whose values run over [0, max]
+// and then restart at 0 into a 64-bit counter that never wraps, in the
+// counter's own unit, so that the wrap is exact to the microjoule and a
+// later conversion to millijoules rounds once, not once per wrap. Which
+// drop is a wrap is package tracker's rule, decided by a tracker.Tracker
+// per counter: the previous reading in the top quarter of the range, the
+// new one in the bottom quarter. Any other drop is passed on as a drop,
+// which the Monitor's tracker classes as jitter or a reset, and the
+// Monitor's tracker holds the unwrapped series to the device's power
+// bound, so that a wrap the device could not have drawn is a glitch
+// there, charged what it plausibly drew. A reading above max is an error
+// wrapping [ErrOutOfRange], never a wrap, so that one bad reading cannot
+// add a whole range of energy that was never drawn.
 package sysfscounter

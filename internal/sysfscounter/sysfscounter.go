@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/otelenergy/otelenergy/internal/source"
+	"github.com/otelenergy/otelenergy/tracker"
 )
 
 // ErrPermission reports a counter this process may not read. It is
@@ -113,63 +114,60 @@ func ReadUint(open OpenFunc, name string) (uint64, error) {
 	return v, nil
 }
 
-// Extender unwraps a counter that runs over [0, Max] and restarts at 0.
-// The zero value with Max set is ready to use. It is not safe for
-// concurrent use.
-type Extender struct {
-	// Max is the largest value the counter takes; 0 means it never
-	// wraps (the full uint64 range, which Extend passes through).
-	Max uint64
-
-	started bool
-	prev    uint64
-	offset  uint64 // (Max+1) per wrap seen
-	wraps   uint64
+// unwrapper extends one counter that runs over [0, max] and restarts at
+// 0 past the wraps that package tracker recognizes: a reading below the
+// previous one is a wrap only by the tracker's rule (the previous in the
+// top quarter of the range, the new one in the bottom quarter). Every
+// other drop, and every rise, is passed on as it is, for the Monitor's
+// tracker, which knows the device's power bound and the time between
+// readings, to class as a reset, jitter or a glitch: a wrap the device
+// could not have drawn is a jump of a whole range there, and a glitch,
+// charged what the device plausibly drew. A reading above the range is
+// the tracker's ErrOutOfRange. The tracker here has no power bound, so
+// that no decision depends on when a reading is taken.
+type unwrapper struct {
+	tr     tracker.Tracker
+	offset uint64 // (max+1) per wrap seen
+	wraps  uint64
 }
 
-// Extend returns raw extended past every wrap seen so far: raw plus
-// (Max+1) for each wrap. A reading below the previous one is a wrap when
-// the previous lay in the top quarter of [0, Max] and raw in the bottom
-// quarter; otherwise raw is taken as it is and the drop is passed on. The
-// sum saturates at the largest uint64, which a counter in µJ reaches after
-// 584,000 years at 1 MW.
-func (e *Extender) Extend(raw uint64) uint64 {
-	if e.Max == 0 {
-		return raw
+// extend returns raw extended past every wrap seen so far: raw plus
+// (max+1) for each wrap. The sum saturates at the largest uint64, which a
+// counter in µJ reaches after 584,000 years at 1 MW.
+func (u *unwrapper) extend(raw uint64) (uint64, error) {
+	st, err := u.tr.Advance(raw, 0) // no power bound: the time is not used
+	if err != nil {
+		return 0, err
 	}
-	if e.started && raw < e.prev && e.prev > e.Max-e.Max/4 && raw < e.Max/4 {
-		span := e.Max + 1
-		if span == 0 || e.offset > ^uint64(0)-span {
-			e.offset = ^uint64(0)
+	if st.Kind == tracker.Wrap {
+		span := u.tr.Max() + 1
+		if span == 0 || u.offset > ^uint64(0)-span {
+			u.offset = ^uint64(0)
 		} else {
-			e.offset += span
+			u.offset += span
 		}
-		e.wraps++
+		u.wraps++
 	}
-	e.started, e.prev = true, raw
-	if e.offset > ^uint64(0)-raw {
-		return ^uint64(0)
+	if u.offset > ^uint64(0)-raw {
+		return ^uint64(0), nil
 	}
-	return e.offset + raw
+	return u.offset + raw, nil
 }
-
-// Wraps returns how many wraps Extend has seen.
-func (e *Extender) Wraps() uint64 { return e.wraps }
 
 // ErrClosed reports a read of a [Set] after its Close.
 var ErrClosed = errors.New("sysfscounter: closed")
 
-// Set is a source's counters: each one's File and Extender, read under one
-// lock so that a wrap is extended in the order the readings were taken, and
-// closed together. Name is the source's, for its errors ("rapl"). The
-// zero Set with Name set is empty and ready to use; a Set must not be
-// copied after first use.
+// Set is a source's counters: each one's File and unwrapper, read under
+// one lock so that a wrap is extended in the order the readings were
+// taken, and closed together. Name is the source's, for its errors
+// ("rapl"). The zero Set with Name set is empty and ready to use; a Set
+// must not be copied after first use.
 type Set struct {
 	Name string
 
 	mu     sync.Mutex
 	files  []*File
-	ext    []Extender
+	ext    []unwrapper
 	ids    []string
 	closed bool
 }
@@ -179,14 +177,16 @@ type Set struct {
 // the Set is shared.
 func (s *Set) Add(f *File, max uint64, id string) {
 	s.files = append(s.files, f)
-	s.ext = append(s.ext, Extender{Max: max})
+	s.ext = append(s.ext, unwrapper{tr: tracker.New(tracker.Limits{CounterMax: max})})
 	s.ids = append(s.ids, id)
 }
 
 // Read returns counter i's reading in µJ, extended past its wraps. It
-// fails with an error wrapping [ErrClosed] after Close, and with the
-// File's error otherwise. i must be an index Add gave. It allocates
-// nothing on success.
+// fails with an error wrapping [ErrClosed] after Close, with one wrapping
+// [ErrOutOfRange] for a reading above the counter's range (a reading no
+// counter of that range can show, never a wrap), and with the File's
+// error otherwise. i must be an index Add gave. It allocates nothing on
+// success.
 func (s *Set) Read(i int) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -197,8 +197,16 @@ func (s *Set) Read(i int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.ext[i].Extend(uj), nil
+	v, err := s.ext[i].extend(uj)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %w", ErrOutOfRange, s.files[i].name, err)
+	}
+	return v, nil
 }
+
+// ErrOutOfRange reports a reading above the counter's declared range
+// (max_energy_range_uj): it is no wrap and no energy.
+var ErrOutOfRange = errors.New("sysfscounter: reading above the counter's range")
 
 // ReadEnergy is a source's ReadEnergy over the Set: counter i in
 // millijoules, rounded down, extended past its wraps. An index out of
@@ -222,7 +230,7 @@ func (s *Set) ReadEnergy(i int) (uint64, error) {
 func (s *Set) Wraps(i int) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ext[i].Wraps()
+	return s.ext[i].wraps
 }
 
 // Close closes every counter; later reads fail with [ErrClosed]. It is

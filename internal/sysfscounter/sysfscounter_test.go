@@ -2,6 +2,7 @@ package sysfscounter
 
 import (
 	"errors"
+	"github.com/otelenergy/otelenergy/tracker"
 	"io/fs"
 	"math"
 	"os"
@@ -69,40 +70,6 @@ func trim(s string) string {
 	return s
 }
 
-func TestExtender(t *testing.T) {
-	const max = 1000
-	steps := []struct {
-		name string
-		raw  uint64
-		want uint64
-	}{
-		{"first", 700, 700},
-		{"forward", 900, 900},
-		{"top", 1000, 1000},
-		{"wrap from the top quarter to the bottom", 10, 1011},
-		{"forward after wrap", 200, 1201},
-		{"drop that is no wrap passes through", 150, 1151},
-		{"up again", 800, 1801},
-		{"wrap", 100, 2102},
-	}
-	e := Extender{Max: max}
-	for _, s := range steps {
-		if got := e.Extend(s.raw); got != s.want {
-			t.Fatalf("%s: Extend(%d) = %d, want %d", s.name, s.raw, got, s.want)
-		}
-	}
-	if e.Wraps() != 2 {
-		t.Fatalf("Wraps = %d, want 2", e.Wraps())
-	}
-	var full Extender
-	if got := full.Extend(5); got != 5 {
-		t.Fatalf("full-range Extend(5) = %d", got)
-	}
-	if got := full.Extend(3); got != 3 {
-		t.Fatalf("full-range Extend(3) = %d, want the drop passed through", got)
-	}
-}
-
 func TestFile(t *testing.T) {
 	dir := t.TempDir()
 	name := filepath.Join(dir, "energy_uj")
@@ -149,11 +116,11 @@ func TestOpenPermission(t *testing.T) {
 	}
 }
 
-// FuzzExtender checks Extend against a reference that keeps the count of
-// wraps itself: a series of readings built from steps, each below a
-// quarter of the range, wrapping at max+1, must extend to the sum of the
-// steps, exactly.
-func FuzzExtender(f *testing.F) {
+// FuzzUnwrap checks the tracker-driven unwrapping against a reference
+// that keeps the count of wraps itself: a series of readings built from
+// steps, each below a quarter of the range, wrapping at max+1, must
+// extend to the sum of the steps, exactly.
+func FuzzUnwrap(f *testing.F) {
 	f.Add(uint64(1000), uint64(700), []byte{10, 200, 250, 90, 3})
 	f.Add(uint64(262143328850), uint64(262143328000), []byte{255, 255, 1})
 	f.Fuzz(func(t *testing.T, max, start uint64, steps []byte) {
@@ -161,11 +128,11 @@ func FuzzExtender(f *testing.F) {
 			return
 		}
 		start %= max + 1
-		e := Extender{Max: max}
-		if got := e.Extend(start); got != start {
-			t.Fatalf("first Extend(%d) = %d", start, got)
-		}
 		quarter := max / 4
+		u := unwrapper{tr: tracker.New(tracker.Limits{CounterMax: max})}
+		if got, err := u.extend(start); err != nil || got != start {
+			t.Fatalf("first extend(%d) = %d, %v", start, got, err)
+		}
 		raw, want := start, start
 		for _, b := range steps {
 			// A step below a quarter of the range: the reads are frequent
@@ -176,8 +143,8 @@ func FuzzExtender(f *testing.F) {
 			}
 			want += d
 			raw = (raw + d) % (max + 1)
-			if got := e.Extend(raw); got != want {
-				t.Fatalf("max %d: Extend(%d) = %d, want %d", max, raw, got, want)
+			if got, err := u.extend(raw); err != nil || got != want {
+				t.Fatalf("max %d: extend(%d) = %d, %v; want %d", max, raw, got, err, want)
 			}
 		}
 	})

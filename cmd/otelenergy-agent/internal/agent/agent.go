@@ -18,9 +18,9 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/ring"
 )
@@ -37,7 +37,8 @@ const (
 )
 
 // Rings is what the agent reads of the library's Monitor: the metered
-// boards and each one's counter steps. *otelenergy.Monitor implements it.
+// boards and each one's counter steps. [NewMonitor] returns the library
+// Monitor's, which otelenergy does not export.
 type Rings interface {
 	Devices() []otelenergy.Device
 	Ring(i int) (ring.View, error)
@@ -92,8 +93,8 @@ type Config struct {
 	// up to this plus one process interval.
 	SampleHold time.Duration
 	// Now and Epoch serve only Rings without a Clock method (the
-	// Monitor has one, and the agent then reads the Monitor's clock on
-	// both scales at once, see [otelenergy.Monitor.Clock]). Now is the
+	// Monitor's rings from [NewMonitor] have one, and the agent then reads
+	// the Monitor's clock on both scales at once, see [ClockedRings]). Now is the
 	// clock that NVML's sample timestamps (CPU time in µs) are read
 	// against; nil selects time.Now. Samples more than a minute off it
 	// are on a clock of their own, and are taken to describe the pass
@@ -163,16 +164,22 @@ type board struct {
 	idOpt     metric.ObserveOption
 	modelOpts modelOpts
 	shared    bool // the latest listing had no per-process utilization
-	primed    bool
-	lastE     uint64
-	lastT     int64
-	static    procshare.Static // boards without per-process utilization
-	att       *attrib.Board
-	res       attrib.Result
-	smp       []attrib.Sample
-	listing   nvmlsource.BoardProcesses
-	wallOff   int64                // the wall clock less the ring's at the previous split
-	known     map[uint32]knownProc // each pid's latest process with a series, for samples that come after it ended
+	// cur walks the board's ring from zero, so that its intervals add up
+	// to hw.energy; lastT and lastE end the newest interval given out,
+	// and held says an interval of no energy began at heldT0 and is
+	// merged into the next.
+	cur     ring.Cursor
+	lastE   uint64
+	lastT   int64
+	held    bool
+	heldT0  int64
+	static  procshare.Static // boards without per-process utilization
+	att     *attrib.Board
+	res     attrib.Result
+	smp     []attrib.Sample
+	listing nvmlsource.BoardProcesses
+	wallOff int64                // the wall clock less the ring's at the previous split
+	known   map[uint32]knownProc // each pid's latest process with a series, for samples that come after it ended
 
 	procs    map[uint32]*series // the current process of each pid, overflow ones included
 	exiting  []*series          // no longer listed, observed once more
@@ -185,7 +192,6 @@ type board struct {
 	listed                 int // processes in the latest successful listing
 	failing, lost          bool
 
-	pts     []ring.Point
 	ivs     []procshare.Interval
 	slots   []*series // nil: unattributed
 	weights []uint64
@@ -222,20 +228,21 @@ func New(cfg Config) (*Agent, error) {
 	if a.boot.IsZero() {
 		a.boot = time.Unix(0, 0)
 	}
-	for _, d := range cfg.Rings.Devices() {
+	for i, d := range cfg.Rings.Devices() {
 		id := semconv.HwID(d.ID)
 		b := &board{
 			dev: d,
+			cur: ring.FromZero(),
 			hwOpt: metric.WithAttributeSet(attribute.NewSet(id, semconv.HwTypeKey.String(d.HWType()),
 				semconv.HwName(d.Name), semconv.HwVendor(d.Vendor))),
 			idOpt:     metric.WithAttributeSet(attribute.NewSet(id)),
 			modelOpts: newModelOpts(d.ID),
 			static:    procshare.Static{Fixed: cfg.IdleWatts},
-			att:       attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts}),
+			att:       attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts, Dev: i}),
 			procs:     make(map[uint32]*series),
 		}
 		if a.em.on() {
-			b.att = attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts, OnSplit: a.onSplit(b)})
+			b.att = attrib.New(attrib.Config{Hold: cfg.SampleHold, IdleWatts: cfg.IdleWatts, Dev: i, OnSplit: a.onSplit(b)})
 		}
 		b.overflow.opt = metric.WithAttributeSet(attribute.NewSet(id, OverflowKey.Bool(true)))
 		b.exited.opt = metric.WithAttributeSet(attribute.NewSet(id, ExitedKey.Bool(true)))
@@ -445,37 +452,32 @@ func (a *Agent) alive(b *board, s *series) bool {
 }
 
 // intervals returns board i's counter intervals since the previous pass,
-// oldest first, and advances the board past them.
+// oldest first, and advances the board past them. The series starts at
+// the oldest step still held, at zero (the tracker's total counts from
+// the Monitor's first reading), and an interval of no energy is merged
+// into the next one, so that every interval given out has energy.
 func (a *Agent) intervals(i int, b *board) []procshare.Interval {
 	b.ivs = b.ivs[:0]
 	v, err := a.cfg.Rings.Ring(i)
 	if err != nil {
 		return nil
 	}
-	b.pts = b.pts[:0]
-	for k := 0; k < v.Len(); k++ {
-		p, ok := v.Back(k)
-		if !ok || (b.primed && p.EnergyMJ <= b.lastE) {
+	for {
+		iv, ok := b.cur.Next(v)
+		if !ok {
 			break
 		}
-		b.pts = append(b.pts, p)
-	}
-	if len(b.pts) == 0 {
-		return nil
-	}
-	if !b.primed {
-		// The series starts at the oldest step still held, at zero: the
-		// tracker's total counts from the Monitor's first reading.
-		oldest := b.pts[len(b.pts)-1]
-		b.primed, b.lastT, b.lastE = true, oldest.T, 0
-	}
-	for k := len(b.pts) - 1; k >= 0; k-- {
-		p := b.pts[k]
-		if p.EnergyMJ <= b.lastE {
+		if iv.EnergyMJ == 0 {
+			if !b.held {
+				b.held, b.heldT0 = true, iv.T0
+			}
 			continue
 		}
-		b.ivs = append(b.ivs, procshare.Interval{T0: b.lastT, T1: max(p.T, b.lastT), EnergyMJ: p.EnergyMJ - b.lastE})
-		b.lastT, b.lastE = max(p.T, b.lastT), p.EnergyMJ
+		if b.held {
+			iv.T0, b.held = b.heldT0, false
+		}
+		b.ivs = append(b.ivs, iv)
+		b.lastT, b.lastE = iv.T1, b.lastE+iv.EnergyMJ
 	}
 	return b.ivs
 }

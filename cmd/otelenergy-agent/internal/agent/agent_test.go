@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/ring"
 )

@@ -20,7 +20,7 @@ const maxSkew = 60e9 // ns
 const maxFuture = 50e6 // ns
 
 // ringClock is a Rings that reads its own clock on both its ring's
-// scale and the wall clock at once: *otelenergy.Monitor.
+// scale and the wall clock at once: the Monitor's, from [NewMonitor].
 type ringClock interface {
 	Clock() (ring int64, wall time.Time)
 }

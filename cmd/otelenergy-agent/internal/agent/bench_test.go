@@ -15,8 +15,8 @@ import (
 
 	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -103,12 +103,12 @@ func benchPass(b *testing.B, procs int) {
 	now := time.Unix(1_700_000_000, 0)
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer mp.Shutdown(context.Background())
-	mon, err := otelenergy.NewMonitor(src, otelenergy.WithClock(func() time.Time { return now }), otelenergy.WithMeterProvider(mp))
+	mon, rings, err := agent.NewMonitor(src, otelenergy.WithClock(func() time.Time { return now }), otelenergy.WithMeterProvider(mp))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer mon.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: src.NewProcessReader(), Resolver: benchProcs{}, MeterProvider: mp})
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: src.NewProcessReader(), Resolver: benchProcs{}, MeterProvider: mp})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func benchPass(b *testing.B, procs int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	agc, err := agent.New(agent.Config{Rings: mon, Lister: src.NewProcessReader(), Resolver: benchProcs{}, MeterProvider: mp, Carbon: model})
+	agc, err := agent.New(agent.Config{Rings: rings, Lister: src.NewProcessReader(), Resolver: benchProcs{}, MeterProvider: mp, Carbon: model})
 	if err != nil {
 		b.Fatal(err)
 	}

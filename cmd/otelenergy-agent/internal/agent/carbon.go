@@ -9,8 +9,10 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/otelenergy/otelenergy/carbon"
+	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/attrib"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
+	"github.com/otelenergy/otelenergy/ring"
 )
 
 // Attribute keys of the intensity gauge: the figure's source and kind,
@@ -43,6 +45,7 @@ type emissions struct {
 	passT, prevT int64
 
 	shares, cover, op, emb []uint64
+	even                   []uint64  // shareTime's scratch
 	targets                []*series // nil: no series, the rest
 	runOut                 []uint64
 
@@ -97,36 +100,24 @@ func (e *emissions) Convert(sharesMJ []uint64, restMJ uint64, ug []uint64) uint6
 // sharesMJ[k] to targets[k] (nil: to no series) and restMJ to idle and
 // unattributed, and adds each target's µg to its series and the rest's
 // to the board's. Embodied emissions are charged by device time: the
-// interval's time is shared equally among the targets with a share, and
-// is the rest's when none has one.
+// interval's time is shared equally among the targets with a share
+// (procshare.Cover), and is the rest's when none has one.
 func (e *emissions) convert(bd *board, a, b int64, restMJ uint64) {
 	n := len(e.shares)
-	e.op, e.emb, e.cover = grow(e.op, n), grow(e.emb, n), grow(e.cover, n)
-	active := 0
-	for _, s := range e.shares {
-		if s > 0 {
-			active++
-		}
-	}
+	e.cover = grow(e.cover, n)
 	var dt uint64
 	if b > a {
 		dt = uint64(b - a)
 	}
-	q, r := uint64(0), uint64(0)
-	if active > 0 {
-		q, r = dt/uint64(active), dt%uint64(active)
-	}
-	for k, s := range e.shares {
-		e.cover[k] = 0
-		if s > 0 {
-			e.cover[k] = q
-			if r > 0 {
-				e.cover[k]++
-				r--
-			}
-		}
-	}
-	res := e.model.Interval(a, b, e.shares, restMJ, e.cover, e.op, e.emb)
+	e.even = procshare.Cover(dt, e.shares, e.cover, e.even)
+	e.convertCover(bd, a, b, restMJ, e.cover)
+}
+
+// convertCover is convert with each target's device time given.
+func (e *emissions) convertCover(bd *board, a, b int64, restMJ uint64, cover []uint64) {
+	n := len(e.shares)
+	e.op, e.emb = grow(e.op, n), grow(e.emb, n)
+	res := e.model.Interval(a, b, e.shares, restMJ, cover, e.op, e.emb)
 	bd.co2eRestUG += res.OperationalRest + res.EmbodiedRest
 	for k, s := range e.targets {
 		ug := e.op[k] + e.emb[k]
@@ -140,15 +131,15 @@ func (e *emissions) convert(bd *board, a, b int64, restMJ uint64) {
 
 // onSplit is board bd's attrib.Config.OnSplit: it converts one interval
 // the aligner split, each share to the series that a.give will give its
-// energy to.
-func (a *Agent) onSplit(bd *board) func(iv procshare.Interval, pids []uint32, keys []uint64, mj []uint64, restMJ uint64) {
-	return func(iv procshare.Interval, pids []uint32, keys []uint64, mj []uint64, restMJ uint64) {
+// energy to, at the device time the aligner gave each process.
+func (a *Agent) onSplit(bd *board) ring.OnSplit[attrib.Proc] {
+	return func(_ int, t0, t1 int64, procs []attrib.Proc, mj []uint64, restMJ uint64, cover []uint64) {
 		e := &a.em
 		e.shares, e.targets = append(e.shares[:0], mj...), e.targets[:0]
-		for k, pid := range pids {
-			e.targets = append(e.targets, bd.seriesFor(pid, keys[k]))
+		for _, p := range procs {
+			e.targets = append(e.targets, bd.seriesFor(p.Pid, p.Key))
 		}
-		e.convert(bd, iv.T0, iv.T1, restMJ)
+		e.convertCover(bd, t0, t1, restMJ, cover)
 	}
 }
 

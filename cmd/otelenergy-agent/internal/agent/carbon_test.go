@@ -20,10 +20,11 @@ import (
 	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/energysource"
+	"github.com/otelenergy/otelenergy/internal/cputime"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 )
 
 // switchReader is an intensity the test changes between passes.
@@ -437,7 +438,7 @@ func newHostRig(t *testing.T, model *carbon.Model) *hostRig {
 	t.Cleanup(func() { src.Close() })
 	fs := procfs.FS{Root: r.proc}
 	var clock int64
-	r.host, err = hostshare.New(hostshare.Config{Domains: src, CPU: fs, Now: func() int64 { clock += 1e9; return clock }})
+	r.host, err = hostshare.New(hostshare.Config{Domains: src, CPU: &cputime.Trees{Root: fs.Root}, Now: func() int64 { clock += 1e9; return clock }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 )
 
 // lateLister lists one process on pid 5 (start time start, none when 0)

@@ -15,10 +15,11 @@ import (
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/energysource"
+	"github.com/otelenergy/otelenergy/internal/cputime"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 )
 
 // fixedList lists the same processes at every pass, at 50 % SM each.
@@ -73,7 +74,7 @@ func TestHostBesideGPU(t *testing.T) {
 	defer src.Close()
 	fs := procfs.FS{Root: proc}
 	var clock int64
-	host, err := hostshare.New(hostshare.Config{Domains: src, CPU: fs, Now: func() int64 { clock += 1e9; return clock }})
+	host, err := hostshare.New(hostshare.Config{Domains: src, CPU: &cputime.Trees{Root: fs.Root}, Now: func() int64 { clock += 1e9; return clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestHostPassCollectConcurrentSafe(t *testing.T) {
 	}
 	defer src.Close()
 	fs := procfs.FS{Root: proc}
-	host, err := hostshare.New(hostshare.Config{Domains: src, CPU: fs})
+	host, err := hostshare.New(hostshare.Config{Domains: src, CPU: &cputime.Trees{Root: fs.Root}})
 	if err != nil {
 		t.Fatal(err)
 	}

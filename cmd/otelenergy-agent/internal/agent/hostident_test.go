@@ -16,6 +16,7 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/energysource"
+	"github.com/otelenergy/otelenergy/internal/cputime"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
 )
 
@@ -36,7 +37,7 @@ func TestHostSeriesKeepProcessIdentity(t *testing.T) {
 	defer src.Close()
 	fs := procfs.FS{Root: proc}
 	var clock int64
-	host, err := hostshare.New(hostshare.Config{Domains: src, CPU: fs, Now: func() int64 { clock += 1e9; return clock }})
+	host, err := hostshare.New(hostshare.Config{Domains: src, CPU: &cputime.Trees{Root: proc}, Now: func() int64 { clock += 1e9; return clock }})
 	if err != nil {
 		t.Fatal(err)
 	}

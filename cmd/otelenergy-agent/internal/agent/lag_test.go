@@ -90,12 +90,12 @@ func TestLateSamplesThroughNVML(t *testing.T) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer mp.Shutdown(context.Background())
-	mon, err := otelenergy.NewMonitor(src, otelenergy.WithClock(clock), otelenergy.WithMeterProvider(mp))
+	mon, rings, err := agent.NewMonitor(src, otelenergy.WithClock(clock), otelenergy.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mon.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: src.NewProcessReader(), Resolver: anyProc{}, MeterProvider: mp, Now: clock})
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: src.NewProcessReader(), Resolver: anyProc{}, MeterProvider: mp, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -356,7 +356,7 @@ func TestMockNode(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	mon, err := otelenergy.NewMonitor(src, otelenergy.WithClock(clock), otelenergy.WithMeterProvider(mp))
+	mon, rings, err := agent.NewMonitor(src, otelenergy.WithClock(clock), otelenergy.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func TestMockNode(t *testing.T) {
 	// The samples' timestamps count from zero, on no clock of the agent's:
 	// each pass's samples describe its window. A board with no sample is
 	// split at once.
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: src.NewProcessReader(), Resolver: wd, IdleWatts: 100, MeterProvider: mp,
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: src.NewProcessReader(), Resolver: wd, IdleWatts: 100, MeterProvider: mp,
 		Now: clock, SampleHold: -1})
 	if err != nil {
 		t.Fatal(err)

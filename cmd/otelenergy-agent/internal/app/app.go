@@ -24,13 +24,14 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/lifecycle"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/sim"
 	"github.com/otelenergy/otelenergy/energysource"
 	"github.com/otelenergy/otelenergy/internal/amdsmi"
 	"github.com/otelenergy/otelenergy/internal/carbonconf"
+	"github.com/otelenergy/otelenergy/internal/cputime"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 	"github.com/otelenergy/otelenergy/internal/otelenv"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 
@@ -198,9 +199,10 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 	}); err != nil {
 		return nil, err
 	}
+	var rings agent.ClockedRings
 	if err := st.Start("monitor", func() (func(context.Context) error, error) {
 		var err error
-		mon, err = otelenergy.NewMonitor(nd.Source, otelenergy.WithMeterProvider(mp), otelenergy.WithInterval(cfg.SampleInterval))
+		mon, rings, err = agent.NewMonitor(nd.Source, otelenergy.WithMeterProvider(mp), otelenergy.WithInterval(cfg.SampleInterval))
 		if err != nil {
 			return nil, err
 		}
@@ -214,7 +216,7 @@ func start(ctx context.Context, st *lifecycle.Stack, cfg flags.Config, log *slog
 		if err != nil {
 			return nil, err
 		}
-		acfg := agent.Config{Rings: mon, Lister: nd.Lister, Resolver: nd.Resolver,
+		acfg := agent.Config{Rings: rings, Lister: nd.Lister, Resolver: nd.Resolver,
 			MaxSeries: cfg.MaxSeries, IdleWatts: cfg.IdleWatts, SampleHold: cfg.SampleHold, MeterProvider: mp, Host: host}
 		if cb != nil {
 			acfg.Carbon, acfg.CarbonAge = cb.Model, cb.Age
@@ -332,7 +334,7 @@ func OpenNode(cfg flags.Config, log *slog.Logger) (Node, error) {
 		}
 		return nd, nil // auto: the line above said why
 	}
-	nd.Host, nd.CPU = host, procfs.FS{Root: cfg.ProcRoot}
+	nd.Host, nd.CPU = host, &cputime.Trees{Root: cfg.ProcRoot}
 	// psys covers the packages and DRAM: it is opened on its own, and
 	// only where the platform has it.
 	if whole, f, err := energysource.Host(energysource.WithSysfs(sysRoot), energysource.WithRAPLDomains("psys")); err == nil {
@@ -363,7 +365,7 @@ func newHost(nd Node) (*hostshare.Host, error) {
 	}
 	cpu := nd.CPU
 	if cpu == nil {
-		cpu = procfs.FS{}
+		cpu = &cputime.Trees{}
 	}
 	return hostshare.New(hostshare.Config{Domains: nd.Host, Whole: nd.Whole, CPU: cpu})
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/app"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/energysource"
+	"github.com/otelenergy/otelenergy/internal/cputime"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
 )
@@ -139,7 +139,7 @@ func TestRunExportsHost(t *testing.T) {
 		if err != nil {
 			return app.Node{}, err
 		}
-		nd.Host, nd.CPU = host, procfs.FS{Root: proc}
+		nd.Host, nd.CPU = host, &cputime.Trees{Root: proc}
 		return nd, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -18,8 +18,8 @@ import (
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/flags"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/agent"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/app"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/internal/nvmlsource"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
 

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procshare"
+	"github.com/otelenergy/otelenergy/internal/idlepower"
 	"github.com/otelenergy/otelenergy/internal/nnls"
+	"github.com/otelenergy/otelenergy/ring"
 )
 
 // Terms of the power model (see the package doc).
@@ -49,9 +51,6 @@ const (
 	// within about one update period, and a reading describes activity up
 	// to a period before it.
 	guard = int64(300 * time.Millisecond)
-	// minIdle is the idle time, in seconds, after which the mean power of
-	// idle intervals is the idle power.
-	minIdle = 2.0
 	// maxSpan is the longest span a sample is taken to describe: NVML's
 	// longest sample period.
 	maxSpan = int64(time.Second)
@@ -131,15 +130,26 @@ type Config struct {
 	// Horizon is the forgetting time constant; zero or less selects
 	// DefaultHorizon.
 	Horizon time.Duration
+	// Dev is the board's index, as OnSplit reports it.
+	Dev int
 	// OnSplit, when set, is called once for each interval as it is
-	// split, on Split's goroutine, before Split returns: pids, keys and
-	// mj are parallel, mj[k] the share of process pids[k] with key
-	// keys[k] (zero shares included), and restMJ the interval's idle and
-	// unattributed energy, so that Σ mj + restMJ = iv.EnergyMJ. The
+	// split, on Split's goroutine, before Split returns, with the
+	// ledger's hook signature ([ring.OnSplit]): procs[k] got sharesMJ[k]
+	// (zero shares included) and coverNS[k] of the interval's time (its
+	// time shared equally among the processes with a share,
+	// procshare.Cover), and restMJ is the interval's idle and
+	// unattributed energy, so that Σ sharesMJ + restMJ is its energy. The
 	// slices are the Board's scratch, valid only during the call. It is
 	// how the agent converts each interval into emissions at the
 	// intensity in force when it was metered.
-	OnSplit func(iv procshare.Interval, pids []uint32, keys []uint64, mj []uint64, restMJ uint64)
+	OnSplit ring.OnSplit[Proc]
+}
+
+// Proc is a process that an interval's split gave a share, as
+// [Config.OnSplit] names it: its pid and its key (see [Sample]).
+type Proc struct {
+	Pid uint32
+	Key uint64
 }
 
 // Result is what one [Board.Split] gave out.
@@ -206,17 +216,14 @@ type Board struct {
 	prevListed int              // and in the one before
 	lastT1     int64            // the end of the newest interval split
 
-	fit      nnls.Fit
-	theta    [nnls.MaxTerms]float64
-	usable   bool
-	idleW    float64 // Σ decayed idle seconds
-	idleMJ   float64 // Σ decayed idle energy
-	idleSeen float64 // Σ idle seconds, not decayed: the measurement is made once
-	lastIdle int64
-	prior    float64
-	resAbs   float64 // Σ decayed |residual| of the model's rows, clipped
-	resN     float64 // Σ decayed rows in resAbs
-	outRun   int     // rows down-weighed one after another
+	fit    nnls.Fit
+	theta  [nnls.MaxTerms]float64
+	usable bool
+	idle   idlepower.Mean // the idle intervals' power
+	prior  float64
+	resAbs float64 // Σ decayed |residual| of the model's rows, clipped
+	resN   float64 // Σ decayed rows in resAbs
+	outRun int     // rows down-weighed one after another
 
 	// segs is sorted by t1; maxSeg is the longest span in it, so that
 	// the spans that can overlap [t0, t1) lie between the first ending
@@ -233,6 +240,9 @@ type Board struct {
 	feat    [][NumTerms]float64 // per process, by term: percent·s; TermStatic unused
 	weights []uint64
 	out     []uint64
+	procs   []Proc   // OnSplit's parts
+	cover   []uint64 // OnSplit's device times
+	even    []uint64 // procshare.Cover's scratch
 }
 
 // New returns a Board.
@@ -247,6 +257,7 @@ func New(cfg Config) *Board {
 	if b.horizon <= 0 {
 		b.horizon = DefaultHorizon.Seconds()
 	}
+	b.idle.Horizon = cfg.Horizon // as b.horizon: the same seconds, zero the default
 	return b
 }
 
@@ -358,9 +369,9 @@ func (b *Board) medianGap() int64 {
 }
 
 // IdleWatts returns the idle power as known now: IdleWatts when fixed;
-// else the mean power of the idle intervals once they add up to two
-// seconds (an interval is idle when no sample's span comes within 300 ms
-// of it); else the prior ([Board.SetPrior]), what identical boards
+// else the mean power of the idle intervals once they add up to
+// idlepower.MinSeconds (an interval is idle when no sample's span comes
+// within 300 ms of it); else the prior ([Board.SetPrior]), what identical boards
 // measured; else the model's static term once about 30 s of rows are
 // behind it; else 0, and the processes carry the static part.
 func (b *Board) IdleWatts() float64 {
@@ -392,8 +403,9 @@ func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 	switch {
 	case b.cfg.IdleWatts > 0:
 		return b.cfg.IdleWatts, IdleFixed, 0
-	case b.idleSeen >= minIdle && b.idleW > 0:
-		return b.idleMJ / 1000 / b.idleW, IdleIntervals, b.idleW
+	case b.idleKnown():
+		w, _ := b.idle.Watts()
+		return w, IdleIntervals, b.idle.Seconds()
 	case b.prior > 0:
 		return b.prior, IdlePeers, 0
 	case b.usable && b.fit.Count() >= minIntercept:
@@ -403,12 +415,14 @@ func (b *Board) Idle() (watts float64, src IdleSource, seconds float64) {
 }
 
 // OwnIdle returns the idle power measured on this board's own idle
-// intervals, and false until they add up to two seconds.
-func (b *Board) OwnIdle() (float64, bool) {
-	if b.idleSeen < minIdle || b.idleW <= 0 {
-		return 0, false
-	}
-	return b.idleMJ / 1000 / b.idleW, true
+// intervals, and false until they add up to idlepower.MinSeconds.
+func (b *Board) OwnIdle() (float64, bool) { return b.idle.Watts() }
+
+// idleKnown reports whether the board's own idle intervals measured its
+// idle power (package idlepower's threshold).
+func (b *Board) idleKnown() bool {
+	_, ok := b.idle.Watts()
+	return ok
 }
 
 // SetPrior sets the idle power to use while the board has learned none
@@ -424,7 +438,7 @@ func (b *Board) ModelRows() float64 { return b.fit.Count() }
 // and whether they split the energy yet.
 func (b *Board) Model() (theta [NumTerms]float64, learned bool) {
 	copy(theta[:], b.theta[:NumTerms])
-	if b.cfg.IdleWatts > 0 || b.idleSeen >= minIdle && b.idleW > 0 {
+	if b.cfg.IdleWatts > 0 || b.idleKnown() {
 		theta[TermStatic] = b.IdleWatts()
 	}
 	return theta, b.usable
@@ -448,11 +462,11 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 		return
 	}
 	staticW, src, _ := b.Idle()
-	if src == IdleNone && b.idleW > 0 {
+	if w, ok := b.idle.Provisional(); src == IdleNone && ok {
 		// Idle seconds short of a measurement (or decayed just under
 		// one) beat none: without them, the processes would carry the
 		// static power.
-		staticW = b.idleMJ / 1000 / b.idleW
+		staticW = w
 	}
 	var x [NumTerms]float64
 	var y, dt float64
@@ -520,7 +534,7 @@ func (b *Board) Split(now int64, flush bool, r *Result) {
 func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool, r *Result, x *[NumTerms]float64) bool {
 	one := [1]procshare.Interval{iv}
 	d := float64(iv.T1-iv.T0) / 1e9
-	b.decayIdle(iv.T1)
+	b.idle.Forget(iv.T1)
 	exact := b.gather(iv.T0, iv.T1, false)
 	if !exact && !b.gather(iv.T0-guard, iv.T1+guard, true) {
 		// No process near: idle, and the rest is unattributed. It
@@ -529,24 +543,23 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 		// are late.
 		learn := learnIdle
 		if d > 0 && learn {
-			b.idleW += d
-			b.idleSeen += d
-			b.idleMJ += float64(iv.EnergyMJ)
+			b.idle.Add(d, float64(iv.EnergyMJ))
 		}
-		if w, src, _ := b.Idle(); (src == IdleNone || src == IdlePeers) && b.idleW > 0 {
+		known, src, _ := b.Idle()
+		if pw, ok := b.idle.Provisional(); ok && (src == IdleNone || src == IdlePeers) {
 			// The board's first idle moments: until they add up to a
 			// measurement, their own mean is the best idle power there
 			// is, better than none or a sibling's.
-			staticW = b.idleMJ / 1000 / b.idleW
+			staticW = pw
 		} else {
-			staticW = w // this interval may have completed the measurement
+			staticW = known // this interval may have completed the measurement
 		}
 		w := procshare.Window(one[:], staticW, procshare.Measured, nil, nil)
 		r.IdleMJ += w.IdleMJ
 		r.UnattributedMJ += w.UnattributedMJ
 		r.SplitMJ += iv.EnergyMJ
 		if b.cfg.OnSplit != nil {
-			b.cfg.OnSplit(iv, nil, nil, nil, w.IdleMJ+w.UnattributedMJ)
+			b.cfg.OnSplit(b.cfg.Dev, iv.T0, iv.T1, nil, nil, w.IdleMJ+w.UnattributedMJ, nil)
 		}
 		return learn
 	}
@@ -596,7 +609,7 @@ func (b *Board) splitOne(iv procshare.Interval, staticW float64, learnIdle bool,
 		}
 	}
 	if b.cfg.OnSplit != nil {
-		b.cfg.OnSplit(iv, b.ids, b.keys, b.out, w.IdleMJ+w.UnattributedMJ)
+		b.onSplit(iv, w.IdleMJ+w.UnattributedMJ)
 	}
 	return exact
 }
@@ -647,16 +660,6 @@ func (b *Board) gather(t0, t1 int64, alignedOnly bool) bool {
 		f[TermDec] += s.u[3] * sec
 	}
 	return any
-}
-
-// decayIdle forgets idle data up to t.
-func (b *Board) decayIdle(t int64) {
-	if b.lastIdle != 0 && t > b.lastIdle {
-		d := math.Exp(-float64(t-b.lastIdle) / 1e9 / b.horizon)
-		b.idleW *= d
-		b.idleMJ *= d
-	}
-	b.lastIdle = max(b.lastIdle, t)
 }
 
 // robust down-weighs a row whose residual under the current model is
@@ -715,7 +718,7 @@ func (b *Board) refit() {
 	}
 	var base [nnls.MaxTerms]float64
 	given := uint(0)
-	if b.cfg.IdleWatts > 0 || b.idleSeen >= minIdle && b.idleW > 0 {
+	if b.cfg.IdleWatts > 0 || b.idleKnown() {
 		base[TermStatic] = b.IdleWatts()
 		given = 1 << TermStatic
 	}
@@ -776,4 +779,23 @@ func sortByT1(ss []Sample) {
 		}
 		return 0
 	})
+}
+
+// onSplit hands interval iv, just split among b.ids (their shares in
+// b.out), to Config.OnSplit, with rest the mJ no process got.
+func (b *Board) onSplit(iv procshare.Interval, rest uint64) {
+	b.procs = b.procs[:0]
+	for k, pid := range b.ids {
+		b.procs = append(b.procs, Proc{Pid: pid, Key: b.keys[k]})
+	}
+	if cap(b.cover) < len(b.out) {
+		b.cover = make([]uint64, len(b.out), 2*len(b.out))
+	}
+	b.cover = b.cover[:len(b.out)]
+	var dt uint64
+	if iv.T1 > iv.T0 {
+		dt = uint64(iv.T1 - iv.T0)
+	}
+	b.even = procshare.Cover(dt, b.out, b.cover, b.even)
+	b.cfg.OnSplit(b.cfg.Dev, iv.T0, iv.T1, b.procs, b.out, rest, b.cover)
 }

@@ -17,14 +17,24 @@ func TestOnSplitPerInterval(t *testing.T) {
 		rest uint64
 	}
 	var calls []call
-	b := attrib.New(attrib.Config{IdleWatts: 50, OnSplit: func(iv procshare.Interval, pids []uint32, keys []uint64, mj []uint64, rest uint64) {
-		if len(pids) != len(mj) || len(keys) != len(mj) {
-			t.Fatalf("%d pids, %d keys, %d shares", len(pids), len(keys), len(mj))
+	b := attrib.New(attrib.Config{IdleWatts: 50, Dev: 3, OnSplit: func(dev int, t0, t1 int64, procs []attrib.Proc, mj []uint64, rest uint64, cover []uint64) {
+		if len(procs) != len(mj) || (len(cover) != len(mj) && cover != nil) || dev != 3 {
+			t.Fatalf("device %d: %d processes, %d shares, %d covers", dev, len(procs), len(mj), len(cover))
 		}
-		c := call{iv: iv, mj: map[uint32]uint64{}, rest: rest}
-		for k, p := range pids {
-			c.mj[p] += mj[k]
+		c := call{iv: procshare.Interval{T0: t0, T1: t1}, mj: map[uint32]uint64{}, rest: rest}
+		var covered uint64
+		for k, p := range procs {
+			c.mj[p.Pid] += mj[k]
+			c.iv.EnergyMJ += mj[k]
+			covered += cover[k]
+			if (mj[k] > 0) != (cover[k] > 0) {
+				t.Fatalf("process %d: %d mJ over %d ns", p.Pid, mj[k], cover[k])
+			}
 		}
+		if covered != 0 && covered != uint64(t1-t0) {
+			t.Fatalf("covers add up to %d ns of %d", covered, t1-t0)
+		}
+		c.iv.EnergyMJ += rest
 		calls = append(calls, c)
 	}})
 	var r attrib.Result

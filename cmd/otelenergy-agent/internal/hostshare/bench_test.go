@@ -2,11 +2,12 @@ package hostshare_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/energysource"
+	"github.com/otelenergy/otelenergy/internal/cputime"
 )
 
 // BenchmarkPass measures one pass over a two-socket host (4 domains) and
@@ -39,8 +40,8 @@ func BenchmarkPass(b *testing.B) {
 		}
 	})
 	b.Run("host", func(b *testing.B) {
-		clk := &fakeClock{}
-		h, err := hostshare.New(hostshare.Config{Domains: src, CPU: procfs.FS{Root: n.proc}, Now: clk.now})
+		clk := newFakeClock()
+		h, err := hostshare.New(hostshare.Config{Domains: src, CPU: &cputime.Trees{Root: n.proc}, Now: clk.Stepping(time.Second)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,8 +58,8 @@ func BenchmarkPass(b *testing.B) {
 			b.Fatal(err)
 		}
 		var em hostshare.Emissions = factorEm{f} // boxed once, as the agent passes a pointer
-		clk := &fakeClock{}
-		h, err := hostshare.New(hostshare.Config{Domains: src, CPU: procfs.FS{Root: n.proc}, Now: clk.now})
+		clk := newFakeClock()
+		h, err := hostshare.New(hostshare.Config{Domains: src, CPU: &cputime.Trees{Root: n.proc}, Now: clk.Stepping(time.Second)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -7,18 +7,25 @@
 //
 // Once per agent pass, for each domain d of energy E (mJ, the tracker's
 // delta since the previous pass) and the node's CPU time since then
-// (/proc/stat, all CPUs: busy ticks B of T in all), [Split] gives
+// (/proc/stat, all CPUs: busy ticks B of T in all), package cputime's
+// Split gives
 //
 //   - idle: E × (T − B) / T, the part of the interval no CPU was busy;
 //   - each tracked process p: (E − idle) × t_p / max(B, Σ t), where t_p is
-//     its own utime + stime since the previous pass;
+//     the CPU time its tree used since the previous pass: its own utime +
+//     stime, and its children's, as the library's share counts a tree
+//     (cputime.Trees: each live process's time goes to its nearest
+//     tracked ancestor-or-self, and a child reaped in between is not
+//     counted twice);
 //   - unattributed: the rest, (E − idle) less the processes' parts: the
-//     CPU time of processes the agent does not track, the kernel's
-//     interrupts, and the rounding down of each part.
+//     CPU time of processes the agent does not track and the kernel's
+//     interrupts.
 //
-// Every part is an integer number of millijoules, so per domain and at
-// every export Σ otelenergy.process.energy + otelenergy.energy.idle +
-// otelenergy.energy.unattributed = hw.energy exactly.
+// The parts are cumulative floors (package split), so every part is an
+// integer number of millijoules within one of its exact share, and per
+// domain and at every export Σ otelenergy.process.energy +
+// otelenergy.energy.idle + otelenergy.energy.unattributed = hw.energy
+// exactly.
 //
 // # Emissions
 //
@@ -41,9 +48,10 @@
 // domain holds at most that many process series plus one exited series;
 // a node's thousands of short-lived CPU processes (shells, probes, the
 // kubelet) would churn series without bound. Their CPU energy is the
-// domain's unattributed energy. A process is given energy from its
-// second pass on: its CPU time before the agent first saw it is not in
-// any interval of the agent's.
+// domain's unattributed energy, unless they descend from a tracked
+// process. A process is given the CPU time it used since the previous
+// pass from the first pass that tracks it on (all of it when it started
+// since); the agent's first pass only takes baselines.
 //
 // # Whole-host figures
 //
@@ -55,7 +63,7 @@
 //
 // A domain whose counter cannot be read keeps its figures; its next
 // reading's energy, which spans more than one pass, is unattributed. A
-// pass whose /proc/stat cannot be read makes every domain's energy
+// pass whose /proc cannot be read makes every domain's energy
 // unattributed. No failure stops the agent.
 //
 // # Concurrency

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/otelenergy/otelenergy/internal/cputime"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/tracker"
 )
@@ -18,13 +19,67 @@ import (
 // whose own series has ended, as the agent's GPU boards do.
 const ExitedKey = attribute.Key("otelenergy.process.exited")
 
-// CPU reads CPU time from /proc; the agent's procfs.FS implements it.
+// CPU reads CPU time: cputime.Trees over /proc, or the simulator.
 type CPU interface {
 	// NodeTicks returns the node's busy and total CPU ticks since boot.
 	NodeTicks() (busy, total uint64, err error)
 	// CPUTicks returns pid's own CPU ticks (utime + stime) and its start
 	// time.
 	CPUTicks(pid uint32) (ticks, start uint64, err error)
+}
+
+// TreeCPU is a [CPU] that measures, pass by pass, each tracked process
+// with its children (cputime.Trees.Pass is the contract): ticks[i] is the
+// CPU time of process pids[i] (start time starts[i]) and its untracked
+// descendants since the previous pass, alive[i] whether it runs, and
+// dBusy and dTotal the node's ticks since then; ok is false when there
+// is no such interval.
+type TreeCPU interface {
+	CPU
+	Pass(pids []uint32, starts []uint64, ticks []uint64, alive []bool) (dBusy, dTotal uint64, ok bool, err error)
+}
+
+// ownTicks is the TreeCPU of a CPU that is not one: each process by its
+// own ticks, from its second pass on (its time before the agent first saw
+// it is in no interval of the agent's).
+type ownTicks struct {
+	CPU
+	primed      bool
+	busy, total uint64
+	prev, next  map[key]uint64 // each process's ticks at the previous and this pass
+}
+
+func (o *ownTicks) Pass(pids []uint32, starts []uint64, ticks []uint64, alive []bool) (dBusy, dTotal uint64, ok bool, err error) {
+	clear(ticks[:len(pids)])
+	clear(alive[:len(pids)])
+	busy, total, err := o.NodeTicks()
+	if err != nil {
+		o.primed = false
+		return 0, 0, false, err
+	}
+	ok = o.primed && total > o.total
+	if ok {
+		dBusy, dTotal = busy-min(busy, o.busy), total-o.total
+	}
+	o.primed, o.busy, o.total = true, busy, total
+	if o.next == nil {
+		o.prev, o.next = map[key]uint64{}, map[key]uint64{}
+	}
+	clear(o.next)
+	for i, pid := range pids {
+		t, start, err := o.CPUTicks(pid)
+		if err != nil || start != starts[i] {
+			continue // gone; its series ends when the agent drops it
+		}
+		alive[i] = true
+		k := key{pid, start}
+		if was, seen := o.prev[k]; seen && ok && t >= was {
+			ticks[i] = t - was
+		}
+		o.next[k] = t
+	}
+	o.prev, o.next = o.next, o.prev
+	return dBusy, dTotal, ok, nil
 }
 
 // Proc is a process the agent tracks, as [Host.Pass] takes it.
@@ -47,7 +102,10 @@ type Config struct {
 	// Whole, when not nil, is a whole-host source (RAPL psys), exported
 	// as hw.host.energy and never split.
 	Whole otelenergy.Source
-	// CPU reads the CPU times. Required.
+	// CPU reads the CPU times: a [TreeCPU] (cputime.Trees over the
+	// host's /proc) measures each tracked process with its children;
+	// any other CPU, by its own ticks alone. Required; the Host is its
+	// only user.
 	CPU CPU
 	// Now is the monotonic clock the counters' tracker reads, in ns; nil
 	// is time since New.
@@ -79,20 +137,22 @@ type Instruments struct {
 // one with [New]. See the package doc for its concurrency.
 type Host struct {
 	cfg           Config
+	cpu           TreeCPU
 	domains       []*domain
 	whole         []*domain
 	gen           uint64        // the pass, which marks the processes it was given
 	procs         map[key]*proc // every series until its last Observe
-	primed        bool          // busy and total hold a reading
-	busy, total   uint64        // the node's busy and all CPU ticks at the latest reading
-	dBusy, dTotal uint64        // and since the reading before: this pass's interval
+	dBusy, dTotal uint64        // the node's busy and all CPU ticks over this pass's interval
 	cpuOK         bool          // this pass has a CPU-time interval to split by
-	failing       bool          // /proc/stat's failure was reported
+	failing       bool          // /proc's failure was reported
 
-	list  []*proc // this pass's processes, in the order given
-	ticks []uint64
-	out   []uint64
-	ug    []uint64 // out's emissions
+	list   []*proc // this pass's processes, in the order given
+	pids   []uint32
+	starts []uint64
+	alive  []bool
+	ticks  []uint64
+	out    []uint64
+	ug     []uint64 // out's emissions
 }
 
 type key struct {
@@ -126,8 +186,6 @@ type proc struct {
 	opts    []metric.ObserveOption // per domain, built on first observe
 	mj      []uint64               // per domain
 	ug      []uint64               // per domain, µg CO2e
-	ticks   uint64
-	primed  bool
 	seen    uint64
 	exiting bool
 }
@@ -142,6 +200,11 @@ func New(cfg Config) (*Host, error) {
 		cfg.Now = func() int64 { return int64(time.Since(t0)) }
 	}
 	h := &Host{cfg: cfg, procs: make(map[key]*proc)}
+	if t, ok := cfg.CPU.(TreeCPU); ok {
+		h.cpu = t
+	} else {
+		h.cpu = &ownTicks{CPU: cfg.CPU}
+	}
 	h.domains = newDomains(cfg.Domains)
 	if cfg.Whole != nil {
 		h.whole = newDomains(cfg.Whole)
@@ -222,43 +285,32 @@ func (h *Host) Pass(procs []Proc, em Emissions) {
 		}
 	}
 
-	busy, total, err := h.cfg.CPU.NodeTicks()
-	h.cpuOK = err == nil && h.primed && total > h.total
+	if cap(h.ticks) < len(h.list) {
+		n := 2 * len(h.list)
+		h.pids, h.starts, h.alive = make([]uint32, 0, n), make([]uint64, 0, n), make([]bool, 0, n)
+		h.ticks, h.out, h.ug = make([]uint64, 0, n), make([]uint64, 0, n), make([]uint64, 0, n)
+	}
+	n := len(h.list)
+	h.pids, h.starts, h.alive = h.pids[:n], h.starts[:n], h.alive[:n]
+	h.ticks, h.out, h.ug = h.ticks[:n], h.out[:n], h.ug[:n]
+	for i, s := range h.list {
+		h.pids[i], h.starts[i] = s.pid, s.start
+	}
+	dBusy, dTotal, ok, err := h.cpu.Pass(h.pids, h.starts, h.ticks, h.alive)
+	h.cpuOK = ok
 	if err != nil {
 		if !h.failing {
-			otel.Handle(fmt.Errorf("hostshare: reading the node's CPU time: %w", err))
+			otel.Handle(fmt.Errorf("hostshare: reading the CPU times: %w", err))
 		}
 		// The next pass takes new baselines rather than split a node
 		// interval of two passes by process intervals of one.
-		h.failing, h.primed = true, false
+		h.failing = true
 	} else {
 		h.failing = false
-		if h.cpuOK {
-			h.dBusy, h.dTotal = busy-min(busy, h.busy), total-h.total
-		}
-		h.busy, h.total, h.primed = busy, total, true
+		h.dBusy, h.dTotal = dBusy, dTotal
 	}
-	if cap(h.ticks) < len(h.list) {
-		h.ticks = make([]uint64, len(h.list), 2*len(h.list))
-		h.out = make([]uint64, len(h.list), 2*len(h.list))
-		h.ug = make([]uint64, len(h.list), 2*len(h.list))
-	}
-	h.ticks, h.out, h.ug = h.ticks[:len(h.list)], h.out[:len(h.list)], h.ug[:len(h.list)]
-	for i, s := range h.list {
-		h.ticks[i] = 0
-		t, start, err := h.cfg.CPU.CPUTicks(s.pid)
-		if err != nil || start != s.start {
-			s.primed = false // gone; its series ends when the agent drops it
-			continue
-		}
-		if s.primed && h.cpuOK && t >= s.ticks {
-			h.ticks[i] = t - s.ticks
-		}
-		s.ticks, s.primed = t, true
-	}
-	// A pass without a CPU-time interval attributes nothing; the
-	// processes' baselines above are still taken, so that the next pass's
-	// ticks are those of its own interval.
+	// A pass without a CPU-time interval attributes nothing; its reading
+	// is still the baseline of the next pass's interval.
 	now := h.cfg.Now()
 	for di, d := range h.domains {
 		e, ok := d.read(now)
@@ -274,7 +326,7 @@ func (h *Host) Pass(procs []Proc, em Emissions) {
 			}
 			continue
 		}
-		idle, un := Split(e, h.dBusy, h.dTotal, h.ticks, h.out)
+		idle, un := cputime.Split(e, h.dBusy, h.dTotal, h.ticks, h.out)
 		d.idle += idle
 		d.unattr += un
 		for i, s := range h.list {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	otelmetric "go.opentelemetry.io/otel/metric"
@@ -18,8 +19,9 @@ import (
 
 	"github.com/otelenergy/otelenergy/carbon"
 	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/hostshare"
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
 	"github.com/otelenergy/otelenergy/energysource"
+	"github.com/otelenergy/otelenergy/internal/cputime"
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 	"github.com/otelenergy/otelenergy/internal/fakesysfs"
 	"github.com/otelenergy/otelenergy/otelenergy"
 )
@@ -83,12 +85,16 @@ func (n *node) writeStat() {
 
 // process writes pid's stat with its CPU ticks split between utime and
 // stime.
-func (n *node) process(pid uint32, start, ticks uint64) {
+func (n *node) process(pid uint32, start, ticks uint64) { n.child(pid, 1, start, ticks, 0) }
+
+// child writes pid's stat as a child of ppid, with its own ticks and
+// reaped ticks of its own children.
+func (n *node) child(pid, ppid uint32, start, ticks, reaped uint64) {
 	dir := filepath.Join(n.proc, strconv.Itoa(int(pid)))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		n.t.Fatal(err)
 	}
-	stat := fmt.Sprintf("%d (python3) S 1 %d %d 0 -1 0 0 0 0 0 %d %d 0 0 20 0 4 0 %d 1 1\n", pid, pid, pid, ticks-ticks/3, ticks/3, start)
+	stat := fmt.Sprintf("%d (python3) S %d %d %d 0 -1 0 0 0 0 0 %d %d %d 0 20 0 4 0 %d 1 1\n", pid, ppid, pid, pid, ticks-ticks/3, ticks/3, reaped, start)
 	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
 		n.t.Fatal(err)
 	}
@@ -109,18 +115,18 @@ func (n *node) open(t *testing.T) (*hostshare.Host, *fakeClock) {
 	if len(f.Devices) != 4 {
 		t.Fatalf("finding %v", f)
 	}
-	clk := &fakeClock{}
-	h, err := hostshare.New(hostshare.Config{Domains: src, Whole: whole, CPU: procfs.FS{Root: n.proc}, Now: clk.now})
+	clk := newFakeClock()
+	h, err := hostshare.New(hostshare.Config{Domains: src, Whole: whole, CPU: &cputime.Trees{Root: n.proc}, Now: clk.Stepping(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h, clk
 }
 
-type fakeClock struct{ t int64 }
+// fakeClock advances a second per reading pass (Stepping).
+type fakeClock = fakeclock.Clock
 
-// now advances a second per reading pass.
-func (c *fakeClock) now() int64 { c.t += 1e9; return c.t }
+func newFakeClock() *fakeClock { return fakeclock.New(fakeclock.Epoch()) }
 
 func procs(ps ...uint32) []hostshare.Proc {
 	var out []hostshare.Proc
@@ -180,8 +186,9 @@ func TestPass(t *testing.T) {
 		t.Errorf("psys %d mJ, want 9000", got)
 	}
 
-	// Process 11 ends; a new process 12 appears, and gets nothing for
-	// the pass in which it is first seen.
+	// Process 11 ends; a new process 12 appears: it was in no scan
+	// before, so it started in this interval, and all of its time is
+	// the interval's.
 	n.cpu(200, 200)
 	n.process(10, 1000, 620+100)
 	n.process(12, 1200, 40)
@@ -191,13 +198,13 @@ func TestPass(t *testing.T) {
 	n.addEnergy("intel-rapl:0", 800)
 	h.Pass(procs(10, 12), nil)
 	// package-0: 800 mJ, idle 400, active 400 over 200 busy ticks: 10 has
-	// 100 of them.
+	// 100 of them, 12 its 40.
 	tt := h.Totals(0)
 	if p10 := tt.Processes[hostshare.Process{Pid: 10, StartTime: 1000}]; p10 != 300+200 {
 		t.Errorf("p10 %d, want 500", p10)
 	}
-	if p12 := tt.Processes[hostshare.Process{Pid: 12, StartTime: 1200}]; p12 != 0 {
-		t.Errorf("p12 %d on its first pass, want 0", p12)
+	if p12 := tt.Processes[hostshare.Process{Pid: 12, StartTime: 1200}]; p12 != 80 {
+		t.Errorf("p12 %d on its first pass, want 80", p12)
 	}
 	checkExport(t, h, nil)
 	// After an export, 11's series has ended and its total is the
@@ -206,6 +213,108 @@ func TestPass(t *testing.T) {
 		t.Errorf("exited %d, want 150", tt.ExitedMJ)
 	}
 	checkExport(t, h, nil)
+}
+
+// TestPassCountsChildren: a tracked process's CPU time includes its
+// children's, as the library's cputime counts a tree: a server whose
+// tokenizer workers or data loaders burn the CPU is charged their energy,
+// a worker reaped in between is not counted twice, and a child that is
+// tracked itself keeps its own.
+func TestPassCountsChildren(t *testing.T) {
+	n := newNode(t)
+	n.process(10, 1000, 50)
+	n.child(20, 10, 2000, 10, 0) // 10's worker
+	n.child(21, 20, 2100, 10, 0) // the worker's own child
+	n.process(11, 1100, 100)
+	n.child(30, 11, 3000, 0, 0) // 11's child, tracked on its own
+	h, _ := n.open(t)
+	h.Pass(procs(10, 11, 30), nil) // baselines
+
+	// 400 ticks, 300 busy: 10 used 10 itself and its workers 50 and 30;
+	// 11 used 60, its tracked child 30 used 60.
+	n.cpu(300, 100)
+	n.process(10, 1000, 60)
+	n.child(20, 10, 2000, 60, 0)
+	n.child(21, 20, 2100, 40, 0)
+	n.process(11, 1100, 160)
+	n.child(30, 11, 3000, 60, 0)
+	n.addEnergy("intel-rapl:0", 1000)
+	h.Pass(procs(10, 11, 30), nil)
+	// idle 250, active 750 = 2.5 mJ a busy tick.
+	p := func(pid uint32, start uint64) uint64 {
+		return h.Totals(0).Processes[hostshare.Process{Pid: pid, StartTime: start}]
+	}
+	if p10, p11, p30 := p(10, 1000), p(11, 1100), p(30, 3000); p10 != 225 || p11 != 150 || p30 != 150 {
+		t.Fatalf("p10 %d p11 %d p30 %d; want 225 (90 ticks with its children's), 150, 150", p10, p11, p30)
+	}
+
+	// The worker's child exits and the worker reaps it: its 40 ticks and
+	// 20 more move into the worker's reaped time. Only the 20 and the
+	// worker's own 20 are this interval's.
+	n.cpu(300, 100)
+	if err := os.RemoveAll(filepath.Join(n.proc, "21")); err != nil {
+		t.Fatal(err)
+	}
+	n.child(20, 10, 2000, 80, 60)
+	n.addEnergy("intel-rapl:0", 1000)
+	h.Pass(procs(10, 11, 30), nil)
+	if p10 := p(10, 1000); p10 != 225+100 {
+		t.Fatalf("after a reaped grandchild p10 %d, want %d (40 ticks, not 80)", p10, 225+100)
+	}
+	tt := h.Totals(0)
+	var sum uint64
+	for _, mj := range tt.Processes {
+		sum += mj
+	}
+	if sum+tt.IdleMJ+tt.UnattributedMJ != tt.EnergyMJ || tt.EnergyMJ != 2000 {
+		t.Fatalf("Σ processes %d + idle %d + unattributed %d != energy %d (2000)", sum, tt.IdleMJ, tt.UnattributedMJ, tt.EnergyMJ)
+	}
+}
+
+// ticksCPU is a CPU with no trees, as the simulator's: each process's own
+// ticks, set by the test.
+type ticksCPU struct {
+	busy, total uint64
+	own         map[uint32]uint64
+}
+
+func (c *ticksCPU) NodeTicks() (busy, total uint64, err error) { return c.busy, c.total, nil }
+func (c *ticksCPU) CPUTicks(pid uint32) (ticks, start uint64, err error) {
+	t, ok := c.own[pid]
+	if !ok {
+		return 0, 0, errors.New("gone")
+	}
+	return t, uint64(pid) * 100, nil
+}
+
+// TestPassOwnTicks: a CPU that measures no trees (the simulator's) splits
+// by each process's own ticks, from its second pass on.
+func TestPassOwnTicks(t *testing.T) {
+	n := newNode(t)
+	src, _, err := energysource.Host(energysource.WithSysfs(n.sys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	cpu := &ticksCPU{busy: 1000, total: 4000, own: map[uint32]uint64{10: 50, 11: 70}}
+	h, err := hostshare.New(hostshare.Config{Domains: src, CPU: cpu, Now: newFakeClock().Stepping(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Pass(procs(10, 11), nil)
+	cpu.busy, cpu.total = 1300, 4400 // 300 of 400 busy
+	cpu.own[10], cpu.own[11] = 170, 130
+	cpu.own[12] = 40 // new: nothing on its first pass
+	n.addEnergy("intel-rapl:0", 1000)
+	h.Pass(procs(10, 11, 12), nil)
+	tt := h.Totals(0)
+	p := func(pid uint32) uint64 {
+		return tt.Processes[hostshare.Process{Pid: pid, StartTime: uint64(pid) * 100}]
+	}
+	// idle 250; active 750 over 300 busy ticks: 10 has 120, 11 has 60.
+	if p(10) != 300 || p(11) != 150 || p(12) != 0 || tt.IdleMJ != 250 {
+		t.Fatalf("p10 %d p11 %d p12 %d idle %d; want 300, 150, 0, 250", p(10), p(11), p(12), tt.IdleMJ)
+	}
 }
 
 // checkExport exports through a real SDK reader and checks per hw.id:
@@ -337,8 +446,8 @@ func TestFailures(t *testing.T) {
 	}
 	defer src.Close()
 	fl := &flaky{Source: src}
-	clk := &fakeClock{}
-	h, err := hostshare.New(hostshare.Config{Domains: fl, CPU: procfs.FS{Root: n.proc}, Now: clk.now})
+	clk := newFakeClock()
+	h, err := hostshare.New(hostshare.Config{Domains: fl, CPU: &cputime.Trees{Root: n.proc}, Now: clk.Stepping(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}

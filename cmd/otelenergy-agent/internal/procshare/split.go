@@ -2,18 +2,15 @@ package procshare
 
 import (
 	"math"
-	"math/bits"
+
+	"github.com/otelenergy/otelenergy/internal/split"
+	"github.com/otelenergy/otelenergy/ring"
 )
 
 // Interval is one counter interval of a board: the span between two
-// consecutive steps of its energy counter, and the energy between them.
-type Interval struct {
-	// T0 and T1 bound the interval, in nanoseconds on any monotonic
-	// scale. T1 < T0 counts as an interval of length zero.
-	T0, T1 int64
-	// EnergyMJ is the energy metered over the interval.
-	EnergyMJ uint64
-}
+// consecutive steps of its energy counter, and the energy between them,
+// as the ring's cursor yields it.
+type Interval = ring.Interval
 
 // Mode says what a board's utilization data can tell about a window.
 type Mode uint8
@@ -82,69 +79,44 @@ func Window(ivs []Interval, staticW float64, mode Mode, weights, out []uint64) R
 		r.UnattributedMJ = r.ActiveMJ
 	case mode == Unmeasured:
 		r.Shared = true
-		if !Give(r.ActiveMJ, weights, out) {
-			even(r.ActiveMJ, out[:len(weights)])
+		if _, ok := split.Among(r.ActiveMJ, weights, 0, out); !ok {
+			split.Evenly(r.ActiveMJ, out[:len(weights)])
 		}
 	default:
-		if !Give(r.ActiveMJ, weights, out) {
+		if _, ok := split.Among(r.ActiveMJ, weights, 0, out); !ok {
 			r.UnattributedMJ = r.ActiveMJ
 		}
 	}
 	return r
 }
 
-// Give adds to out[i] process i's share of e in proportion to weights[i],
-// by cumulative floors, so that the shares sum to e exactly. It reports
-// false, and gives nothing, when the weights sum to zero. Weights whose
-// sum overflows uint64 are scaled down first, which keeps the shares
-// proportional to within one part in 2^32.
-func Give(e uint64, weights, out []uint64) bool {
-	total, shift := sum(weights)
-	if total == 0 {
-		return false
-	}
-	var cum, given uint64
-	for i, w := range weights {
-		cum += w >> shift
-		hi, lo := bits.Mul64(e, cum)
-		// cum ≤ total, so e·cum/total ≤ e < 2^64 and hi < total.
-		s, _ := bits.Div64(hi, lo, total)
-		out[i] += s - given
-		given = s
-	}
-	return true
-}
-
-// even adds an equal share of e to each element of out, the remainder
-// going one millijoule each to the first ones.
-func even(e uint64, out []uint64) {
-	n := uint64(len(out))
-	q, rem := e/n, e%n
-	for i := range out {
-		out[i] += q
-		if uint64(i) < rem {
-			out[i]++
+// Cover sets cover[k] to part k's device time of an interval of dt ns:
+// the time is shared equally among the parts with a positive share of its
+// energy (the remainder one ns each to the first of them, [split.Evenly]),
+// none to the others, so that Σ cover = dt whenever one has a share, and
+// the time is no part's when none has. It is what the agent charges
+// embodied emissions by. cover must be as long as shares; even is
+// scratch, returned grown.
+func Cover(dt uint64, shares, cover, even []uint64) []uint64 {
+	active := 0
+	for _, s := range shares {
+		if s > 0 {
+			active++
 		}
 	}
-}
-
-// sum returns the sum of weights, each shifted right by shift, with the
-// smallest shift that keeps the sum within uint64.
-func sum(weights []uint64) (total uint64, shift uint) {
-	for shift = 0; shift < 64; shift++ {
-		var t uint64
-		overflow := false
-		for _, w := range weights {
-			var c uint64
-			t, c = bits.Add64(t, w>>shift, 0)
-			if c != 0 {
-				overflow = true
-				break
-			}
-		}
-		if !overflow {
-			return t, shift
+	if cap(even) < active {
+		even = make([]uint64, active, 2*active)
+	}
+	even = even[:active]
+	clear(even)
+	split.Evenly(dt, even)
+	j := 0
+	for k, s := range shares {
+		cover[k] = 0
+		if s > 0 {
+			cover[k] = even[j]
+			j++
 		}
 	}
-	return 0, 64
+	return even
 }

@@ -1,6 +1,11 @@
 package procshare
 
-import "math"
+import (
+	"math"
+	"time"
+
+	"github.com/otelenergy/otelenergy/internal/idlepower"
+)
 
 // DefaultStaticHorizon is the time constant over which [Static] forgets:
 // long enough to span idle gaps between jobs, short enough to follow a
@@ -20,7 +25,8 @@ const DefaultStaticHorizon = 300.0 // seconds
 //  1. Fixed, when positive;
 //  2. the mean power of the windows whose board utilization was zero
 //     (no listed process had an SM sample), once they add up to
-//     minIdleSeconds within the horizon: a direct measurement;
+//     idlepower.MinSeconds: a direct measurement (package idlepower, as
+//     the boards with utilization measure theirs);
 //  3. the intercept of the least-squares line P = Ps + k·U through the
 //     windows' mean power P against their board utilization U in [0, 1],
 //     weighted by window length, once the windows span minFitSeconds and
@@ -45,16 +51,16 @@ type Static struct {
 	Horizon float64
 
 	w, wu, wuu, wp, wup float64
-	iw, ip              float64
+	idle                idlepower.Mean // the zero-utilization windows' power
+	t                   int64          // Σ window lengths, ns: idle's clock
 	prevU               float64
 	primed              bool
 }
 
 const (
-	minIdleSeconds = 10
-	minFitSeconds  = 30
-	minUtilStdDev  = 0.05
-	steadyUtil     = 0.02
+	minFitSeconds = 30
+	minUtilStdDev = 0.05
+	steadyUtil    = 0.02
 )
 
 // Observe adds one window of length dtNs and energy energyMJ at board
@@ -71,7 +77,9 @@ func (s *Static) Observe(dtNs int64, energyMJ uint64, util float64) {
 	}
 	d := math.Exp(-dt / h)
 	s.w, s.wu, s.wuu, s.wp, s.wup = s.w*d, s.wu*d, s.wuu*d, s.wp*d, s.wup*d
-	s.iw, s.ip = s.iw*d, s.ip*d
+	s.t += dtNs
+	s.idle.Horizon = time.Duration(h * 1e9)
+	s.idle.Forget(s.t)
 	u := min(max(util, 0), 1)
 	steady := s.primed && math.Abs(u-s.prevU) <= steadyUtil
 	s.primed, s.prevU = true, u
@@ -85,8 +93,7 @@ func (s *Static) Observe(dtNs int64, energyMJ uint64, util float64) {
 	s.wp += dt * p
 	s.wup += dt * u * p
 	if u == 0 {
-		s.iw += dt
-		s.ip += dt * p
+		s.idle.Add(dt, float64(energyMJ))
 	}
 }
 
@@ -94,7 +101,8 @@ func (s *Static) Observe(dtNs int64, energyMJ uint64, util float64) {
 // after forgetting, and whether Watts is their mean (rather than Fixed,
 // the fit's intercept or zero).
 func (s *Static) Measured() (seconds float64, ok bool) {
-	return s.iw, s.Fixed <= 0 && s.iw >= minIdleSeconds
+	_, measured := s.idle.Watts()
+	return s.idle.Seconds(), s.Fixed <= 0 && measured
 }
 
 // Watts returns the static power learned so far, in W; see [Static].
@@ -102,8 +110,8 @@ func (s *Static) Watts() float64 {
 	if s.Fixed > 0 {
 		return s.Fixed
 	}
-	if s.iw >= minIdleSeconds {
-		return s.ip / s.iw
+	if w, ok := s.idle.Watts(); ok {
+		return w
 	}
 	if s.w < minFitSeconds {
 		return 0

@@ -25,7 +25,10 @@ func TestStatic(t *testing.T) {
 		tol   float64
 	}{
 		{"fixed", 70, 100, func(int) float64 { return 1 }, 70, 0},
-		{"not enough data", 0, 5, func(int) float64 { return 0 }, 0, 0},
+		// One steady idle second (the first window has none before it to
+		// be steady with) is short of idlepower.MinSeconds; two are not.
+		{"not enough data", 0, 2, func(int) float64 { return 0 }, 0, 0},
+		{"two idle seconds measure it", 0, 3, func(int) float64 { return 0 }, 90, 1e-9},
 		{"idle windows measured", 0, 60, func(i int) float64 { return float64(i/5%2) * 0.8 }, 90, 0.01},
 		{"constant full load: unknown", 0, 600, func(int) float64 { return 1 }, 0, 0},
 		{"load changing every window: nothing steady", 0, 600, func(i int) float64 { return float64(i%2) * 0.8 }, 0, 0},

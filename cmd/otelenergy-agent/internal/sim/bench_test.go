@@ -65,16 +65,16 @@ var splitScenarios = []splitScenario{
 	{name: "held-wallstep", ph: sim.Physics{IdleWatts: 70, SMWatts: 4, NoiseWatts: 3, SamplePeriod: time.Second / 6, SampleLag: 400 * time.Millisecond, WallStep: -3*time.Second - 417*time.Microsecond, WallStepAt: 60 * time.Second}},
 }
 
-// steppedRings is the Monitor with its wall clock stepped as the
+// steppedRings is the Monitor's rings with its wall clock stepped as the
 // simulator's: a real Monitor's ring time is monotonic while its wall
 // clock steps; a fake clock cannot be both.
 type steppedRings struct {
-	*otelenergy.Monitor
+	agent.ClockedRings
 	nd *sim.Node
 }
 
 func (r steppedRings) Clock() (int64, time.Time) {
-	ring, wall := r.Monitor.Clock()
+	ring, wall := r.ClockedRings.Clock()
 	return ring, r.nd.WallClock(wall)
 }
 
@@ -119,12 +119,12 @@ func runSplit(tb testing.TB, sc splitScenario, seed uint64) splitFigures {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer mp.Shutdown(context.Background())
-	mon, err := otelenergy.NewMonitor(nd, otelenergy.WithClock(clock), otelenergy.WithMeterProvider(mp))
+	mon, rings, err := agent.NewMonitor(nd, otelenergy.WithClock(clock), otelenergy.WithMeterProvider(mp))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer mon.Shutdown(context.Background())
-	ag, err := agent.New(agent.Config{Rings: steppedRings{mon, nd}, Lister: nd, Resolver: nd, MeterProvider: mp,
+	ag, err := agent.New(agent.Config{Rings: steppedRings{rings, nd}, Lister: nd, Resolver: nd, MeterProvider: mp,
 		Now: func() time.Time { return nd.WallClock(now) }})
 	if err != nil {
 		tb.Fatal(err)

@@ -40,7 +40,7 @@ func TestSimulatedNode(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
-	mon, err := otelenergy.NewMonitor(nd, otelenergy.WithClock(clock), otelenergy.WithMeterProvider(mp))
+	mon, rings, err := agent.NewMonitor(nd, otelenergy.WithClock(clock), otelenergy.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestSimulatedNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ag, err := agent.New(agent.Config{Rings: mon, Lister: nd, Resolver: nd, MeterProvider: mp, Now: clock, Host: host})
+	ag, err := agent.New(agent.Config{Rings: rings, Lister: nd, Resolver: nd, MeterProvider: mp, Now: clock, Host: host})
 	if err != nil {
 		t.Fatal(err)
 	}

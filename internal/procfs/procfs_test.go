@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otelenergy/otelenergy/cmd/otelenergy-agent/internal/procfs"
+	"github.com/otelenergy/otelenergy/internal/procfs"
 )
 
 const (
@@ -156,22 +156,52 @@ func BenchmarkStartTime(b *testing.B) {
 	})
 }
 
-func TestCPUTicks(t *testing.T) {
-	fs := procfs.FS{Root: "testdata/proc"}
-	// 102's stat: utime 25, stime 10, start time 6000, behind a command
-	// name holding spaces and parentheses.
-	ticks, start, err := fs.CPUTicks(102)
-	if err != nil || ticks != 35 || start != 6000 {
-		t.Fatalf("CPUTicks(102) = %d, %d, %v; want 35, 6000", ticks, start, err)
+func TestParseStat(t *testing.T) {
+	b, err := os.ReadFile("testdata/proc/102/stat")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, _, err := fs.CPUTicks(999); !errors.Is(err, procfs.ErrGone) {
-		t.Fatalf("CPUTicks of a missing pid = %v, want ErrGone", err)
+	// 102's stat: parent 1, utime 25, stime 10, no children's time, start
+	// time 6000, behind a command name holding spaces and parentheses.
+	st, ok := procfs.ParseStat(b)
+	want := procfs.Stat{PPid: 1, UTime: 25, STime: 10, StartTime: 6000}
+	if !ok || st != want || st.Ticks() != 35 || st.TreeTicks() != 35 {
+		t.Fatalf("ParseStat = %+v, %v; want %+v", st, ok, want)
 	}
-	for _, bad := range []string{"", "1 (x) S 1", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 u 10 0 0 20 0 1 0 5"} {
-		if _, _, ok := procfs.ParseCPUTicks([]byte(bad)); ok {
-			t.Errorf("ParseCPUTicks(%q) accepted", bad)
+	st, ok = procfs.ParseStat([]byte("7 (w) S 3 1 1 0 -1 0 0 0 0 0 4 5 6 -7 20 0 1 0 99\n"))
+	if want := (procfs.Stat{PPid: 3, UTime: 4, STime: 5, CUTime: 6, StartTime: 99}); !ok || st != want || st.TreeTicks() != 15 {
+		t.Fatalf("ParseStat with a negative cstime = %+v, %v; want %+v", st, ok, want)
+	}
+	for _, bad := range []string{"", "1 (x) S 1", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 u 10 0 0 20 0 1 0 5",
+		"1 (x) S 99999999999 1 1 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 5", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 -1 1 0 0 20 0 1 0 5"} {
+		if _, ok := procfs.ParseStat([]byte(bad)); ok {
+			t.Errorf("ParseStat(%q) accepted", bad)
 		}
 	}
+	if pp, ok := procfs.ParseParent([]byte("400 (a) 1 (b) S 300 200")); !ok || pp != 300 {
+		t.Fatalf("ParseParent = %d, %v; want 300", pp, ok)
+	}
+}
+
+// FuzzParseStat builds a stat line around any comm and fields and checks
+// the parser against the plain split of the fields after the comm.
+func FuzzParseStat(f *testing.F) {
+	f.Add("python3", uint32(1), uint64(25), uint64(10), int64(3), int64(-1), uint64(5000))
+	f.Add(") 1 2 (", uint32(0), uint64(1<<63), uint64(0), int64(-1<<63), int64(1<<62), uint64(0))
+	f.Fuzz(func(t *testing.T, comm string, ppid uint32, ut, st uint64, cut, cst int64, start uint64) {
+		if strings.ContainsAny(comm, "\n\x00") || len(comm) > 64 {
+			t.Skip()
+		}
+		u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+		i := func(v int64) string { return strconv.FormatInt(v, 10) }
+		line := "4242 (" + comm + ") S " + u(uint64(ppid)) + " 4242 4242 0 -1 4194560 1000 0 0 0 " + u(ut) + " " + u(st) + " " + i(cut) + " " + i(cst) + " 20 0 8 0 " + u(start) + " 123456789 4000\n"
+		got, ok := procfs.ParseStat([]byte(line))
+		nn := func(v int64) uint64 { return uint64(max(v, 0)) }
+		want := procfs.Stat{PPid: ppid, UTime: ut, STime: st, CUTime: nn(cut), CSTime: nn(cst), StartTime: start}
+		if !ok || got != want {
+			t.Fatalf("ParseStat(%q) = %+v, %v; want %+v", line, got, ok, want)
+		}
+	})
 }
 
 func TestNodeTicks(t *testing.T) {
@@ -181,14 +211,18 @@ func TestNodeTicks(t *testing.T) {
 	if err := os.WriteFile(root+"/stat", []byte(stat), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	busy, total, err := procfs.FS{Root: root}.NodeTicks()
+	s := &procfs.Scanner{Root: root}
+	busy, total, err := s.NodeTicks()
 	if err != nil || busy != 100+5+30+3+2+1 || total != 100+5+30+1000+20+3+2+1 {
 		t.Fatalf("NodeTicks = %d, %d, %v; want 141, 1161", busy, total, err)
 	}
 	if err := os.WriteFile(root+"/stat", []byte("intr 1 2 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := (procfs.FS{Root: root}).NodeTicks(); !errors.Is(err, procfs.ErrFormat) {
+	if _, _, err := s.NodeTicks(); !errors.Is(err, procfs.ErrFormat) {
 		t.Fatalf("NodeTicks without a cpu line = %v, want ErrFormat", err)
+	}
+	if _, _, err := (&procfs.Scanner{Root: t.TempDir()}).NodeTicks(); err == nil {
+		t.Fatal("NodeTicks with no stat file: no error")
 	}
 }
