@@ -112,7 +112,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	returned := false
 	defer func() { ex.finish(returned) }()
 	returned = ex.serve(out)
-	if returned && ex.mode == modeRefused {
+	if ex.mode == modeRefused && ex.ctx.Err() == nil {
+		// The refusal is not passed on, so a refusal whose body broke
+		// off (ReverseProxy's abort, which serve took) is resent all
+		// the same: the client has received nothing yet.
 		returned = ex.serve(ex.resend(r))
 	}
 }

@@ -352,3 +352,31 @@ func TestUpstreamEncodedStreamResent(t *testing.T) {
 	}
 	r.wait(t)
 }
+
+// TestUpstreamRefusalBrokenResent: a backend that refuses the stream
+// and breaks the connection in the middle of its refusal's body still
+// gets the client's request once more; the client never receives an
+// empty 200.
+func TestUpstreamRefusalBrokenResent(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if bytes.Contains(b, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", "200")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"message":"streaming is not`)
+			http.NewResponseController(w).Flush()
+			hangUp(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, chatJSON(12, 3))
+	}))
+	t.Cleanup(backend.Close)
+	r := newRigTo(t, backend, openaiproxy.WithErrorLog(log.New(io.Discard, "", 0)))
+	resp, got := r.post(t, "/v1/chat/completions", chatRequest(false, ""))
+	if resp.StatusCode != 200 || string(got) != chatJSON(12, 3) {
+		t.Fatalf("status %d, body %q: want the plain request's answer", resp.StatusCode, got)
+	}
+	r.wait(t)
+}
