@@ -37,16 +37,35 @@ func (b *Budget) Give(n int64) { b.used.Add(-n) }
 // budgetStep is how much of a Budget a response reserves at a time.
 const budgetStep = 64 << 10
 
-// reservation is what one response holds of a Budget. It is used by the
-// goroutine serving the response.
+// reservation is what one exchange holds of a Budget: the request body
+// it rewrote, and what it holds of the response. It is used by the
+// goroutine serving the exchange.
 type reservation struct {
 	b    *Budget
 	held int64
+	// base is held for the exchange's life, beneath what cover covers:
+	// the rewritten request body, which the transport reads until the
+	// backend has it.
+	base int64
 }
 
-// cover makes the reservation at least n bytes and reports whether the
-// Budget had them.
+// hold reserves n more bytes for the exchange's life, beneath what cover
+// covers, and reports whether the Budget had them.
+// It takes exactly n, not a whole budgetStep: a small body held for a
+// long stream must not crowd other requests out of the Budget.
+func (r *reservation) hold(n int64) bool {
+	if !r.b.Take(n) {
+		return false
+	}
+	r.held += n
+	r.base += n
+	return true
+}
+
+// cover makes the reservation at least n bytes beyond base and reports
+// whether the Budget had them.
 func (r *reservation) cover(n int64) bool {
+	n += r.base
 	if n <= r.held {
 		return true
 	}
@@ -64,4 +83,5 @@ func (r *reservation) release() {
 		r.b.Give(r.held)
 		r.held = 0
 	}
+	r.base = 0
 }

@@ -201,15 +201,20 @@ func (ex *exchange) readRequest(in *http.Request) *http.Request {
 	} else {
 		ex.req = info
 	}
+	// A rewrite copies the body: the copy is held within the Budget, as
+	// the body a stage in front holds is, and a body it has no room for
+	// goes upstream as it came (its tokens are then read as without the
+	// rewrite).
+	rewrite := func() bool { return ex.res.hold(int64(len(body) + rewriteGrowth)) }
 	switch {
-	case ok && info.stream && !info.hasStreamOpt && ex.h.cfg.includeUsage:
+	case ok && info.stream && !info.hasStreamOpt && ex.h.cfg.includeUsage && rewrite():
 		body = addIncludeUsage(body)
 		ex.strip = true
 		// The usage chunk can be removed only from a body the proxy can
 		// read, so the rewritten request asks for no content coding.
 		ownHeader()
 		r.Header.Del("Accept-Encoding")
-	case ok && !info.stream && ex.h.cfg.upstream:
+	case ok && !info.stream && ex.h.cfg.upstream && rewrite():
 		ex.up, ex.orig, ex.upHdr = true, body, http.Header{}
 		body = streamingBody(body, &info)
 		ownHeader()

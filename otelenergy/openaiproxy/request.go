@@ -265,6 +265,10 @@ func addIncludeUsage(body []byte) []byte {
 	return append(out, body[i+1:]...)
 }
 
+// rewriteGrowth bounds what the rewrites add to a request body:
+// streamingBody's two members and their commas.
+const rewriteGrowth = len(`"stream":true`) + len(`"stream_options":{"include_usage":true}`) + 2
+
 // streamingBody returns the request body sent upstream for a
 // non-streaming client under upstream streaming: "stream":true and
 // "stream_options":{"include_usage":true}, each replacing the member of

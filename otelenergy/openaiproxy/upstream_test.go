@@ -380,3 +380,62 @@ func TestUpstreamRefusalBrokenResent(t *testing.T) {
 	}
 	r.wait(t)
 }
+
+// heldRequestBody is a request body a stage in front read whole, as
+// otelenergy-proxy's body limit does: Bytes returns it in place.
+type heldRequestBody struct {
+	*strings.Reader
+	s string
+}
+
+func (h *heldRequestBody) Bytes() []byte { return []byte(h.s[len(h.s)-h.Len():]) }
+func (h *heldRequestBody) Close() error  { return nil }
+
+// TestRewrittenBodyWithinBudget: the request body the proxy rewrites
+// (upstream streaming, the usage rewrite) is a second copy of the one a
+// stage in front holds on the shared Budget, and is held within that
+// Budget too. A copy the Budget has no room for is not made: the request
+// goes upstream as the client sent it, and is answered, not refused.
+func TestRewrittenBodyWithinBudget(t *testing.T) {
+	pad := strings.Repeat("x", 200<<10)
+	for _, stream := range []bool{false, true} {
+		req := chatRequest(stream, `"user":"`+pad+`",`)
+		for _, tc := range []struct {
+			name    string
+			room    int64 // what the Budget has beyond the body the front stage holds
+			rewrite bool
+		}{{"no room", 16 << 10, false}, {"room", 1 << 20, true}} {
+			t.Run(fmt.Sprintf("stream=%t/%s", stream, tc.name), func(t *testing.T) {
+				s := &script{tokens: 3, prompt: 5, honour: true, seenBody: make(chan []byte, 1)}
+				backend := httptest.NewServer(s)
+				t.Cleanup(backend.Close)
+				size := int64(len(req)) + tc.room
+				budget := openaiproxy.NewBudget(size)
+				r := newRigTo(t, backend, openaiproxy.WithBudget(budget))
+				front := r.proxy.Config.Handler
+				r.proxy.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, q *http.Request) {
+					b, _ := io.ReadAll(q.Body)
+					if !budget.Take(int64(len(b))) {
+						t.Errorf("the front stage found no room for the body")
+						return
+					}
+					defer budget.Give(int64(len(b)))
+					q.Body = &heldRequestBody{strings.NewReader(string(b)), string(b)}
+					front.ServeHTTP(w, q)
+				})
+				resp, got := r.post(t, "/v1/chat/completions", req)
+				sent := <-s.seenBody
+				if rewritten := string(sent) != req; rewritten != tc.rewrite {
+					t.Fatalf("the body went upstream rewritten %t, want %t", rewritten, tc.rewrite)
+				}
+				if resp.StatusCode != 200 || !bytes.Contains(got, []byte("tok")) && !bytes.Contains(got, []byte("hello there")) {
+					t.Fatalf("status %d, body %.200s: want the backend's answer", resp.StatusCode, got)
+				}
+				r.wait(t)
+				if !budget.Take(size) {
+					t.Fatal("the budget was not given back whole")
+				}
+			})
+		}
+	}
+}
