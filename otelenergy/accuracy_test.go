@@ -73,6 +73,10 @@ type accScenario struct {
 	// and prompts above are then unused.
 	Trace *accTrace
 	Seed  uint64
+	// Pair names the scenario whose final figures this one's are compared
+	// with, request by request (vs-stream%): the same requests on the
+	// same physics, reported as they stream.
+	Pair string
 }
 
 var accTarget = accScenario{
@@ -173,6 +177,13 @@ var slotScenarios = []namedScenario{
 		s.Seed = 53
 	})},
 	{"idealized", accTarget.with(func(s *accScenario) { s.Idealized = true })},
+	// The synthetic physics variant of issue 33: a 20 ms counter, 400 W
+	// of prefill and 120 W idle, clients reporting in chunks of 16.
+	{"heldout-20ms-400w/chunks16", accTarget.with(func(s *accScenario) {
+		s.Periods = []time.Duration{20 * time.Millisecond}
+		s.GPU.PrefillWatts, s.GPU.IdleWatts = 400, 120
+		s.Chunk = 16
+	})},
 }
 
 // accFigures is the outcome of a scenario.
@@ -190,9 +201,13 @@ type accFigures struct {
 	ConservationPct                                float64
 	Coefficients                                   ledger.Coefficients
 	// Final and Estimate are each request's signed error, in %, of its
-	// final figure and of End's estimate; Period is its counter period,
-	// EndOnly whether it reported its output only at the end.
-	Final, Estimate []float64
+	// final figure and of End's estimate against the truth, EstFinal of
+	// End's estimate against the final figure, and FinalMJ the final
+	// figure; Period is its counter period, EndOnly whether it reported
+	// its output only at the end.
+	Final, Estimate, EstFinal, FinalMJ []float64
+	// EstFinalMeanPct and EstFinalP99Pct summarize EstFinal.
+	EstFinalMeanPct, EstFinalP99Pct float64
 	Period          []time.Duration
 	EndOnly         []bool
 	// FinalLatencyMS is, per request of a production trace, how long
@@ -202,9 +217,9 @@ type accFigures struct {
 }
 
 func (f accFigures) String() string {
-	return fmt.Sprintf("n=%d err mean %.3f%% p99 %.3f%% max %.3f%% (estimate at End: mean %.2f%% p99 %.2f%%), conservation %.5f%% of %d mJ, model %+v",
-		f.Requests, f.MeanErrPct, f.P99ErrPct, f.MaxErrPct, f.EstMeanErrPct, f.EstP99ErrPct, f.ConservationPct, f.SplitMJ,
-		f.Coefficients)
+	return fmt.Sprintf("n=%d err mean %.3f%% p99 %.3f%% max %.3f%% (estimate at End: mean %.2f%% p99 %.2f%%; against the final figure %.2f%% / %.2f%%), conservation %.5f%% of %d mJ, model %+v",
+		f.Requests, f.MeanErrPct, f.P99ErrPct, f.MaxErrPct, f.EstMeanErrPct, f.EstP99ErrPct, f.EstFinalMeanPct, f.EstFinalP99Pct,
+		f.ConservationPct, f.SplitMJ, f.Coefficients)
 }
 
 type accClock struct {
@@ -217,6 +232,7 @@ func (c *accClock) now() time.Time { return c.base.Add(time.Duration(c.ns.Load()
 type accRequest struct {
 	req      *Request
 	job      *simgpu.Job
+	index    int   // its place in a trace's plan
 	start    int64 // ms
 	end      int64
 	rate     float64
@@ -239,6 +255,7 @@ func runAccuracy(tb testing.TB, sc accScenario) accFigures {
 		}
 		e, es, g := run(tb, sc, p, sc.Seed*1000+uint64(i))
 		f.Final, f.Estimate = append(f.Final, e...), append(f.Estimate, es...)
+		f.EstFinal, f.FinalMJ = append(f.EstFinal, g.EstFinal...), append(f.FinalMJ, g.FinalMJ...)
 		f.EndOnly = append(f.EndOnly, g.EndOnly...)
 		for range e {
 			f.Period = append(f.Period, p)
@@ -253,6 +270,7 @@ func runAccuracy(tb testing.TB, sc accScenario) accFigures {
 	f.Requests = len(f.Final)
 	f.MeanErrPct, f.P99ErrPct, f.MaxErrPct = summarize(f.Final)
 	f.EstMeanErrPct, f.EstP99ErrPct, _ = summarize(f.Estimate)
+	f.EstFinalMeanPct, f.EstFinalP99Pct, _ = summarize(f.EstFinal)
 	var ns []float64
 	for i, e := range f.Estimate {
 		if f.EndOnly[i] {
@@ -382,6 +400,9 @@ func (f accFigures) collect(tb testing.TB, mon *Monitor, gpu *simgpu.GPU, done [
 		}
 		errs = append(errs, (float64(st.EnergyMJ())-truth)/truth*100)
 		est = append(est, (float64(r.estimate)-truth)/truth*100)
+		final := float64(max(st.EnergyMJ(), 1))
+		f.EstFinal = append(f.EstFinal, (float64(r.estimate)-final)/final*100)
+		f.FinalMJ = append(f.FinalMJ, float64(st.EnergyMJ()))
 		f.EndOnly = append(f.EndOnly, r.endOnly)
 		f.AttributedMJ += st.EnergyMJ()
 	}
@@ -447,18 +468,53 @@ func stepAcc(mon *Monitor, r *accRequest, sc accScenario, ms int64) {
 	}
 }
 
+// reportPrompt reports r's prompt, and how much of it the prefix cache
+// served.
+func reportPrompt(mon *Monitor, r *accRequest) {
+	mon.AddInputTokens(r.req, r.job.InputTokens())
+	if c := r.job.CachedTokens(); c > 0 {
+		mon.AddCachedInputTokens(r.req, c)
+	}
+}
+
 func finishAcc(mon *Monitor, r *accRequest, sc accScenario) {
 	if r.pending > 0 {
 		mon.AddTokens(r.req, r.pending)
 		r.pending = 0
 	}
 	if sc.InputAtEnd {
-		mon.AddInputTokens(r.req, r.job.InputTokens())
+		reportPrompt(mon, r)
 	}
 	r.job.End()
 	r.dbgMJ = r.req.st.EnergyMJ()
 	res := r.req.End()
 	r.estimate = res.EnergyMJ
+}
+
+// scenarioNamed returns the scenario of accScenarios called name.
+func scenarioNamed(tb testing.TB, name string) accScenario {
+	for _, s := range accScenarios {
+		if s.name == name {
+			return s.sc
+		}
+	}
+	tb.Fatalf("no scenario %q", name)
+	return accScenario{}
+}
+
+// vsPair returns the mean and 99th percentile of the absolute relative
+// differences, in %, between the final figures got and those of the same
+// requests in want; false when want is missing or not the same requests.
+func vsPair(got, want []float64) (mean, p99 float64, ok bool) {
+	if len(want) == 0 || len(want) != len(got) {
+		return 0, 0, false
+	}
+	d := make([]float64, len(got))
+	for i := range got {
+		d[i] = (got[i] - want[i]) / max(want[i], 1) * 100
+	}
+	mean, p99, _ = summarize(d)
+	return mean, p99, true
 }
 
 // TestAttributionAccuracy holds the ledger to its figures in
@@ -567,7 +623,15 @@ func TestAttributionAccuracyOne(t *testing.T) {
 			}
 			sc.Periods = []time.Duration{d}
 		}
-		t.Log(runAccuracy(t, sc))
+		f := runAccuracy(t, sc)
+		t.Log(f)
+		if s.sc.Pair != "" {
+			ps := scenarioNamed(t, s.sc.Pair)
+			ps.Periods = sc.Periods
+			if mean, p99, ok := vsPair(f.FinalMJ, runAccuracy(t, ps).FinalMJ); ok {
+				t.Logf("final figures against %s: mean %.2f%% p99 %.2f%%", s.sc.Pair, mean, p99)
+			}
+		}
 		return
 	}
 	t.Fatalf("no scenario %q", name)
@@ -583,6 +647,7 @@ func TestAttributionAccuracyOne(t *testing.T) {
 // period in ms, final %, estimate %), which tools/accplot draws.
 func BenchmarkAttribution(b *testing.B) {
 	var out []string
+	finals := map[string][]float64{} // the final figures of each scenario run, for its pairs
 	for _, s := range accScenarios {
 		b.Run(s.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -595,6 +660,18 @@ func BenchmarkAttribution(b *testing.B) {
 			b.ReportMetric(f.ConservationPct, "conservation%")
 			b.ReportMetric(f.EstMeanErrPct, "est%-mean")
 			b.ReportMetric(f.EstP99ErrPct, "est%-p99")
+			b.ReportMetric(f.EstFinalMeanPct, "est-final%-mean")
+			b.ReportMetric(f.EstFinalP99Pct, "est-final%-p99")
+			finals[s.name] = f.FinalMJ
+			if s.sc.Pair != "" {
+				if _, ok := finals[s.sc.Pair]; !ok {
+					finals[s.sc.Pair] = runAccuracy(b, scenarioNamed(b, s.sc.Pair)).FinalMJ
+				}
+				if mean, p99, ok := vsPair(f.FinalMJ, finals[s.sc.Pair]); ok {
+					b.ReportMetric(mean, "vs-stream%-mean")
+					b.ReportMetric(p99, "vs-stream%-p99")
+				}
+			}
 			if slices.Contains(f.EndOnly, true) {
 				b.ReportMetric(f.EstNSMeanErrPct, "est%-ns-mean")
 				b.ReportMetric(f.EstNSP99ErrPct, "est%-ns-p99")
