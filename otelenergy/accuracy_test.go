@@ -208,8 +208,8 @@ type accFigures struct {
 	Final, Estimate, EstFinal, FinalMJ []float64
 	// EstFinalMeanPct and EstFinalP99Pct summarize EstFinal.
 	EstFinalMeanPct, EstFinalP99Pct float64
-	Period          []time.Duration
-	EndOnly         []bool
+	Period                          []time.Duration
+	EndOnly                         []bool
 	// FinalLatencyMS is, per request of a production trace, how long
 	// after its End its figure became final, in ms, as seen by the
 	// sampler: what a caller that waits for it (Request.WaitFinal) waits.
