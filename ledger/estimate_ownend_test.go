@@ -46,8 +46,7 @@ func TestEstimateOwnEndCountedOnce(t *testing.T) {
 			// Nothing but static power: every request active at an
 			// instant draws the same. (Stored after the last settle,
 			// which publishes the model's own.)
-			g.l.coef[fStatic].Store(math.Float64bits(staticW))
-			g.l.avgW.Store(math.Float64bits(staticW))
+			setPrices(g.l, prices{staticW: staticW})
 			got := float64(g.l.Estimate(r, 3e8))
 			// 90 ms among 1+neighbours requests, in mJ.
 			want := staticW * 90.0 / float64(1+c.neighbours)

@@ -1,9 +1,6 @@
 package ledger
 
-import (
-	"math"
-	"testing"
-)
+import "testing"
 
 // TestRunningNowAfterObserveWithoutSettle checks that requests adopted by a
 // read that settles nothing (no counter step) still count as running, and
@@ -55,8 +52,7 @@ func TestEstimateBurstAfterProvisionalPoint(t *testing.T) {
 	g.l.Observe(2.2e8, 0, 0)
 	g.l.Settle(2.2e8, nil)
 	const staticW, allW = 100, 110
-	g.l.coef[fStatic].Store(math.Float64bits(staticW))
-	g.l.avgW.Store(math.Float64bits(allW))
+	setPrices(g.l, prices{staticW: staticW, pfLoneW: allW - staticW})
 	for _, r := range rs {
 		g.l.End(r, 3e8)
 	}

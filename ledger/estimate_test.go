@@ -55,7 +55,7 @@ func TestRunningNowCountsEnds(t *testing.T) {
 	}
 }
 
-// TestStaticTime checks staticTime against ∫ ds/n(s) summed ns by ns for
+// TestStaticTime checks integrateInverse against ∫ ds/n(s) summed ns by ns for
 // k ends spread evenly over a part of the span at its end, at its start,
 // or over all of it: the profiles it assumes, which it must get to
 // rounding; and within 1% for ends in the middle of the span.
@@ -80,12 +80,12 @@ func TestStaticTime(t *testing.T) {
 			sumT += (c.lo + (c.hi-c.lo)*(float64(i)+0.5)/float64(c.k)) * tau
 		}
 		n1 := n0 - float64(c.k)
-		got := staticTime(tau, n0, n1, float64(c.k), sumT/float64(c.k))
+		got := integrateInverse(tau, n0, n1, float64(c.k), sumT/float64(c.k))
 		if math.Abs(got-want) > c.tol*want {
 			t.Errorf("%d ends over [%.1f, %.1f] of the span: %v, want %v", c.k, c.lo, c.hi, got, want)
 		}
 	}
-	if got := staticTime(tau, n0, n0, 0, 0); got != tau/n0 {
+	if got := integrateInverse(tau, n0, n0, 0, 0); got != tau/n0 {
 		t.Errorf("no ends: %v, want %v", got, tau/n0)
 	}
 }
@@ -106,8 +106,8 @@ func TestCoverageBeyondExact(t *testing.T) {
 		if withFull {
 			parts[0].hi = b
 		}
-		l := &Ledger{}
-		covered := l.coverage(parts, a, b, spanActive, true)
+		var sweep []uint64
+		covered := coverage(parts, a, b, spanActive, true, &sweep)
 		var sum, hull float64
 		for _, p := range parts {
 			sum += p.cov
@@ -119,7 +119,7 @@ func TestCoverageBeyondExact(t *testing.T) {
 		if covered > hull {
 			t.Fatalf("full %v: covered %v, beyond the spans' hull %v", withFull, covered, hull)
 		}
-		if got := l.coverage(parts, a, b, spanActive, false); got != covered {
+		if got := coverage(parts, a, b, spanActive, false, &sweep); got != covered {
 			t.Fatalf("full %v: measuring alone covers %v, with shares %v", withFull, got, covered)
 		}
 	}
@@ -135,10 +135,10 @@ func BenchmarkCoverage(b *testing.B) {
 			for i := range parts {
 				parts[i] = part{lo: 0, hi: int64(rng.IntN(100_000))}
 			}
-			l := &Ledger{}
+			var sweep []uint64
 			b.ReportAllocs()
 			for b.Loop() {
-				l.coverage(parts, 0, 100_000, spanActive, true)
+				coverage(parts, 0, 100_000, spanActive, true, &sweep)
 			}
 		})
 	}

@@ -56,23 +56,6 @@ func TestSettlementFinalize(t *testing.T) {
 	}
 }
 
-// TestSettlementReconcile checks that an escrow is counted once, when the
-// request's end is seen, with the tokens its reports put in the escrowed
-// time: 20 tokens evenly over (0, 200] reported, of which (0, 100] holds
-// 10, against 12 assumed.
-func TestSettlementReconcile(t *testing.T) {
-	var l Ledger
-	r := NewAccount(0, nil)
-	r.st = sampled{pfEnd: 0, escTok: 12, escHi: 100}
-	r.st.pts = []point{{t: 0}, {t: 200, out: 20}}
-	l.books.reconcile(r)
-	l.books.reconcile(r)
-	got := l.Escrow()
-	if got.Requests != 1 || got.AssumedTokens != 12 || got.ReportedTokens != 10 {
-		t.Errorf("escrow %+v, want one request, 12 tokens assumed and 10 reported", got)
-	}
-}
-
 // TestPrune checks that pruning keeps the newest point split past as the
 // anchor of what is not split yet, and nothing older.
 func TestPrune(t *testing.T) {

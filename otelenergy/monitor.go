@@ -182,9 +182,6 @@ func NewMonitor(src Source, opts ...Option) (_ *Monitor, err error) {
 	if cfg.idleSet {
 		lc.IdleWatts, lc.IdleFixed = cfg.idleWatts, true
 	}
-	if cfg.weightsSet {
-		lc.OutputWeight, lc.InputWeight, lc.WeightsFixed = cfg.weights.Output, cfg.weights.Input, true
-	}
 	if m.co2 != nil {
 		lc.OnSplit = m.convertSplit
 	}
