@@ -83,6 +83,7 @@ func (r *Account) Init(t int64, data any) {
 	r.through.Store(t)
 	r.end.Store(notEnded)
 	r.est.thru.Store(t)
+	r.est.pfEnd.Store(-1)
 }
 
 // notEnded marks a request whose End has not been called.

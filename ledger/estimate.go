@@ -30,8 +30,8 @@ type estimate struct {
 // and the batch's figures, and the counts of the running requests that
 // price the static power.
 type published struct {
-	prices   [7]atomic.Uint64 // a prices struct, field by field
-	pfCoef   [3]atomic.Uint64 // prefillTime's coefficients
+	prices   [nPrices]atomic.Uint64 // a prices struct, field by field
+	pfCoef   [3]atomic.Uint64       // prefillTime's coefficients
 	pfCoefOK atomic.Bool
 	meanIn   atomic.Uint64 // the recent prompts' mean length
 	rho      atomic.Uint64 // the batch's input rate
@@ -167,19 +167,21 @@ func store(a *atomic.Uint64, v uint64) {
 // prefill time's coefficients once learned, the batch's figures, and the
 // power model.
 func (l *Ledger) publish() {
-	var pr prices
+	var pr [nPrices]float64
 	for i := range l.devs {
-		d := &l.devs[i]
-		p := d.prices
-		pr.staticW += l.model.devs[i].staticW()
-		pr.pfPoolW += p.pfPoolW
-		pr.rho = max(pr.rho, p.rho) // the same requests on every device
-		pr.pfAddW += p.pfAddW
-		pr.pfLoneW += p.pfLoneW
-		pr.inJ += p.inJ
+		v := l.devs[i].prices.vec()
+		for k := range v {
+			pr[k] += v[k]
+		}
 	}
-	pr.tokJ = l.model.batch.tokPrice * float64(len(l.devs))
-	for i, v := range [7]float64{pr.staticW, pr.pfPoolW, pr.rho, pr.pfAddW, pr.pfLoneW, pr.tokJ, pr.inJ} {
+	sum := pricesOf(pr)
+	sum.rho /= float64(max(1, len(l.devs))) // the same requests on every device
+	sum.staticW = 0
+	for i := range l.model.devs {
+		sum.staticW += l.model.devs[i].staticW()
+	}
+	sum.tokJ = l.model.batch.tokPrice * float64(len(l.devs))
+	for i, v := range sum.vec() {
 		store(&l.est.prices[i], math.Float64bits(v))
 	}
 	th, ok := l.model.prefill.coefs()
@@ -197,10 +199,13 @@ func (l *Ledger) publish() {
 	}
 }
 
-// prices returns the published prices.
+// loadPrices returns the published prices.
 func (p *published) loadPrices() prices {
-	f := func(i int) float64 { return math.Float64frombits(p.prices[i].Load()) }
-	return prices{staticW: f(0), pfPoolW: f(1), rho: f(2), pfAddW: f(3), pfLoneW: f(4), tokJ: f(5), inJ: f(6)}
+	var v [nPrices]float64
+	for i := range v {
+		v[i] = math.Float64frombits(p.prices[i].Load())
+	}
+	return pricesOf(v)
 }
 
 // Estimate returns the request's energy up to t as well as it is known
@@ -282,7 +287,8 @@ func (l *Ledger) prefillTail(r *Account, pr *prices, thru, t int64) float64 {
 // (less what it weighed there itself), joined by the requests that came
 // since, each taken to be in prefill at the batch's input rate and to add
 // one prefill's power to the pool, or one prefill's power alone when
-// nothing else is in prefill.
+// nothing else is in prefill; with the pool's part of the newest
+// interval's residual, laid as the split lays it (see residual).
 func (l *Ledger) prefillPower(r *Account, pr *prices, rho float64) float64 {
 	if rho <= 0 {
 		return 0
@@ -295,7 +301,8 @@ func (l *Ledger) prefillPower(r *Account, pr *prices, rho float64) float64 {
 	if pr.rho-counted <= 1e-12*pr.rho {
 		pool = pr.pfLoneW + pr.pfAddW*newcomers // alone but for the newcomers
 	}
-	return pool * rho / (others + rho)
+	kPf, _ := residual(pool, pr.restW, pool+pr.restW+pr.residW)
+	return pool * kPf * rho / (others + rho)
 }
 
 // running is what the estimates know of the requests running, published

@@ -85,7 +85,7 @@ func TestEstimateShortfallFallsBackToSplit(t *testing.T) {
 // setPrices publishes pr as the newest interval's prices, as the sampler
 // does after a settle.
 func setPrices(l *Ledger, pr prices) {
-	for i, v := range [7]float64{pr.staticW, pr.pfPoolW, pr.rho, pr.pfAddW, pr.pfLoneW, pr.tokJ, pr.inJ} {
+	for i, v := range pr.vec() {
 		l.est.prices[i].Store(math.Float64bits(v))
 	}
 }

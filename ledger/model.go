@@ -51,7 +51,7 @@ const (
 	// batchMemory is how many reports the batch's running figures (its
 	// decode step and rate, its prompts' input rate and length, the
 	// prefill time) average over.
-	batchMemory = 20
+	batchMemory = 50
 	// tokenPriceForget is the memory, ns, of the energy per output token
 	// that estimates use: energy per token moves with the batch.
 	tokenPriceForget = 2e9

@@ -226,8 +226,8 @@ func (l *Ledger) learn(d *device, iv interval) {
 }
 
 // split divides the energy of interval iv of device d among the requests
-// active in it, with the device's current model: the features, the
-// weighing and the division are pure; here the shares are given.
+// active in it, with the device's current model (see divideInterval),
+// and gives the shares to the requests.
 //
 // Invariant: every millijoule of iv.e goes to exactly one of a request,
 // the unattributed counter, or the other-processes counter.
@@ -239,12 +239,7 @@ func (l *Ledger) split(d *device, iv interval, minKnown int64) {
 		l.onSplit(d, iv, nil, iv.e)
 		return
 	}
-	f, dm := l.splitFeatures(d, iv)
-	n := len(f.parts)
-	wg := weigh(&f, dm, attr, float64(iv.b-iv.a))
-	shares := slices.Grow(l.buf.shares[:0], n)[:n]
-	l.buf.shares = shares
-	rest := divide(attr, wg, f.parts, shares)
+	f, wg, shares, rest := l.divideInterval(d, iv, attr)
 	forced := iv.b-l.model.lag(d.idx) > minKnown
 	for i, mj := range shares {
 		p := &f.parts[i]
@@ -259,11 +254,25 @@ func (l *Ledger) split(d *device, iv interval, minKnown int64) {
 		}
 	}
 	l.pub.unattributed.Add(rest)
-	if dm.usable && f.x[fOutput] > 0 {
+	if f.x[fOutput] > 0 && wg.prices.tokJ > 0 {
+		// The recent intervals price the tokens the estimates have not
+		// seen: energy per token moves with the batch.
 		l.model.batch.notePrice(wg.prices.tokJ, iv.b-iv.a)
 	}
 	l.noteNewest(d, &f, wg)
 	l.onSplit(d, iv, f.parts, iv.e-attr+rest)
+}
+
+// divideInterval is the split itself, which writes nothing but its
+// scratch: the features of iv under the chosen timing, their weighing
+// under the device's model, and the division of attr, the interval's
+// attributable energy, into the parts' shares and the rest.
+func (l *Ledger) divideInterval(d *device, iv interval, attr uint64) (featureSet, weighing, []uint64, uint64) {
+	f, dm := l.splitFeatures(d, iv)
+	wg := weigh(&f, dm, attr, float64(iv.b-iv.a))
+	shares := slices.Grow(l.buf.shares[:0], len(f.parts))[:len(f.parts)]
+	l.buf.shares = shares
+	return f, wg, shares, divide(attr, wg, f.parts, shares)
 }
 
 // splitFeatures returns the features by which the interval iv of device d

@@ -32,13 +32,27 @@ const (
 
 // prices are what an interval's split gave per unit of each kind of work
 // (summed over devices, they price the time after the newest counter
-// step; see Ledger.Estimate): the static power in W, the prefill pool's
-// power in W with the input rate it was shared by (its requests' ρ
-// averaged over the interval) and the power one more prefill adds to it,
-// one prefill's power alone, the energy of one output token and of one
-// input token in J.
+// step; see Ledger.Estimate): the static power in W; the modelled
+// prefill pool's power in W with the input rate it was shared by (its
+// requests' ρ averaged over the interval), the power one more prefill
+// adds to it and one prefill's power alone; the modelled power of the
+// rest (decode and tokens) and the residual power the model did not
+// explain, in W, for laying a prefill's part of the residual as the
+// split would; and the energy of one output token and of one input token,
+// residual included, in J.
 type prices struct {
-	staticW, pfPoolW, rho, pfAddW, pfLoneW, tokJ, inJ float64
+	staticW, pfPoolW, rho, pfAddW, pfLoneW, restW, residW, tokJ, inJ float64
+}
+
+// nPrices is how many figures prices holds.
+const nPrices = 9
+
+func (p prices) vec() [nPrices]float64 {
+	return [nPrices]float64{p.staticW, p.pfPoolW, p.rho, p.pfAddW, p.pfLoneW, p.restW, p.residW, p.tokJ, p.inJ}
+}
+
+func pricesOf(v [nPrices]float64) prices {
+	return prices{staticW: v[0], pfPoolW: v[1], rho: v[2], pfAddW: v[3], pfLoneW: v[4], restW: v[5], residW: v[6], tokJ: v[7], inJ: v[8]}
 }
 
 // Relative uncertainties of the modelled parts of an interval's energy:
@@ -66,8 +80,9 @@ func weigh(f *featureSet, d *devModel, attr uint64, dt float64) weighing {
 	wg.prices.staticW = float64(wg.static) / dt * 1e6
 	if d.usable {
 		wg.total = weighModel(f, d, float64(attr-wg.static)/1000, &wg.prices)
-	} else {
-		wg.total = weighTokens(f)
+	} else if wg.total = weighTokens(f); wg.total > 0 {
+		wg.prices.tokJ = float64(attr-wg.static) / 1000 / wg.total
+		wg.prices.inJ = fallbackInput * wg.prices.tokJ
 	}
 	wg.fallBack(f.parts)
 	return wg
@@ -157,13 +172,14 @@ func weighModel(f *featureSet, d *devModel, dynJ float64, pr *prices) float64 {
 		p.weight = pfPerNS*p.pfShare*kPf + rest(p)*kTok
 		total += p.weight
 	}
+	sec := x[fStatic]
 	*pr = prices{staticW: pr.staticW, tokJ: tokJ * kTok, inJ: th[fInput] * kTok,
-		pfAddW: th[fPrefill] * kPf, pfLoneW: (th[fPrefill] + th[fPrefillBusy]) * kPf}
+		pfAddW: th[fPrefill], pfLoneW: th[fPrefill] + th[fPrefillBusy],
+		restW: restJ / sec, residW: (dynJ - pfJ - restJ) / sec}
 	if x[fPrefillBusy] > 0 {
-		span := x[fStatic] * nsPerSecond
-		pr.pfPoolW = pfJ * kPf / x[fStatic]
+		pr.pfPoolW = pfJ / sec
 		for i := range f.parts {
-			pr.rho += f.parts[i].rho * float64(f.parts[i].pfHi-f.parts[i].pfLo) / span
+			pr.rho += f.parts[i].rho * float64(f.parts[i].pfHi-f.parts[i].pfLo) / (sec * nsPerSecond)
 		}
 	}
 	return total

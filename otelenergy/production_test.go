@@ -69,8 +69,12 @@ type accTrace struct {
 	// simulator charges no prefill for it, and clients report it with
 	// their prompt (AddCachedInputTokens).
 	CachedShare, CachedMin, CachedMax float64
-	// Rows, when set, are replayed instead of drawing requests.
-	Rows []planned
+	// Rows, when set, are replayed instead of drawing requests; RowsFile,
+	// when set, is a BurstGPT CSV whose rows are, read when the trace is
+	// first planned (not when the package loads, so that a test binary run
+	// away from its testdata still runs its other tests).
+	Rows     []planned
+	RowsFile string
 }
 
 // planned is one generated request.
@@ -82,6 +86,9 @@ type planned struct {
 
 // plan draws the trace's requests, in order of arrival, from rng.
 func (t accTrace) plan(rng *rand.Rand) []planned {
+	if t.RowsFile != "" {
+		return loadBurstGPT(t.RowsFile)
+	}
 	if t.Rows != nil {
 		return slices.Clone(t.Rows)
 	}
@@ -192,14 +199,16 @@ var (
 
 // traceVLLM is the public H100 run's traffic (docs/attribution.md, "A
 // real H100's power"): 200 requests arriving at about 4 per second, one
-// at a time, prompts of 4–3,533 tokens and outputs of 5 to a few hundred,
-// on an engine whose step is the board's decode step (7.3–8.3 ms on the
-// H100 from 1 to 30 requests).
+// at a time, prompts of 4–3,533 tokens and outputs of 5 to a thousand
+// (about one in twenty of 20 tokens or fewer: the run's short requests,
+// 0.06–0.15 s long, were its estimates' worst), on an engine whose step
+// is the board's decode step (7.3–8.3 ms on the H100 from 1 to 30
+// requests).
 func traceVLLM(board simgpu.Config) accTrace {
 	return accTrace{
 		Requests: 200, BurstGap: 250 * time.Millisecond, Shape: 1, BurstMin: 1, BurstMax: 1,
 		PromptMedian: 400, PromptSigma: 1, PromptMin: 4, PromptMax: 3533,
-		OutMedian: 200, OutSigma: 0.8, OutMin: 5, OutMax: 1500,
+		OutMedian: 150, OutSigma: 1.2, OutMin: 5, OutMax: 1500,
 		StepBase: board.DecodeStep, StepPerSeq: board.DecodeStep / 230,
 	}
 }
@@ -227,8 +236,7 @@ const burstGPTScale = 400
 // failed requests (no tokens) and compressing time burstGPTScale times.
 func traceBurstGPT() accTrace {
 	t := traceConversation
-	t.Rows = loadBurstGPT("testdata/burstgpt/BurstGPT_1_head400.csv")
-	t.Requests = len(t.Rows)
+	t.RowsFile = "testdata/burstgpt/BurstGPT_1_head400.csv"
 	return t
 }
 
