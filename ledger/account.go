@@ -10,7 +10,7 @@ import (
 // is not the public otelenergy.Request, which embeds one in the state it
 // keeps for the ledger and the span exporter.
 //
-// Build it with [NewAccount], hand it to [Ledger.Add], report its tokens
+// Build it with [Account.Init], hand it to [Ledger.Add], report its tokens
 // with [Account.AddOutput], [Account.AddInput] and [Account.AddCached]
 // from any goroutine, and call [Ledger.End] once. Nothing on that path
 // takes a lock or allocates: each call is one or two atomic operations on
@@ -67,10 +67,10 @@ const (
 	FlagTimeForced
 )
 
-// NewAccount returns the account of a request that started at t, in ns
+// newAccount returns the account of a request that started at t, in ns
 // on the ledger's clock. [Account.Init] does the same for an Account
 // embedded in a larger struct.
-func NewAccount(t int64, data any) *Account {
+func newAccount(t int64, data any) *Account {
 	r := &Account{}
 	r.Init(t, data)
 	return r

@@ -15,7 +15,7 @@ func TestPrefillSharesByInputRate(t *testing.T) {
 	d.ivs.split.primed, g.l.model.devs[0].usable = true, true
 	g.l.model.devs[0].theta[fPrefillBusy] = 300 // W while anything is in prefill
 	mk := func(in uint64) *Account {
-		r := NewAccount(0, nil)
+		r := newAccount(0, nil)
 		r.st = sampled{known: 400e6, pfEnd: 200e6, step: 40e6}
 		r.st.pts = append(r.st.inline[:0], point{t: 0, in: in}, point{t: 240e6, out: 1, in: in}, point{t: 400e6, out: 5, in: in})
 		g.l.reqs.active = append(g.l.reqs.active, r)
@@ -47,7 +47,7 @@ func absDiff(a, b uint64) uint64 {
 // reports, and FirstToken reports the token itself.
 func TestPrefillEndsAStepBeforeTheFirstToken(t *testing.T) {
 	g := newRig(t, Config{Horizon: 10e9})
-	r := NewAccount(0, nil)
+	r := newAccount(0, nil)
 	g.l.Add(r)
 	r.AddInput(500)
 	// Reads every 10 ms; the first token is produced at 305 ms, then one

@@ -16,7 +16,7 @@ func TestEscrowLateReporter(t *testing.T) {
 	const ms = int64(1e6)
 	g := newRig(t, Config{Horizon: 2000 * ms, IdleFixed: true})
 	g.step(0, 0, nil)
-	a, b := NewAccount(0, nil), NewAccount(0, nil)
+	a, b := newAccount(0, nil), newAccount(0, nil)
 	g.l.Add(a)
 	g.l.Add(b)
 	for t0 := 10 * ms; t0 <= 30_000*ms; t0 += 10 * ms {
@@ -58,11 +58,11 @@ func TestEscrowSilentBounded(t *testing.T) {
 	g.step(0, 0, nil)
 	// A streaming request first, so that the batch's rate and prefill
 	// time are known.
-	w := NewAccount(0, nil)
+	w := newAccount(0, nil)
 	g.l.Add(w)
 	reqs := make([]*Account, n)
 	for i := range reqs {
-		reqs[i] = NewAccount(100*ms, nil)
+		reqs[i] = newAccount(100*ms, nil)
 	}
 	var heap [2]uint64
 	final := 0
@@ -142,7 +142,7 @@ func TestRunningPrefillInput(t *testing.T) {
 	}
 	var jobs []*job
 	add := func(t0 int64, in uint64, tokens int, fromStart bool) *job {
-		j := &job{r: NewAccount(t0, nil), start: t0, decoding: fromStart, left: tokens}
+		j := &job{r: newAccount(t0, nil), start: t0, decoding: fromStart, left: tokens}
 		j.r.AddInput(in)
 		g.l.Add(j.r)
 		jobs = append(jobs, j)

@@ -26,7 +26,7 @@ import (
 func TestEstimateEndedRequestCountsItselfUntilEnd(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	rs := []*Account{NewAccount(10, nil), NewAccount(10, nil), NewAccount(10, nil)}
+	rs := []*Account{newAccount(10, nil), newAccount(10, nil), newAccount(10, nil)}
 	for _, r := range rs {
 		g.l.Add(r)
 	}
@@ -55,7 +55,7 @@ func TestEstimateEndedRequestCountsItselfUntilEnd(t *testing.T) {
 func TestEstimateShortfallFallsBackToSplit(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	r := NewAccount(0, nil)
+	r := newAccount(0, nil)
 	g.l.Add(r)
 	r.AddOutput(100)
 

@@ -10,7 +10,7 @@ func TestRunningNowAfterObserveWithoutSettle(t *testing.T) {
 	g.step(0, 0, nil)
 	rs := make([]*Account, 10)
 	for i := range rs {
-		rs[i] = NewAccount(10, nil)
+		rs[i] = newAccount(10, nil)
 		g.l.Add(rs[i])
 	}
 	g.l.Observe(50, 0, 0)
@@ -41,12 +41,12 @@ func TestRunningNowAfterObserveWithoutSettle(t *testing.T) {
 func TestEstimateBurstAfterProvisionalPoint(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	g.l.Add(NewAccount(1, nil))
+	g.l.Add(newAccount(1, nil))
 	g.step(1e8, 10000, nil)
 	g.step(2e8, 10000, nil)
 	rs := make([]*Account, 10)
 	for i := range rs {
-		rs[i] = NewAccount(2.1e8, nil)
+		rs[i] = newAccount(2.1e8, nil)
 		g.l.Add(rs[i])
 	}
 	g.l.Observe(2.2e8, 0, 0)

@@ -17,7 +17,7 @@ func TestRunningNowCountsEnds(t *testing.T) {
 	g.step(0, 0, nil)
 	rs := make([]*Account, 10)
 	for i := range rs {
-		rs[i] = NewAccount(10, nil)
+		rs[i] = newAccount(10, nil)
 		g.l.Add(rs[i])
 	}
 	if n, _, _ := g.l.runningNow(); n != 10 {
@@ -34,7 +34,7 @@ func TestRunningNowCountsEnds(t *testing.T) {
 	if n, k, off := g.l.runningNow(); n != 6 || k != 4 || off != 4*50 {
 		t.Fatalf("4 of 10 ended 50 ns after the settle: running %d, want 6; %d ends %d ns after it, want 4 and 200", n, k, off)
 	}
-	late := []*Account{NewAccount(170, nil), NewAccount(170, nil), NewAccount(170, nil)}
+	late := []*Account{newAccount(170, nil), newAccount(170, nil), newAccount(170, nil)}
 	for _, r := range late {
 		g.l.Add(r) // the last is beyond MaxActive: dropped
 	}

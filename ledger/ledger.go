@@ -10,7 +10,7 @@ import (
 // Defaults of [Config].
 const (
 	DefaultHorizon   = 10e9    // ns: an interval waits at most 10 s for reports
-	DefaultMaxAge    = 3600e9  // ns: a request not ended within an hour stops accruing
+	defaultMaxAge    = 3600e9  // ns: a request not ended within an hour stops accruing
 	DefaultMaxActive = 1 << 16 // requests tracked at once
 	inboxShards      = 16      // StartRequest spreads over this many lock-free stacks
 	nsPerSecond      = float64(1e9)
@@ -26,7 +26,7 @@ type Config struct {
 	// active in it to report past it. Zero selects DefaultHorizon.
 	Horizon int64
 	// MaxAge, in ns, is how long a request may run before it stops
-	// accruing. Zero selects DefaultMaxAge.
+	// accruing. Zero selects an hour.
 	MaxAge int64
 	// MaxActive bounds the requests tracked at once. Zero selects
 	// DefaultMaxActive.
@@ -147,7 +147,7 @@ func New(cfg Config) *Ledger {
 		cfg.Horizon = DefaultHorizon
 	}
 	if cfg.MaxAge <= 0 {
-		cfg.MaxAge = DefaultMaxAge
+		cfg.MaxAge = defaultMaxAge
 	}
 	if cfg.MaxActive <= 0 {
 		cfg.MaxActive = DefaultMaxActive

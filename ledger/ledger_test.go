@@ -49,10 +49,10 @@ func total(rs []*Account) uint64 {
 func TestSplitByTime(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e9})
 	g.step(0, 0, nil)
-	a := NewAccount(0, nil)
+	a := newAccount(0, nil)
 	g.l.Add(a)
 	g.step(100, 1000, nil) // a alone for 100 ns
-	b := NewAccount(100, nil)
+	b := newAccount(100, nil)
 	g.l.Add(b)
 	g.step(200, 1000, nil) // both for 100 ns
 	a.End(200)
@@ -83,7 +83,7 @@ func TestSharedDevice(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e9})
 	g.l.SetShare(0, 0.3, true, false)
 	g.step(0, 0, nil)
-	a := NewAccount(0, nil)
+	a := newAccount(0, nil)
 	g.l.Add(a)
 	g.step(100, 1001, nil)
 	a.End(100)
@@ -95,7 +95,7 @@ func TestSharedDevice(t *testing.T) {
 		t.Errorf("other processes %d mJ, want 701", got)
 	}
 	g.l.SetShare(0, 1, false, true)
-	b := NewAccount(2e9, nil)
+	b := newAccount(2e9, nil)
 	g.l.Add(b)
 	g.step(2e9+100, 500, nil)
 	b.End(2e9 + 100)
@@ -117,7 +117,7 @@ func TestChunkedTokensSpreadBack(t *testing.T) {
 		// their tokens, and the static power is fixed at none.
 		g := newRig(t, Config{Horizon: 10e9, IdleWatts: 0, IdleFixed: true})
 		g.step(0, 0, nil)
-		a, b := NewAccount(0, nil), NewAccount(0, nil)
+		a, b := newAccount(0, nil), newAccount(0, nil)
 		g.l.Add(a)
 		g.l.Add(b)
 		a.AddOutput(1)
@@ -155,7 +155,7 @@ func TestChunkedTokensSpreadBack(t *testing.T) {
 func TestWaitsForReports(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1000})
 	g.step(0, 0, nil)
-	a := NewAccount(0, nil)
+	a := newAccount(0, nil)
 	g.l.Add(a)
 	g.step(100, 500, nil)
 	if g.l.SplitMJ() != 0 {
@@ -197,7 +197,7 @@ func FuzzLedgerConserves(f *testing.F) {
 			tm += int64(rng.IntN(40) + 1)
 			switch rng.IntN(6) {
 			case 0:
-				r := NewAccount(tm, nil)
+				r := newAccount(tm, nil)
 				g.l.Add(r)
 				all, live = append(all, r), append(live, r)
 				if rng.IntN(2) == 0 {
@@ -307,7 +307,7 @@ func weightOf(p part, kind int) float64 {
 func TestStuckCounterFinalizes(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1000})
 	g.step(0, 0, nil)
-	a := NewAccount(10, nil)
+	a := newAccount(10, nil)
 	g.l.Add(a)
 	for tm := int64(20); tm <= 500; tm += 20 {
 		a.AddOutput(1)
@@ -342,7 +342,7 @@ func TestSilentDeviceFinalizes(t *testing.T) {
 	}
 	push(0)
 	l.Observe(0, 0, 0)
-	a := NewAccount(10, nil)
+	a := newAccount(10, nil)
 	l.Add(a)
 	for tm := int64(20); tm <= 5000; tm += 20 {
 		if tm == 400 {
@@ -375,7 +375,7 @@ func TestIdleStaticBeforeModel(t *testing.T) {
 	for t0 := 100 * ms; t0 <= 1000*ms; t0 += 100 * ms {
 		g.step(t0, 10_000, nil)
 	}
-	a, b := NewAccount(1000*ms, nil), NewAccount(1000*ms, nil)
+	a, b := newAccount(1000*ms, nil), newAccount(1000*ms, nil)
 	g.l.Add(a)
 	g.l.Add(b)
 	// 100 W of static and 200 W more while both run; a streams tokens, b

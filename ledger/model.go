@@ -42,9 +42,9 @@ const (
 // Model constants. Each is in the tunables table of docs/attribution.md,
 // with its measured effect when halved and doubled.
 const (
-	// DefaultForget is the power model's memory, ns: long enough to see
+	// forget is the power model's memory, ns: long enough to see
 	// many batch sizes, short enough to follow a new model or power cap.
-	DefaultForget = 120e9
+	forget = 120e9
 	// minIntervals is the effective number of intervals a device's model
 	// needs before its coefficients are used: 0.3–1.6 s of steps at 20–100 ms.
 	minIntervals = 16
@@ -112,7 +112,7 @@ func newModel(n int, idleW float64, fixed bool) model {
 func (m *model) learn(i int, xs *[len(lags)][nFeat]float64, alt *[nFeat]float64, y float64, dt int64, idle, search bool) {
 	d := &m.devs[i]
 	d.idle.add(y, dt, idle)
-	lambda := math.Exp(-float64(dt) / DefaultForget)
+	lambda := math.Exp(-float64(dt) / forget)
 	for c := range lags {
 		if search || c == d.best {
 			addRow(&d.cands[c], &xs[c], y, lambda)

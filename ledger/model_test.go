@@ -175,7 +175,7 @@ func TestBatchRateFromFirstRequests(t *testing.T) {
 	g.step(0, 0, nil)
 	var rs []*Account
 	for i := range 5 {
-		r := NewAccount(int64(i+1)*100*ms, nil)
+		r := newAccount(int64(i+1)*100*ms, nil)
 		r.AddInput(100)
 		g.l.Add(r)
 		rs = append(rs, r)
@@ -205,7 +205,7 @@ func TestSilentFinalSplitBeforeModel(t *testing.T) {
 	const ms = int64(1e6)
 	g := newRig(t, Config{Horizon: 500 * ms})
 	g.step(0, 0, nil)
-	a, b := NewAccount(1*ms, nil), NewAccount(1*ms, nil)
+	a, b := newAccount(1*ms, nil), newAccount(1*ms, nil)
 	g.l.Add(a)
 	g.l.Add(b)
 	for t0 := 100 * ms; t0 <= 3000*ms; t0 += 100 * ms {
@@ -244,7 +244,7 @@ func TestSilentFinalSplitBeforeModel(t *testing.T) {
 func TestEstimateSilentBeforeModel(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	ended, silent := NewAccount(1e6, nil), NewAccount(1e6, nil)
+	ended, silent := newAccount(1e6, nil), newAccount(1e6, nil)
 	g.l.Add(ended)
 	g.l.Add(silent)
 	const steps, stepMJ = 40, 5000

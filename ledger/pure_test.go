@@ -20,7 +20,7 @@ func TestSplitLeavesModelUnchanged(t *testing.T) {
 	}
 	var rs []*Account
 	for i := range 6 {
-		r := NewAccount(3000*ms+int64(i)*50*ms, nil)
+		r := newAccount(3000*ms+int64(i)*50*ms, nil)
 		r.AddInput(uint64(200 * (i + 1)))
 		r.AddCached(uint64(50 * i))
 		g.l.Add(r)
@@ -80,7 +80,7 @@ func TestCachedTokensCostNoPrefill(t *testing.T) {
 	d.ivs.split.primed, g.l.model.devs[0].usable = true, true
 	g.l.model.devs[0].theta[fPrefillBusy] = 300
 	mk := func(cached uint64) *Account {
-		r := NewAccount(0, nil)
+		r := newAccount(0, nil)
 		r.AddInput(1000)
 		r.AddCached(cached)
 		r.st = sampled{known: 400e6, pfEnd: 200e6, step: 40e6}
@@ -106,7 +106,7 @@ func TestCachedTokensCostNoPrefill(t *testing.T) {
 func TestObserveCountsUncachedInput(t *testing.T) {
 	g := newRig(t, Config{Horizon: 10e9})
 	g.step(0, 0, nil)
-	r := NewAccount(0, nil)
+	r := newAccount(0, nil)
 	g.l.Add(r)
 	r.AddInput(1000)
 	g.l.Observe(10e6, 0, 0)
@@ -128,7 +128,7 @@ func TestObserveCountsUncachedInput(t *testing.T) {
 func TestEstimateShortRequest(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	other := NewAccount(1, nil)
+	other := newAccount(1, nil)
 	g.l.Add(other)
 	g.step(1e8, 10_000, nil)
 	g.step(2e8, 10_000, nil)
@@ -137,7 +137,7 @@ func TestEstimateShortRequest(t *testing.T) {
 	setPrices(g.l, prices{staticW: 100, pfLoneW: 300, pfAddW: 100, tokJ: 0.5})
 	g.l.est.pfCoef[1].Store(math.Float64bits(0.04))
 	g.l.est.pfCoefOK.Store(true)
-	r := NewAccount(2.1e8, nil)
+	r := newAccount(2.1e8, nil)
 	g.l.Add(r)
 	r.AddInput(1500)
 	r.AddCached(500)

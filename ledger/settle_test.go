@@ -21,7 +21,7 @@ func TestSettlementFinalize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b settlement
-			r := NewAccount(10, nil)
+			r := newAccount(10, nil)
 			r.AddOutput(7)
 			r.AddInput(3)
 			r.st = sampled{endSeen: true, end: 100}
@@ -59,7 +59,7 @@ func TestSettlementFinalize(t *testing.T) {
 // TestPrune checks that pruning keeps the newest point split past as the
 // anchor of what is not split yet, and nothing older.
 func TestPrune(t *testing.T) {
-	r := NewAccount(0, nil)
+	r := newAccount(0, nil)
 	r.st.pts = []point{{t: 0}, {t: 10, out: 1}, {t: 20, out: 2}, {t: 30, out: 3}}
 	prune(r, 5)
 	if len(r.st.pts) != 4 {
