@@ -42,13 +42,10 @@ type published struct {
 // provShare is what the provisional split gave one active request, mJ.
 type provShare struct{ mj float64 }
 
-// The provisional split's bounds: it weighs at most provBudget
-// request-intervals per device, in at most provGroups groups of pending
-// intervals, so that a pass stays O(active requests).
-const (
-	provBudget = 1024
-	provGroups = 128
-)
+// provBudget bounds the request-intervals one provisional pass weighs per
+// device: the pending intervals are merged into provBudget/active groups
+// (at least one), so that a pass stays O(active requests).
+const provBudget = 1024
 
 // provisional splits, with the current model, the intervals of every
 // device that are pushed but not yet split, and notes each active
@@ -68,7 +65,7 @@ func (l *Ledger) provisional(split bool) bool {
 	n := len(l.reqs.active)
 	l.buf.prov = slices.Grow(l.buf.prov[:0], n)[:n]
 	clear(l.buf.prov)
-	groups := min(provGroups, max(1, provBudget/max(1, n)))
+	groups := max(1, provBudget/max(1, n))
 	thru := int64(math.MaxInt64)
 	for i := range l.devs {
 		d := &l.devs[i]
@@ -193,7 +190,7 @@ func (l *Ledger) publish() {
 	}
 	store(&l.est.meanIn, math.Float64bits(l.model.prefill.meanTokens()))
 	store(&l.est.rho, math.Float64bits(l.model.batch.rho))
-	coef, _ := l.model.coefs()
+	coef := l.model.coefs()
 	for i, v := range coef {
 		store(&l.coef[i], math.Float64bits(v))
 	}

@@ -88,7 +88,6 @@ type devModel struct {
 	fixed    bool
 	idle     idlePower
 	busy     float64 // intervals learned with something in them, with the fit's forgetting
-	avgW     float64 // recent attributable power, W: about the last 10 s
 }
 
 // rowScale scales the model's rows (both sides, which leaves the fit's
@@ -125,12 +124,6 @@ func (m *model) learn(i int, xs *[len(lags)][nFeat]float64, alt *[nFeat]float64,
 	d.busy *= lambda
 	if !idle {
 		d.busy++
-	}
-	w := y / (float64(dt) / nsPerSecond)
-	if d.avgW == 0 {
-		d.avgW = w
-	} else {
-		d.avgW += -math.Expm1(-float64(dt)/10e9) * (w - d.avgW)
 	}
 }
 
@@ -191,17 +184,15 @@ func (d *devModel) staticW() float64 {
 	return w
 }
 
-// coefs returns the devices' coefficients summed, and their recent
-// attributable power likewise, W.
-func (m *model) coefs() (th [nFeat]float64, avgW float64) {
+// coefs returns the devices' coefficients summed.
+func (m *model) coefs() (th [nFeat]float64) {
 	for i := range m.devs {
 		d := &m.devs[i]
 		for k := range nFeat {
 			th[k] += d.theta[k]
 		}
-		avgW += d.avgW
 	}
-	return th, avgW
+	return th
 }
 
 // prefillTime learns the prefill time (from the start to the end of the
@@ -219,11 +210,6 @@ type prefillTime struct {
 	solvedFrom float64 // the fit's count when theta was solved
 }
 
-// minDirect is how many requests (effective, after forgetting) must have
-// shown their first token before the prefill time is used: one places the
-// next ones better than none does, and the fit's criterion keeps its
-// terms few while they are few.
-const minDirect = 1
 
 // add learns one request's prefill: seconds for a prompt of tokens.
 func (p *prefillTime) add(tokens, seconds float64) {
@@ -248,7 +234,7 @@ func (p *prefillTime) meanTokens() float64 {
 
 // solve refits the coefficients when the fit learned since it last did.
 func (p *prefillTime) solve() {
-	if n := p.fit.Count(); n >= minDirect && n != p.solvedFrom {
+	if n := p.fit.Count(); n > 0 && n != p.solvedFrom {
 		if th, ok := p.fit.Solve([nnls.MaxTerms]float64{}, 0); ok {
 			copy(p.theta[:], th[:3])
 		}
@@ -260,7 +246,7 @@ func (p *prefillTime) solve() {
 // tokens²) as last solved, and false while too few requests have shown
 // their first token.
 func (p *prefillTime) coefs() ([3]float64, bool) {
-	return p.theta, p.solvedFrom >= minDirect
+	return p.theta, p.solvedFrom > 0
 }
 
 // seconds returns the prefill time of a prompt of tokens, and false when

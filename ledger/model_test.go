@@ -68,12 +68,8 @@ func TestModelFindsLag(t *testing.T) {
 	if got := d.theta[fOutput]; math.Abs(got-tokJ) > 0.01*tokJ {
 		t.Errorf("energy per token %v J, want %v", got, tokJ)
 	}
-	th, w := m.coefs()
-	if th != d.theta {
+	if th := m.coefs(); th != d.theta {
 		t.Errorf("coefs %v, want the chosen model's %v", th, d.theta)
-	}
-	if w <= staticW {
-		t.Errorf("recent power %v W, want above the static %v W", w, staticW)
 	}
 	if m.shift != 0 {
 		t.Errorf("shift %v with the other placement explaining nothing, want 0", m.shift)

@@ -55,15 +55,12 @@ func pricesOf(v [nPrices]float64) prices {
 	return prices{staticW: v[0], pfPoolW: v[1], rho: v[2], pfAddW: v[3], pfLoneW: v[4], restW: v[5], residW: v[6], tokJ: v[7], inJ: v[8]}
 }
 
-// Relative uncertainties of the modelled parts of an interval's energy:
+// prefillUncertainty is the relative uncertainty of the modelled prefill
+// energy of an interval against that of the rest (decode and tokens):
 // prefill's energy varies with the prompt, the batch and the kernels far
 // more than a decode token's does, so the part of an interval's energy
-// that the model does not explain is most likely prefill's. Only their
-// ratio matters.
-const (
-	prefillUncertainty = 0.3
-	tokenUncertainty   = 0.05
-)
+// that the model does not explain is most likely prefill's.
+const prefillUncertainty = 6
 
 // fallbackInput is the weight of an uncached input token against an
 // output token's in the split before a device's model is learned.
@@ -190,7 +187,7 @@ func weighModel(f *featureSet, d *devModel, dynJ float64, pr *prices) float64 {
 // laid on each in proportion to its variance, and a pool that would go
 // below zero is emptied and the rest laid on the other.
 func residual(pf, tok, dyn float64) (kPf, kTok float64) {
-	vPf, vTok := sq(prefillUncertainty*pf), sq(tokenUncertainty*tok)
+	vPf, vTok := sq(prefillUncertainty*pf), sq(tok)
 	if vPf+vTok <= 0 || pf+tok <= 0 {
 		return 1, 1
 	}
