@@ -226,8 +226,9 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	pr := l.est.loadPrices()
 	var add float64 // mJ
 	if t > thru {
-		add += pr.staticW * l.staticTime(r, thru, t) / 1e6
-		add += l.prefillTail(r, &pr, thru, t)
+		now := l.runningNow()
+		add += pr.staticW * l.staticTime(r, thru, t, now) / 1e6
+		add += l.prefillTail(r, &pr, thru, t, now.newcomers)
 	}
 	tokAdd := pr.tokJ * 1000 * (float64(r.Output()) - math.Float64frombits(r.est.tok.Load()))
 	// What tokens it did not make take back is at most the provisional
@@ -249,7 +250,7 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 // share of the prefill pool at its input rate, or, with no other prefill
 // running, one prefill's power alone; and the energy of its input tokens
 // processed then.
-func (l *Ledger) prefillTail(r *Account, pr *prices, thru, t int64) float64 {
+func (l *Ledger) prefillTail(r *Account, pr *prices, thru, t, newcomers int64) float64 {
 	in := float64(r.uncached())
 	pfEnd := r.est.pfEnd.Load()
 	if pfEnd < 0 {
@@ -276,7 +277,7 @@ func (l *Ledger) prefillTail(r *Account, pr *prices, thru, t int64) float64 {
 	if in > 0 || rho <= 0 {
 		rho = in / max(dur, minPrefillNS)
 	}
-	return l.prefillPower(r, pr, rho)*float64(hi-lo)/1e6 + pr.inJ*1000*in*float64(hi-lo)/dur
+	return l.prefillPower(r, pr, rho, newcomers)*float64(hi-lo)/1e6 + pr.inJ*1000*in*float64(hi-lo)/dur
 }
 
 // prefillPower returns the power, W, of r's prefill at input rate rho:
@@ -286,13 +287,13 @@ func (l *Ledger) prefillTail(r *Account, pr *prices, thru, t int64) float64 {
 // one prefill's power to the pool, or one prefill's power alone when
 // nothing else is in prefill; with the pool's part of the newest
 // interval's residual, laid as the split lays it (see residual).
-func (l *Ledger) prefillPower(r *Account, pr *prices, rho float64) float64 {
+func (l *Ledger) prefillPower(r *Account, pr *prices, rho float64, came int64) float64 {
 	if rho <= 0 {
 		return 0
 	}
 	counted := math.Float64frombits(r.est.rho.Load())
 	joined := 1 - min(1, counted/rho) // how much of it the pool did not count
-	newcomers := max(0, float64(l.newcomers())-joined)
+	newcomers := max(0, float64(came)-joined)
 	others := max(0, pr.rho-counted) + newcomers*math.Float64frombits(l.est.rho.Load())
 	pool := pr.pfPoolW + pr.pfAddW*(joined+newcomers)
 	if pr.rho-counted <= 1e-12*pr.rho {
@@ -376,40 +377,42 @@ func (l *Ledger) countRunning(t int64) {
 	}
 }
 
-// runningNow returns how many tracked requests are running now, as the
-// request path can tell without a lock: those not ended at the last
-// settle, plus those waiting in the inbox, less the ends counted since;
-// and the ends since then, with the sum of their times after the settle
-// (ns). A request that ended or started during that settle may be counted
-// once too often or too seldom.
-func (l *Ledger) runningNow() (n, ends, endOff int64) {
+// runningNow returns what the request path can tell, without a lock, of
+// the tracked requests running now (see running): those not ended at the
+// last settle, plus those waiting in the inbox, less the ends counted
+// since; the ends since then, with the sum of their times after the
+// settle (ns); and the newcomers, the requests adopted since the last
+// settle or waiting. A request that ended or started during that settle
+// may be counted once too often or too seldom.
+func (l *Ledger) runningNow() runningNow {
 	p := &l.est
 	v := p.live.Load()
 	queued, ended, endT := l.in.waiting()
 	k := uint32(ended) - uint32(v>>32)
+	adopted := p.adopted.Load()
 	// The times are summed modulo 2⁶⁴; their offsets from the settle's
 	// time are small, so their sum comes out exact.
-	endOff = int64(endT - p.liveEndT.Load() - uint64(k)*uint64(p.liveT.Load()))
-	return int64(uint32(v)) + queued + p.adopted.Load() - int64(k), int64(k), endOff
+	return runningNow{
+		n:         int64(uint32(v)) + queued + adopted - int64(k),
+		ends:      int64(k),
+		endOff:    int64(endT - p.liveEndT.Load() - uint64(k)*uint64(p.liveT.Load())),
+		newcomers: queued + adopted,
+	}
 }
 
-// newcomers returns how many requests came since the last settle: those
-// adopted since, and those waiting in the inbox.
-func (l *Ledger) newcomers() int64 {
-	queued, _, _ := l.in.waiting()
-	return queued + l.est.adopted.Load()
-}
+// runningNow is what Ledger.runningNow returns.
+type runningNow struct{ n, ends, endOff, newcomers int64 }
 
 // staticTime returns ∫ ds/n(s) over (thru, t], in ns, for the number n of
 // requests running, r among them: the static power is shared by time
 // among the requests active at each instant, so r's share of it moves
 // with their number, from n0 at thru (the requests the sampler counted
 // then) to n1 now, through the ends counted since.
-func (l *Ledger) staticTime(r *Account, thru, t int64) float64 {
+func (l *Ledger) staticTime(r *Account, thru, t int64, now runningNow) float64 {
 	p := &l.est
 	pn := p.provN.Load()
 	n0 := float64(max(1, uint32(pn)))
-	n1, ends, endOff := l.runningNow()
+	n1, ends, endOff := now.n, now.ends, now.endOff
 	// The ends in (thru, t]: those the last settle saw after provThru,
 	// and those counted since, with their times.
 	pThru, liveT := p.provThru.Load(), p.liveT.Load()

@@ -14,21 +14,21 @@ func TestRunningNowAfterObserveWithoutSettle(t *testing.T) {
 		g.l.Add(rs[i])
 	}
 	g.l.Observe(50, 0, 0)
-	if n, _, _ := g.l.runningNow(); n != 10 {
+	if n, _, _ := g.l.running3(); n != 10 {
 		t.Fatalf("runningNow after an Observe without Settle = %d, want 10", n)
 	}
 	for _, r := range rs[:6] {
 		g.l.End(r, 60)
 	}
-	if n, k, _ := g.l.runningNow(); n != 4 || k != 6 {
+	if n, k, _ := g.l.running3(); n != 4 || k != 6 {
 		t.Fatalf("after 6 ends: runningNow = %d with %d ends, want 4 and 6", n, k)
 	}
 	g.l.Observe(70, 0, 0)
-	if n, _, _ := g.l.runningNow(); n != 4 {
+	if n, _, _ := g.l.running3(); n != 4 {
 		t.Fatalf("after the next Observe: runningNow = %d, want 4", n)
 	}
 	g.l.Settle(80, nil)
-	if n, k, _ := g.l.runningNow(); n != 4 || k != 0 {
+	if n, k, _ := g.l.running3(); n != 4 || k != 0 {
 		t.Fatalf("after a settle: runningNow = %d with %d ends since it, want 4 and 0", n, k)
 	}
 }
