@@ -210,7 +210,6 @@ type prefillTime struct {
 	solvedFrom float64 // the fit's count when theta was solved
 }
 
-
 // add learns one request's prefill: seconds for a prompt of tokens.
 func (p *prefillTime) add(tokens, seconds float64) {
 	k := tokens / 1000
