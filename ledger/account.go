@@ -40,8 +40,8 @@ type Account struct {
 	flags   atomic.Uint32
 	next    *Account // inbox link, written before publication
 
+	st  sampled  // owned by the sampler: next to what every pass reads
 	est estimate // what Estimate reads, published by the sampler
-	st  sampled  // owned by the sampler
 }
 
 // Flags say why a request's figure is approximate, or that it got none.

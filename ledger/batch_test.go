@@ -23,7 +23,7 @@ func TestPrefillSharesByInputRate(t *testing.T) {
 	}
 	long, short := mk(1000), mk(100)
 	// (0, 100 ms] holds only prefill: 300 W × 100 ms.
-	g.l.split(d, interval{a: 0, b: 100e6, e: 30_000}, 400e6)
+	g.l.split(d, interval{a: 0, b: 100e6, e: 30_000}, 400e6, true)
 	if got, want := long.EnergyMJ(), uint64(30_000*10/11); absDiff(got, want) > 1 {
 		t.Errorf("the long prompt got %d mJ, want %d", got, want)
 	}

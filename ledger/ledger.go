@@ -246,10 +246,14 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	l.est.noteAdopted(q.active[before:])
 	var out, in uint64
 	for _, r := range q.active {
-		l.observe(r, t, rep)
-		// Active requests are never retired: their counts are plain.
-		out += r.out.Load()
-		in += r.in.Load()
+		// The end is loaded before the counts: End follows the request's
+		// last report, so once it is seen the counts are final. Active
+		// requests are never retired: their counts are plain.
+		e := r.end.Load()
+		o, i := r.out.Load(), r.in.Load()
+		l.observe(r, t, rep, e, o, i)
+		out += o
+		in += i
 	}
 	// No active request retires during the pass (only the sampler side
 	// retires them; Add retires only requests it refuses, never active),

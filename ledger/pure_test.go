@@ -85,12 +85,12 @@ func TestCachedTokensCostNoPrefill(t *testing.T) {
 		r.AddCached(cached)
 		r.st = sampled{known: 400e6, pfEnd: 200e6, step: 40e6}
 		u := r.uncached()
-		r.st.pts = append(r.st.inline[:0], point{t: 0, in: u, cached: cached}, point{t: 240e6, out: 1, in: u, cached: cached}, point{t: 400e6, out: 5, in: u, cached: cached})
+		r.st.pts = append(r.st.inline[:0], point{t: 0, in: u}, point{t: 240e6, out: 1, in: u}, point{t: 400e6, out: 5, in: u})
 		g.l.reqs.active = append(g.l.reqs.active, r)
 		return r
 	}
 	full, cached := mk(0), mk(800)
-	g.l.split(d, interval{a: 0, b: 100e6, e: 30_000}, 400e6)
+	g.l.split(d, interval{a: 0, b: 100e6, e: 30_000}, 400e6, true)
 	if got, want := full.EnergyMJ(), uint64(30_000*1000/1200); absDiff(got, want) > 1 {
 		t.Errorf("the uncached prompt got %d mJ, want %d", got, want)
 	}
@@ -115,8 +115,8 @@ func TestObserveCountsUncachedInput(t *testing.T) {
 	}
 	r.AddCached(700)
 	g.l.Observe(20e6, 0, 0)
-	if got := r.st.last(); got.in != 300 || got.cached != 700 {
-		t.Fatalf("after 700 cached: noted %+v, want 300 uncached and 700 cached", got)
+	if got := r.st.last(); got.in != 300 {
+		t.Fatalf("after 700 cached: noted %+v, want 300 uncached", got)
 	}
 }
 

@@ -167,7 +167,7 @@ func (l *Ledger) splitDevices(t, horizon, minKnown int64) (through, stall int64,
 			}
 			if split {
 				l.pub.splitMJ.Add(iv.e)
-				l.split(d, iv, minKnown)
+				l.split(d, iv, minKnown, d.ivs.newest())
 				splitAny = true
 			}
 		}
@@ -231,7 +231,7 @@ func (l *Ledger) learn(d *device, iv interval) {
 //
 // Invariant: every millijoule of iv.e goes to exactly one of a request,
 // the unattributed counter, or the other-processes counter.
-func (l *Ledger) split(d *device, iv interval, minKnown int64) {
+func (l *Ledger) split(d *device, iv interval, minKnown int64, newest bool) {
 	attr := attributable(d, iv.e)
 	l.pub.other.Add(iv.e - attr)
 	if iv.b <= iv.a {
@@ -259,7 +259,9 @@ func (l *Ledger) split(d *device, iv interval, minKnown int64) {
 		// seen: energy per token moves with the batch.
 		l.model.batch.notePrice(wg.prices.tokJ, iv.b-iv.a)
 	}
-	l.noteNewest(d, &f, wg)
+	if newest {
+		l.noteNewest(d, &f, wg)
+	}
 	l.onSplit(d, iv, f.parts, iv.e-attr+rest)
 }
 
@@ -321,7 +323,9 @@ func (l *Ledger) settleRequests(t, through, stall, timeStall int64, prov bool, f
 			continue
 		}
 		r.through.Store(max(r.start, through))
-		if prov {
+		if prov && !r.st.endSeen {
+			// An ended request's estimate is read at its end, which the
+			// sampler has seen: it needs nothing newer.
 			l.publishEstimate(r, i)
 		}
 		prune(r, through)

@@ -8,10 +8,10 @@ package ledger
 
 // point is one observed report: the cumulative counts first seen at a read,
 // placed at the estimated report time t. in counts the uncached input
-// tokens, cached the prompt's tokens served from the prefix cache.
+// tokens: a cached count that comes later lowers it.
 type point struct {
-	t               int64
-	out, in, cached uint64
+	t       int64
+	out, in uint64
 }
 
 // sampled is the sampler's own view of a request.
@@ -41,17 +41,18 @@ func (s *sampled) last() point { return s.pts[len(s.pts)-1] }
 const stepTokens = 3
 
 // observe notes what r has reported as of the read at t (its reports
-// first seen now are placed at rep, the middle of the read interval).
-func (l *Ledger) observe(r *Account, t, rep int64) {
+// first seen now are placed at rep, the middle of the read interval): its
+// end (notEnded before End) and its output and input tokens, loaded in
+// that order.
+func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 	s := &r.st
 	if s.endSeen {
 		return
 	}
-	// The end is loaded before the counts: End follows the request's last
-	// report, so once it is seen the counts are final.
-	end, ended := r.Ended()
-	o, cached := r.Output(), r.Cached()
-	in := r.Input() - cached
+	ended := end != notEnded
+	if c := r.cached.Load(); c != 0 {
+		in -= min(c, in)
+	}
 	at := max(rep, r.start)
 	if ended {
 		s.endSeen, s.end = true, end
@@ -64,7 +65,7 @@ func (l *Ledger) observe(r *Account, t, rep int64) {
 		at = min(at, s.end)
 	}
 	last := s.last()
-	if o != last.out || in != last.in || cached != last.cached {
+	if o != last.out || in != last.in {
 		at = max(at, last.t)
 		known := at
 		switch {
@@ -80,7 +81,7 @@ func (l *Ledger) observe(r *Account, t, rep int64) {
 				known = s.known
 			}
 		}
-		l.addPoint(r, point{t: at, out: o, in: in, cached: cached})
+		l.addPoint(r, point{t: at, out: o, in: in})
 		s.known = max(s.known, known)
 		if !s.endSeen || o >= 2*stepTokens {
 			if rate := s.ownRate(); rate > 0 {

@@ -25,8 +25,8 @@ var lags = [...]int64{0, 10e6, 20e6, 30e6, 40e6, 50e6, 60e6, 80e6, 100e6}
 // Timing constants: the search learns every candidate while at most
 // maxLagSearch requests are active (beyond, only the chosen one, so that
 // a busy sampler's work stays O(active)); it chooses again every
-// chooseEvery intervals learned; and the other placement must leave
-// flipMargin of the chosen one's residual or less to be taken.
+// chooseEvery intervals learned; and another lag or the other placement
+// must leave flipMargin of the chosen one's residual or less to be taken.
 const (
 	maxLagSearch = 64
 	chooseEvery  = 32
@@ -37,12 +37,17 @@ const (
 func (m *model) lag(i int) int64 { return lags[m.devs[i].best] }
 
 // choose solves every candidate of d and takes the lag whose fit leaves
-// the least residual per interval, and notes whether the other placement
-// explains the steps clearly better.
+// clearly the least residual per interval (flipMargin of the chosen one's
+// or less: a counter whose lag the data cannot tell keeps the one it has,
+// and requests wait no longer for a lag's steps than they must), and notes
+// whether the other placement explains the steps clearly better.
 func (d *devModel) choose(base [nnls.MaxTerms]float64, given uint) {
 	best, bestRSS := d.best, math.Inf(1)
+	if r, ok := rssPer(&d.cands[d.best], base, given); ok {
+		bestRSS = r
+	}
 	for c := range lags {
-		if r, ok := rssPer(&d.cands[c], base, given); ok && r < bestRSS {
+		if r, ok := rssPer(&d.cands[c], base, given); ok && r < flipMargin*bestRSS {
 			best, bestRSS = c, r
 		}
 	}
