@@ -12,18 +12,18 @@ import (
 func TestPrefillSharesByInputRate(t *testing.T) {
 	g := newRig(t, Config{Horizon: 10e9})
 	d := &g.l.devs[0]
-	d.ivs.split.primed, g.l.fit.devs[0].m.usable = true, true
-	g.l.fit.devs[0].m.theta[fPrefillBusy] = 300 // W while anything is in prefill
+	d.ivs.split.primed, g.l.model.devs[0].usable = true, true
+	g.l.model.devs[0].theta[fPrefillBusy] = 300 // W while anything is in prefill
 	mk := func(in uint64) *Account {
-		r := NewAccount(0, nil)
+		r := newAccount(0, nil)
 		r.st = sampled{known: 400e6, pfEnd: 200e6, step: 40e6}
 		r.st.pts = append(r.st.inline[:0], point{t: 0, in: in}, point{t: 240e6, out: 1, in: in}, point{t: 400e6, out: 5, in: in})
-		g.l.active = append(g.l.active, r)
+		g.l.reqs.active = append(g.l.reqs.active, r)
 		return r
 	}
 	long, short := mk(1000), mk(100)
 	// (0, 100 ms] holds only prefill: 300 W × 100 ms.
-	g.l.split(d, 0, 100e6, 30_000, 400e6)
+	g.l.split(d, interval{a: 0, b: 100e6, e: 30_000}, 400e6, true)
 	if got, want := long.EnergyMJ(), uint64(30_000*10/11); absDiff(got, want) > 1 {
 		t.Errorf("the long prompt got %d mJ, want %d", got, want)
 	}
@@ -47,7 +47,7 @@ func absDiff(a, b uint64) uint64 {
 // reports, and FirstToken reports the token itself.
 func TestPrefillEndsAStepBeforeTheFirstToken(t *testing.T) {
 	g := newRig(t, Config{Horizon: 10e9})
-	r := NewAccount(0, nil)
+	r := newAccount(0, nil)
 	g.l.Add(r)
 	r.AddInput(500)
 	// Reads every 10 ms; the first token is produced at 305 ms, then one

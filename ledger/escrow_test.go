@@ -14,9 +14,9 @@ import (
 // earned half.
 func TestEscrowLateReporter(t *testing.T) {
 	const ms = int64(1e6)
-	g := newRig(t, Config{Horizon: 2000 * ms, OutputWeight: 1, WeightsFixed: true, IdleFixed: true})
+	g := newRig(t, Config{Horizon: 2000 * ms, IdleFixed: true})
 	g.step(0, 0, nil)
-	a, b := NewAccount(0, nil), NewAccount(0, nil)
+	a, b := newAccount(0, nil), newAccount(0, nil)
 	g.l.Add(a)
 	g.l.Add(b)
 	for t0 := 10 * ms; t0 <= 30_000*ms; t0 += 10 * ms {
@@ -42,13 +42,6 @@ func TestEscrowLateReporter(t *testing.T) {
 	if got := a.EnergyMJ() + b.EnergyMJ() + g.l.Unattributed(); got != g.l.SplitMJ() {
 		t.Errorf("conservation: %d != %d", got, g.l.SplitMJ())
 	}
-	esc := g.l.Escrow()
-	if esc.Requests != 1 || esc.AssumedTokens < 2000 {
-		t.Errorf("escrow %+v: want one request with most of its 3,000 tokens assumed", esc)
-	}
-	if d := esc.ReportedTokens - esc.AssumedTokens; d < -0.05*esc.AssumedTokens || d > 0.05*esc.AssumedTokens {
-		t.Errorf("escrow %+v: assumed and reported tokens differ by more than 5%%", esc)
-	}
 }
 
 // TestEscrowSilentBounded: 10,000 requests that report nothing for a
@@ -65,11 +58,11 @@ func TestEscrowSilentBounded(t *testing.T) {
 	g.step(0, 0, nil)
 	// A streaming request first, so that the batch's rate and prefill
 	// time are known.
-	w := NewAccount(0, nil)
+	w := newAccount(0, nil)
 	g.l.Add(w)
 	reqs := make([]*Account, n)
 	for i := range reqs {
-		reqs[i] = NewAccount(100*ms, nil)
+		reqs[i] = newAccount(100*ms, nil)
 	}
 	var heap [2]uint64
 	final := 0
@@ -132,14 +125,14 @@ func TestEscrowSilentBounded(t *testing.T) {
 // request prefills an 8,000-token prompt for 4 s (at 1 mJ per input token,
 // spread evenly) beside one that streams a token every 10 ms (1 J each);
 // the horizon is 1 s. Five earlier requests with the same prompt teach the
-// prefill's length.
+// prefill's length, and the model the energy of a token of each kind.
 func TestRunningPrefillInput(t *testing.T) {
 	const (
 		ms     = int64(1e6)
 		prompt = 8000
 		pfLen  = 4000 * ms
 	)
-	g := newRig(t, Config{Horizon: 1000 * ms, OutputWeight: 1000, InputWeight: 1, WeightsFixed: true, IdleFixed: true})
+	g := newRig(t, Config{Horizon: 1000 * ms, IdleFixed: true})
 	g.step(0, 0, nil)
 	type job struct {
 		r        *Account
@@ -149,7 +142,7 @@ func TestRunningPrefillInput(t *testing.T) {
 	}
 	var jobs []*job
 	add := func(t0 int64, in uint64, tokens int, fromStart bool) *job {
-		j := &job{r: NewAccount(t0, nil), start: t0, decoding: fromStart, left: tokens}
+		j := &job{r: newAccount(t0, nil), start: t0, decoding: fromStart, left: tokens}
 		j.r.AddInput(in)
 		g.l.Add(j.r)
 		jobs = append(jobs, j)

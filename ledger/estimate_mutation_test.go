@@ -26,51 +26,49 @@ import (
 func TestEstimateEndedRequestCountsItselfUntilEnd(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	rs := []*Account{NewAccount(10, nil), NewAccount(10, nil), NewAccount(10, nil)}
+	rs := []*Account{newAccount(10, nil), newAccount(10, nil), newAccount(10, nil)}
 	for _, r := range rs {
 		g.l.Add(r)
 	}
 	const staticW, firstMJ, spanMS = 90, 9000, 100
 	g.step(spanMS*1e6, firstMJ, nil)
-	g.l.coef[fStatic].Store(math.Float64bits(staticW))
-	g.l.avgW.Store(math.Float64bits(staticW))
+	setPrices(g.l, prices{staticW: staticW})
 	a := rs[0]
 	g.l.End(rs[2], 150e6)
 	g.l.End(a, 200e6)
 
 	want := firstMJ/3 + staticW*spanMS*math.Log(3.0/2)/(3-2)
 	got := float64(g.l.Estimate(a, 200e6))
-	// The request's recent power is stored as a float32: a few mJ.
-	if math.Abs(got-want) > 3 {
+	if math.Abs(got-want) > 1 {
 		t.Fatalf("estimate of a request ended at the estimate's time = %.0f mJ, want %.1f (itself counted among the 2 running at its end)", got, want)
 	}
 }
 
 // TestEstimateShortfallFallsBackToSplit checks the clamp at the end of
-// Estimate. A request was split 1000 mJ and provisionally 1500 mJ; it
-// reported tokens at 1 per ms up to 100 ms and then none for 200 ms, at
-// 2 J per output token. The 200 tokens it did not report take 400 J off,
-// far more than the 500 mJ provisional part, so the estimate falls back
-// to what was split, 1000 mJ: never below it, and never the provisional
-// 1500 mJ that assumed the missing tokens. At 0.1 mJ per token the
-// shortfall takes 20 mJ off the provisional figure instead.
+// Estimate. A request was split 1000 mJ and provisionally 1500 mJ, which
+// counted 300 output tokens (reported and extrapolated) through 300 ms;
+// it reported 100. At 2 J per output token the 200 it did not make take
+// 400 J off, far more than the 500 mJ provisional part, so the estimate
+// falls back to what was split, 1000 mJ: never below it, and never the
+// provisional 1500 mJ that assumed the missing tokens. At 0.1 mJ per token
+// the shortfall takes 20 mJ off the provisional figure instead.
 func TestEstimateShortfallFallsBackToSplit(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	r := NewAccount(0, nil)
+	r := newAccount(0, nil)
 	g.l.Add(r)
 	r.AddOutput(100)
 
-	// The sampler's published figures for r after a settle at 100 ms: the
-	// split and the provisional split through 300 ms (so that no power is
-	// added after it), its report of 100 tokens at 1 per ms from 100 ms.
-	publish := func(priceJ float32) {
+	// The sampler's published figures for r after a settle at 300 ms:
+	// the split and the provisional split through 300 ms (so that no
+	// power is added after it), with the tokens they counted.
+	publish := func(priceJ float64) {
 		r.mj.Store(1000)
 		r.through.Store(300e6)
-		r.estMJ.Store(1500)
-		r.seenRate.Store(packSeenRate(100, 1.0/1e6))
-		r.extFrom.Store(100e6)
-		r.powPrice.Store(uint64(math.Float32bits(50)) | uint64(math.Float32bits(priceJ))<<32)
+		r.est.mj.Store(1500)
+		r.est.thru.Store(300e6)
+		r.est.tok.Store(math.Float64bits(300))
+		setPrices(g.l, prices{tokJ: priceJ})
 	}
 
 	publish(2)
@@ -79,8 +77,15 @@ func TestEstimateShortfallFallsBackToSplit(t *testing.T) {
 	}
 
 	publish(0.0001) // 200 tokens short at 0.1 mJ each: 20 mJ
-	// The rate and the price are stored as float32s: within 1 mJ.
 	if got := g.l.Estimate(r, 300e6); got < 1479 || got > 1481 {
 		t.Fatalf("200 tokens short at 0.1 mJ each: estimate %d mJ, want 1500 − 20 = 1480 ± 1", got)
+	}
+}
+
+// setPrices publishes pr as the newest interval's prices, as the sampler
+// does after a settle.
+func setPrices(l *Ledger, pr prices) {
+	for i, v := range pr.vec() {
+		l.est.prices[i].Store(math.Float64bits(v))
 	}
 }

@@ -30,11 +30,11 @@ func TestEstimateOwnEndCountedOnce(t *testing.T) {
 			g := newRig(t, Config{Horizon: 1e12})
 			g.step(0, 0, nil)
 			for range c.neighbours {
-				g.l.Add(NewAccount(1, nil))
+				g.l.Add(newAccount(1, nil))
 			}
 			g.step(1e8, staticW*100, nil)
 			g.step(2e8, staticW*100, nil)
-			r := NewAccount(2.1e8, nil)
+			r := newAccount(2.1e8, nil)
 			g.l.Add(r)
 			g.l.Observe(2.2e8, 0, 0)
 			g.l.Settle(2.2e8, nil)
@@ -46,8 +46,7 @@ func TestEstimateOwnEndCountedOnce(t *testing.T) {
 			// Nothing but static power: every request active at an
 			// instant draws the same. (Stored after the last settle,
 			// which publishes the model's own.)
-			g.l.coef[fStatic].Store(math.Float64bits(staticW))
-			g.l.avgW.Store(math.Float64bits(staticW))
+			setPrices(g.l, prices{staticW: staticW})
 			got := float64(g.l.Estimate(r, 3e8))
 			// 90 ms among 1+neighbours requests, in mJ.
 			want := staticW * 90.0 / float64(1+c.neighbours)

@@ -1,9 +1,6 @@
 package ledger
 
-import (
-	"math"
-	"testing"
-)
+import "testing"
 
 // TestRunningNowAfterObserveWithoutSettle checks that requests adopted by a
 // read that settles nothing (no counter step) still count as running, and
@@ -13,25 +10,25 @@ func TestRunningNowAfterObserveWithoutSettle(t *testing.T) {
 	g.step(0, 0, nil)
 	rs := make([]*Account, 10)
 	for i := range rs {
-		rs[i] = NewAccount(10, nil)
+		rs[i] = newAccount(10, nil)
 		g.l.Add(rs[i])
 	}
 	g.l.Observe(50, 0, 0)
-	if n, _, _ := g.l.runningNow(); n != 10 {
+	if n, _, _ := g.l.running3(); n != 10 {
 		t.Fatalf("runningNow after an Observe without Settle = %d, want 10", n)
 	}
 	for _, r := range rs[:6] {
 		g.l.End(r, 60)
 	}
-	if n, k, _ := g.l.runningNow(); n != 4 || k != 6 {
+	if n, k, _ := g.l.running3(); n != 4 || k != 6 {
 		t.Fatalf("after 6 ends: runningNow = %d with %d ends, want 4 and 6", n, k)
 	}
 	g.l.Observe(70, 0, 0)
-	if n, _, _ := g.l.runningNow(); n != 4 {
+	if n, _, _ := g.l.running3(); n != 4 {
 		t.Fatalf("after the next Observe: runningNow = %d, want 4", n)
 	}
 	g.l.Settle(80, nil)
-	if n, k, _ := g.l.runningNow(); n != 4 || k != 0 {
+	if n, k, _ := g.l.running3(); n != 4 || k != 0 {
 		t.Fatalf("after a settle: runningNow = %d with %d ends since it, want 4 and 0", n, k)
 	}
 }
@@ -44,19 +41,18 @@ func TestRunningNowAfterObserveWithoutSettle(t *testing.T) {
 func TestEstimateBurstAfterProvisionalPoint(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e12})
 	g.step(0, 0, nil)
-	g.l.Add(NewAccount(1, nil))
+	g.l.Add(newAccount(1, nil))
 	g.step(1e8, 10000, nil)
 	g.step(2e8, 10000, nil)
 	rs := make([]*Account, 10)
 	for i := range rs {
-		rs[i] = NewAccount(2.1e8, nil)
+		rs[i] = newAccount(2.1e8, nil)
 		g.l.Add(rs[i])
 	}
 	g.l.Observe(2.2e8, 0, 0)
 	g.l.Settle(2.2e8, nil)
 	const staticW, allW = 100, 110
-	g.l.coef[fStatic].Store(math.Float64bits(staticW))
-	g.l.avgW.Store(math.Float64bits(allW))
+	setPrices(g.l, prices{staticW: staticW, pfLoneW: allW - staticW})
 	for _, r := range rs {
 		g.l.End(r, 3e8)
 	}

@@ -17,24 +17,24 @@ func TestRunningNowCountsEnds(t *testing.T) {
 	g.step(0, 0, nil)
 	rs := make([]*Account, 10)
 	for i := range rs {
-		rs[i] = NewAccount(10, nil)
+		rs[i] = newAccount(10, nil)
 		g.l.Add(rs[i])
 	}
-	if n, _, _ := g.l.runningNow(); n != 10 {
+	if n, _, _ := g.l.running3(); n != 10 {
 		t.Fatalf("10 requests waiting to be adopted: running %d", n)
 	}
 	g.step(100, 1000, nil)
-	if n, _, _ := g.l.runningNow(); n != 10 {
+	if n, _, _ := g.l.running3(); n != 10 {
 		t.Fatalf("10 adopted requests: running %d", n)
 	}
 	for _, r := range rs[:4] {
 		g.l.End(r, 150)
 	}
 	g.l.End(rs[0], 160) // counted once
-	if n, k, off := g.l.runningNow(); n != 6 || k != 4 || off != 4*50 {
+	if n, k, off := g.l.running3(); n != 6 || k != 4 || off != 4*50 {
 		t.Fatalf("4 of 10 ended 50 ns after the settle: running %d, want 6; %d ends %d ns after it, want 4 and 200", n, k, off)
 	}
-	late := []*Account{NewAccount(170, nil), NewAccount(170, nil), NewAccount(170, nil)}
+	late := []*Account{newAccount(170, nil), newAccount(170, nil), newAccount(170, nil)}
 	for _, r := range late {
 		g.l.Add(r) // the last is beyond MaxActive: dropped
 	}
@@ -42,20 +42,20 @@ func TestRunningNowCountsEnds(t *testing.T) {
 	if late[2].Flags()&FlagDropped == 0 {
 		t.Fatal("the 13th request was not dropped")
 	}
-	if n, _, _ := g.l.runningNow(); n != 8 {
+	if n, _, _ := g.l.running3(); n != 8 {
 		t.Fatalf("6 running and 2 waiting: running %d, want 8", n)
 	}
 	g.step(200, 1000, nil)
-	if n, _, _ := g.l.runningNow(); n != 8 {
+	if n, _, _ := g.l.running3(); n != 8 {
 		t.Fatalf("after a settle: running %d, want 8", n)
 	}
 	g.l.End(late[0], 210)
-	if n, _, _ := g.l.runningNow(); n != 7 {
+	if n, _, _ := g.l.running3(); n != 7 {
 		t.Fatalf("one more ended: running %d, want 7", n)
 	}
 }
 
-// TestStaticTime checks staticTime against ∫ ds/n(s) summed ns by ns for
+// TestStaticTime checks integrateInverse against ∫ ds/n(s) summed ns by ns for
 // k ends spread evenly over a part of the span at its end, at its start,
 // or over all of it: the profiles it assumes, which it must get to
 // rounding; and within 1% for ends in the middle of the span.
@@ -80,12 +80,12 @@ func TestStaticTime(t *testing.T) {
 			sumT += (c.lo + (c.hi-c.lo)*(float64(i)+0.5)/float64(c.k)) * tau
 		}
 		n1 := n0 - float64(c.k)
-		got := staticTime(tau, n0, n1, float64(c.k), sumT/float64(c.k))
+		got := integrateInverse(tau, n0, n1, float64(c.k), sumT/float64(c.k))
 		if math.Abs(got-want) > c.tol*want {
 			t.Errorf("%d ends over [%.1f, %.1f] of the span: %v, want %v", c.k, c.lo, c.hi, got, want)
 		}
 	}
-	if got := staticTime(tau, n0, n0, 0, 0); got != tau/n0 {
+	if got := integrateInverse(tau, n0, n0, 0, 0); got != tau/n0 {
 		t.Errorf("no ends: %v, want %v", got, tau/n0)
 	}
 }
@@ -106,8 +106,8 @@ func TestCoverageBeyondExact(t *testing.T) {
 		if withFull {
 			parts[0].hi = b
 		}
-		l := &Ledger{}
-		covered := l.coverage(parts, a, b, spanActive, true)
+		var sweep []uint64
+		covered := coverage(parts, a, b, spanActive, true, &sweep)
 		var sum, hull float64
 		for _, p := range parts {
 			sum += p.cov
@@ -119,7 +119,7 @@ func TestCoverageBeyondExact(t *testing.T) {
 		if covered > hull {
 			t.Fatalf("full %v: covered %v, beyond the spans' hull %v", withFull, covered, hull)
 		}
-		if got := l.coverage(parts, a, b, spanActive, false); got != covered {
+		if got := coverage(parts, a, b, spanActive, false, &sweep); got != covered {
 			t.Fatalf("full %v: measuring alone covers %v, with shares %v", withFull, got, covered)
 		}
 	}
@@ -135,11 +135,18 @@ func BenchmarkCoverage(b *testing.B) {
 			for i := range parts {
 				parts[i] = part{lo: 0, hi: int64(rng.IntN(100_000))}
 			}
-			l := &Ledger{}
+			var sweep []uint64
 			b.ReportAllocs()
 			for b.Loop() {
-				l.coverage(parts, 0, 100_000, spanActive, true)
+				coverage(parts, 0, 100_000, spanActive, true, &sweep)
 			}
 		})
 	}
+}
+
+// running3 returns runningNow's counts of the running and the ends, with
+// the ends' time offsets.
+func (l *Ledger) running3() (n, ends, endOff int64) {
+	now := l.runningNow()
+	return now.n, now.ends, now.endOff
 }

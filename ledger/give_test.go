@@ -113,7 +113,7 @@ func TestShareOutsideTheUnitInterval(t *testing.T) {
 				t.Fatalf("attributable(1001) = %d, want %d", got, tt.want)
 			}
 			g.step(0, 0, nil)
-			a := NewAccount(0, nil)
+			a := newAccount(0, nil)
 			g.l.Add(a)
 			g.step(100, 1001, nil)
 			a.End(100)

@@ -16,14 +16,14 @@ import (
 func TestInboxBoundedWhileSamplerAway(t *testing.T) {
 	const max = 8
 	l := ledger.New(ledger.Config{Rings: []*ring.Ring{newRing(t)}, MaxActive: max})
-	held := []*ledger.Account{ledger.NewAccount(0, nil), ledger.NewAccount(0, nil), ledger.NewAccount(0, nil)}
+	held := []*ledger.Account{account(0, nil), account(0, nil), account(0, nil)}
 	for _, r := range held {
 		l.Add(r)
 	}
 	l.Observe(1, 0, 0) // 3 active
 	var queued, refused []*ledger.Account
 	for range 20 {
-		r := ledger.NewAccount(2, nil)
+		r := account(2, nil)
 		l.Add(r)
 		if r.Flags()&ledger.FlagDropped != 0 {
 			refused = append(refused, r)
@@ -64,7 +64,7 @@ func TestInboxBoundConcurrentSafe(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				l.Add(ledger.NewAccount(0, nil))
+				l.Add(account(0, nil))
 			}
 		})
 	}
@@ -92,7 +92,7 @@ func TestInboxRefusalsLeaveNoTrace(t *testing.T) {
 	const max = 8
 	l := ledger.New(ledger.Config{Rings: []*ring.Ring{newRing(t)}, MaxActive: max})
 	for range 5 * max {
-		l.Add(ledger.NewAccount(0, nil))
+		l.Add(account(0, nil))
 	}
 	if got := l.Dropped(); got != 4*max {
 		t.Fatalf("Dropped = %d while the sampler was away, want %d", got, 4*max)
@@ -104,7 +104,7 @@ func TestInboxRefusalsLeaveNoTrace(t *testing.T) {
 	for round := range 3 {
 		var refused int
 		for range 2 * max {
-			r := ledger.NewAccount(int64(10+round), nil)
+			r := account(int64(10+round), nil)
 			l.Add(r)
 			if r.Flags()&ledger.FlagDropped != 0 {
 				refused++
@@ -149,12 +149,12 @@ func BenchmarkInboxAdd(b *testing.B) {
 			if parallel {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						l.Add(ledger.NewAccount(0, nil))
+						l.Add(account(0, nil))
 					}
 				})
 			} else {
 				for b.Loop() {
-					l.Add(ledger.NewAccount(0, nil))
+					l.Add(account(0, nil))
 				}
 			}
 			close(stop)

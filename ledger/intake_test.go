@@ -51,7 +51,7 @@ func TestIntakeConcurrentSafe(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for k := range each {
-				r := NewAccount(int64(k), nil)
+				r := newAccount(int64(k), nil)
 				// As Ledger.Add adds.
 				if first := shardOf(r); !in.inbox[first].push(r) && !in.spill(r, first) {
 					refused.Add(1)

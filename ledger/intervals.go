@@ -103,6 +103,13 @@ func (v *intervals) nextSplit(wait bool, t, horizon int64) (iv interval, split, 
 	return iv, split, true
 }
 
+// newest reports whether the interval split last ends at the ring's
+// newest point.
+func (v *intervals) newest() bool {
+	_, more := v.ring.At(v.split.next)
+	return !more
+}
+
 // splitThrough returns the instant up to which every interval pushed is
 // split (firstRead before the first point), and whether the ring has not
 // stepped since for longer than horizon as of t (stuck, or failing every

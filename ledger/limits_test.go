@@ -23,7 +23,7 @@ func TestMaxActiveDrops(t *testing.T) {
 	l := ledger.New(ledger.Config{Rings: []*ring.Ring{rg}, MaxActive: 4})
 	reqs := make([]*ledger.Account, 6)
 	for i := range reqs {
-		reqs[i] = ledger.NewAccount(0, nil)
+		reqs[i] = account(0, nil)
 		l.Add(reqs[i])
 	}
 	l.Observe(1, 0, 0)
@@ -58,7 +58,7 @@ func TestMaxAgeExpires(t *testing.T) {
 	)
 	rg := newRing(t)
 	l := ledger.New(ledger.Config{Rings: []*ring.Ring{rg}, MaxAge: maxAge, Horizon: 500 * ms})
-	r := ledger.NewAccount(0, nil)
+	r := account(0, nil)
 	l.Add(r)
 	var finals int
 	for t0 := int64(0); t0 <= 3000*ms; t0 += 100 * ms {
@@ -81,4 +81,11 @@ func TestMaxAgeExpires(t *testing.T) {
 	if got, want := r.EnergyMJ()+l.Unattributed()+l.OtherProcesses(), l.SplitMJ(); got != want {
 		t.Fatalf("request + unattributed = %d mJ, split %d mJ", got, want)
 	}
+}
+
+// account returns a request that started at t, as a caller builds one.
+func account(t int64, data any) *ledger.Account {
+	r := new(ledger.Account)
+	r.Init(t, data)
+	return r
 }

@@ -41,10 +41,10 @@ func TestOnSplitFinalSplitsOnly(t *testing.T) {
 	var calls []splitCall
 	g := newRig(t, Config{Horizon: 1e9, OnSplit: recordSplits(&calls)})
 	g.step(0, 0, nil)
-	a := NewAccount(0, nil)
+	a := newAccount(0, nil)
 	g.l.Add(a)
 	g.step(100, 1000, nil) // a alone for 100 ns
-	b := NewAccount(150, nil)
+	b := newAccount(150, nil)
 	g.l.Add(b)
 	g.step(200, 1000, nil) // a alone for 50 ns, then both for 50
 	a.End(200)
@@ -125,7 +125,7 @@ func TestOnSplitRestHoldsOtherProcesses(t *testing.T) {
 	g := newRig(t, Config{Horizon: 1e9, OnSplit: recordSplits(&calls)})
 	g.l.SetShare(0, 0.25, true, false)
 	g.step(0, 0, nil)
-	r := NewAccount(0, nil)
+	r := newAccount(0, nil)
 	g.l.Add(r)
 	g.step(100, 4000, nil)
 	r.End(100)
@@ -151,13 +151,13 @@ func TestOnSplitNoAllocs(t *testing.T) {
 	}})
 	g.step(0, 0, nil)
 	for i := range 8 {
-		g.l.Add(NewAccount(int64(i), nil))
+		g.l.Add(newAccount(int64(i), nil))
 	}
 	tt := int64(100)
 	g.step(tt, 1000, nil)
 	d := &g.l.devs[0]
 	allocs := testing.AllocsPerRun(100, func() {
-		g.l.split(d, tt, tt+100, 1000, tt+100)
+		g.l.split(d, interval{a: tt, b: tt + 100, e: 1000}, tt+100, true)
 		tt += 100
 	})
 	if allocs != 0 {

@@ -6,14 +6,11 @@ import (
 	"sync/atomic"
 )
 
-// This file is the settlement stage: once the intervals are split, it
-// finalizes the requests whose intervals are all split on every device
-// that holds them back, lets go of them (their token counts retired,
-// their timelines recycled), prunes the timelines of the others to what
-// is not split yet, reconciles the escrow of requests split while silent,
-// and runs the provisional split behind the estimates. Settle is the one
-// place where the stages meet, in one direction: intake (Observe, before
-// it), then per device intervals, model and split, then settlement.
+// This file is the settlement stage and the one place where the stages
+// meet, in one direction: intake (Observe, before it), then per device
+// intervals, model and split, then the settlement of the requests. Only
+// settlement decides when a figure is final, and only it holds memory
+// across intervals (the requests' timelines, bounded by MaxActive).
 
 // settlement is the settlement stage's books: what it keeps of the
 // requests it let go. Sampler-owned, but for the counters, which anyone
@@ -24,12 +21,6 @@ type settlement struct {
 	// retiredOut and retiredIn sum the tokens of the requests let go, as
 	// counted when they were (see retire).
 	retiredOut, retiredIn atomic.Uint64
-	// escN counts the requests that had a share escrowed; escAssumed and
-	// escReported sum, as float64 bits, their tokens assumed in the
-	// intervals split at the horizon and those they reported for the same
-	// time (see Escrow).
-	escN                    atomic.Uint64
-	escAssumed, escReported atomic.Uint64
 }
 
 // finalize makes r final: its end is split on every device, so its
@@ -85,20 +76,6 @@ func (b *settlement) retire(r *Account) {
 	r.cached.Or(retiredBit)
 }
 
-// reconcile counts r's escrow once its end is seen: the tokens assumed
-// against those its reports put in the same time.
-func (b *settlement) reconcile(r *Account) {
-	s := &r.st
-	if s.escTok <= 0 {
-		return
-	}
-	rep := s.outputIn(r.start, s.escHi, s.pfEnd)
-	b.escN.Add(1)
-	b.escAssumed.Store(math.Float64bits(math.Float64frombits(b.escAssumed.Load()) + s.escTok))
-	b.escReported.Store(math.Float64bits(math.Float64frombits(b.escReported.Load()) + rep))
-	s.escTok = 0
-}
-
 // prune drops the points of r's timeline that every device has split
 // past, keeping the newest of them as the anchor of the next segment.
 func prune(r *Account, through int64) {
@@ -122,140 +99,223 @@ func prune(r *Account, through int64) {
 func (l *Ledger) Settle(t int64, final func(*Account)) { l.settle(t, false, final) }
 
 // settle is Settle; with force, every interval pushed so far is ready.
-// It runs the stages after intake in their one direction: per device,
-// intervals, model and split (splitDevices), the time rings, the
-// provisional split, then the settlement of the requests, and last it
-// publishes the model for the estimates.
 func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 	minKnown := int64(math.MaxInt64)
-	running := false // some request has not ended
-	for _, r := range l.active {
+	for _, r := range l.reqs.active {
 		if !r.st.endSeen {
 			minKnown = min(minKnown, r.st.known)
-			running = true
 		}
 	}
-	horizon := l.cfg.Horizon
+	horizon, timeHorizon := l.cfg.Horizon, l.cfg.TimeHorizon
 	if force {
-		horizon = -1 << 62
+		horizon, timeHorizon = -1<<62, -1<<62
 	}
-	through, stall, flipSeen, splitNow := l.splitDevices(t, horizon, minKnown)
-	timeHorizon := l.cfg.TimeHorizon
-	if force {
-		timeHorizon = horizon
-	}
+	l.model.prefill.solve()
+	through, stall, split := l.splitDevices(t, horizon, minKnown)
 	tThrough, timeStall := l.settleTimes(t, timeHorizon)
 	if through == math.MaxInt64 {
 		through = t // every device lost: nothing more will be split
 	}
 	through = min(through, tThrough)
-	if flipSeen {
-		lost := func(i int) bool { return l.devs[i].lost }
-		// A flip stops the prefill-time candidates (they learned under
-		// the other placement of the prefill's end), so that they choose
-		// nothing in the settle that flipped.
-		if !l.fit.maybeFlip(lost) && l.fit.maybeRetau(lost) {
-			l.replaceGuesses()
-		}
-	}
-	provThru, prov := l.provisional(t, minKnown, splitNow, running)
-	if prov {
-		l.provThru.Store(provThru)
-	}
+	prov := l.provisional(split)
 	l.settleRequests(t, through, stall, timeStall, prov, final)
-	l.publishModel()
+	l.publish()
 }
 
-// splitDevices learns from every ready interval of every device and then
-// splits the learned ones, and returns how far every request's intervals
-// are split on the devices that hold requests back (MaxInt64 when none
-// does), how far only a stalled device's silence vouches for that
-// (MaxInt64 when none stalled), and whether the model learned and an
-// interval was split. minKnown is the earliest time up to which every
-// running request has reported.
-func (l *Ledger) splitDevices(t, horizon, minKnown int64) (through, stall int64, learnedAny, splitAny bool) {
+// splitDevices learns from every ready interval of every device, solves
+// the device's model over them, and then splits the learned ones. It
+// returns how far every request's intervals are split on the devices that
+// hold requests back (MaxInt64 when none does), how far only a stalled
+// device's silence vouches for that (MaxInt64 when none stalled), and
+// whether an interval was split. minKnown is the earliest time up to
+// which every running request has reported.
+func (l *Ledger) splitDevices(t, horizon, minKnown int64) (through, stall int64, splitAny bool) {
 	through, stall = math.MaxInt64, math.MaxInt64
+	learnedAny := false
+	defer func() {
+		if learnedAny {
+			l.model.maybeFlip(func(i int) bool { return l.devs[i].lost })
+		}
+	}()
 	for i := range l.devs {
 		d := &l.devs[i]
-		// Learn from every ready interval first, then split the learned
-		// ones: while the model is still too young to trust, intervals
-		// wait for it, up to the horizon.
-		learned := 0
+		learned := false
 		for {
 			iv, teach, ok := d.ivs.nextLearn(minKnown, t, horizon, l.cfg.Horizon)
 			if !ok {
 				break
 			}
-			if teach {
-				l.learn(d, iv.a, iv.b, iv.e)
-				learned++
+			if teach && iv.b > iv.a {
+				l.learn(d, iv)
+				learned = true
 			}
 		}
-		f := &l.fit.devs[d.idx]
-		if learned > 0 {
-			f.chooseLag(learned)
+		if learned {
+			l.model.solve(d.idx)
 			learnedAny = true
 		}
-		// While the model is young, intervals wait for it as long as the
-		// horizon allows: the first requests of a run start together, and
-		// what they did cannot be told apart until later requests have
-		// started and ended at other times. Waiting holds every request's
-		// timeline, so a busy service (more than maxWarmActive requests at
-		// once) splits with what it has.
-		young := (!f.m.usable || d.ivs.learnedFor() < l.cfg.Horizon*3/4) && len(l.active) <= maxWarmActive
+		// While the model is not usable, intervals wait for it as long as
+		// the horizon allows: the first requests of a run start together,
+		// and what they did cannot be told apart until later requests
+		// have started and ended at other times. With no request tracked
+		// there is nothing to tell apart.
+		wait := !l.model.devs[d.idx].usable && len(l.reqs.active) > 0
 		for {
-			iv, split, ok := d.ivs.nextSplit(young, t, horizon)
+			iv, split, ok := d.ivs.nextSplit(wait, t, horizon)
 			if !ok {
 				break
 			}
 			if split {
-				l.splitMJ.Add(iv.e)
-				l.split(d, iv.a, iv.b, iv.e, minKnown)
+				l.pub.splitMJ.Add(iv.e)
+				l.split(d, iv, minKnown, d.ivs.newest())
 				splitAny = true
 			}
 		}
 		if d.lost {
 			continue
 		}
-		dThrough, stalled := d.ivs.splitThrough(l.firstRead, t, horizon)
+		dThrough, stalled := d.ivs.splitThrough(l.reqs.firstRead, t, horizon)
 		if stalled {
 			// A device that has not stepped for a horizon (stuck, or
 			// failing every read, even the first) must not hold every
 			// request back: they are finalized without its energy for
 			// that time, and flagged. When it steps again, its energy
 			// goes to the requests active in that interval.
-			stall = min(stall, dThrough-f.lag)
+			stall = min(stall, dThrough-l.model.lag(d.idx))
 			dThrough = t - horizon
 		}
-		through = min(through, dThrough-f.lag)
+		through = min(through, dThrough-l.model.lag(d.idx))
 	}
-	return through, stall, learnedAny, splitAny
+	return through, stall, splitAny
 }
 
-// settleRequests is the settlement of the active requests at t, once
-// every interval up to through is split: each one that ended by then is
-// final and handed to final; the others publish their estimates (with
-// prov, the provisional pass's shares) and keep only the part of their
-// timeline not split yet. It then publishes what Estimate reads of the
-// requests still running.
-func (l *Ledger) settleRequests(t, through, stall, timeStall int64, prov bool, final func(*Account)) {
-	// The ended count is summed before the requests are looked at: an
-	// End between the two is then missed by neither (a request that ends
-	// in between is counted once too often, until the next settle).
-	endedSum, endT := l.in.endedSum()
-	pThru := l.provThru.Load()
-	var live, atThru, thruEnded, thruOff int64
-	kept := 0
-	for i, r := range l.active {
-		s := &r.st
-		if r.start < pThru && (!s.endSeen || s.end > pThru) {
-			atThru++
-			if e := r.end.Load(); e != notEnded {
-				thruEnded++
-				thruOff += max(0, e-pThru)
-			}
+// attributable returns the part of e that belongs to the attributed
+// processes on device d.
+func attributable(d *device, e uint64) uint64 {
+	if d.split && d.frac < 1 {
+		return min(e, uint64(float64(e)*d.frac))
+	}
+	return e
+}
+
+// learn folds the interval iv of device d into the model stage: its
+// features under every candidate timing (see timing.go), or under the
+// chosen one alone while many requests are active.
+func (l *Ledger) learn(d *device, iv interval) {
+	q, m := &l.reqs, &l.model
+	dm := &m.devs[d.idx]
+	search := len(q.active) <= maxLagSearch
+	// With nothing active every candidate sees the same features.
+	idle := len(q.active) == 0 && len(q.unowned.st.pts) <= 1
+	var xs [len(lags)][nFeat]float64
+	var alt [nFeat]float64
+	for c, lag := range lags {
+		switch {
+		case !search && c != dm.best:
+		case idle && c > 0:
+			xs[c] = xs[0]
+		default:
+			xs[c] = buildFeatures(q.active, &q.unowned.st, m, iv.a-lag, iv.b-lag, m.shift, false, false, &l.buf).x
 		}
-		if s.endSeen && s.end <= through {
+	}
+	if search {
+		lag := m.lag(d.idx)
+		alt = buildFeatures(q.active, &q.unowned.st, m, iv.a-lag, iv.b-lag, 1-m.shift, false, false, &l.buf).x
+	}
+	m.learn(d.idx, &xs, &alt, float64(attributable(d, iv.e))/1000, iv.b-iv.a, idle, search)
+}
+
+// split divides the energy of interval iv of device d among the requests
+// active in it, with the device's current model (see divideInterval),
+// and gives the shares to the requests.
+//
+// Invariant: every millijoule of iv.e goes to exactly one of a request,
+// the unattributed counter, or the other-processes counter.
+func (l *Ledger) split(d *device, iv interval, minKnown int64, newest bool) {
+	attr := attributable(d, iv.e)
+	l.pub.other.Add(iv.e - attr)
+	if iv.b <= iv.a {
+		l.pub.unattributed.Add(attr)
+		l.onSplit(d, iv, nil, iv.e)
+		return
+	}
+	f, wg, shares, rest := l.divideInterval(d, iv, attr)
+	forced := iv.b-l.model.lag(d.idx) > minKnown
+	for i, mj := range shares {
+		p := &f.parts[i]
+		if mj > 0 {
+			p.r.mj.Add(mj)
+		}
+		if forced && p.silent {
+			p.r.setFlag(FlagForced)
+		}
+		if d.shared {
+			p.r.setFlag(FlagShared)
+		}
+	}
+	l.pub.unattributed.Add(rest)
+	if f.x[fOutput] > 0 && wg.prices.tokJ > 0 {
+		// The recent intervals price the tokens the estimates have not
+		// seen: energy per token moves with the batch.
+		l.model.batch.notePrice(wg.prices.tokJ, iv.b-iv.a)
+	}
+	if newest {
+		l.noteNewest(d, &f, wg)
+	}
+	l.onSplit(d, iv, f.parts, iv.e-attr+rest)
+}
+
+// divideInterval is the split itself, which writes nothing but its
+// scratch: the features of iv under the chosen timing, their weighing
+// under the device's model, and the division of attr, the interval's
+// attributable energy, into the parts' shares and the rest.
+func (l *Ledger) divideInterval(d *device, iv interval, attr uint64) (featureSet, weighing, []uint64, uint64) {
+	f, dm := l.splitFeatures(d, iv)
+	wg := weigh(&f, dm, attr, float64(iv.b-iv.a))
+	shares := slices.Grow(l.buf.shares[:0], len(f.parts))[:len(f.parts)]
+	l.buf.shares = shares
+	return f, wg, shares, divide(attr, wg, f.parts, shares)
+}
+
+// splitFeatures returns the features by which the interval iv of device d
+// is split, under the chosen timing, and the device's model.
+func (l *Ledger) splitFeatures(d *device, iv interval) (featureSet, *devModel) {
+	q, m := &l.reqs, &l.model
+	dm := &m.devs[d.idx]
+	lag := m.lag(d.idx)
+	return buildFeatures(q.active, &q.unowned.st, m, iv.a-lag, iv.b-lag, m.shift, true, dm.usable, &l.buf), dm
+}
+
+// onSplit hands the interval iv of d, just split among parts (their
+// shares in the scratch), to Config.OnSplit, with rest the mJ no part got.
+func (l *Ledger) onSplit(d *device, iv interval, parts []part, rest uint64) {
+	if l.cfg.OnSplit == nil {
+		return
+	}
+	n := len(parts)
+	reqs := slices.Grow(l.buf.hookReqs[:0], n)[:n]
+	cov := slices.Grow(l.buf.hookCov[:0], n)[:n]
+	for i := range parts {
+		reqs[i] = parts[i].r
+		// cov is a share of (a, b] in ns, at most b − a; the covers sum
+		// to at most b − a, which truncation keeps.
+		cov[i] = uint64(min(max(parts[i].cov, 0), float64(iv.b-iv.a)))
+	}
+	l.buf.hookReqs, l.buf.hookCov = reqs, cov
+	l.cfg.OnSplit(d.idx, iv.a, iv.b, reqs, l.buf.shares[:n], rest, cov)
+	clear(reqs) // hold no request past its split
+}
+
+// settleRequests is the settlement of the active requests once every
+// interval up to through is split: each one that ended by then is final
+// and handed to final; the others keep only the part of their timeline
+// not split yet, and with prov publish their estimates.
+func (l *Ledger) settleRequests(t, through, stall, timeStall int64, prov bool, final func(*Account)) {
+	q := &l.reqs
+	l.countRunning(t)
+	kept := 0
+	for i, r := range q.active {
+		if s := &r.st; s.endSeen && s.end <= through {
 			l.books.finalize(r, stall, timeStall)
 			if final != nil {
 				final(r)
@@ -263,99 +323,19 @@ func (l *Ledger) settleRequests(t, through, stall, timeStall int64, prov bool, f
 			continue
 		}
 		r.through.Store(max(r.start, through))
-		if !s.endSeen && len(s.pts) == 1 && s.pts[0].out == 0 {
-			// Silent since its start: it is taken to produce tokens at
-			// the batch's rate once its prefill is expected to end, and
-			// the estimate must know that rate as the batch's moves
-			// (extrapolate publishes only a change). Here rather than at
-			// every read: the splits that use it come with a settle.
-			l.extrapolate(r)
-		}
-		if prov && !s.endSeen {
+		if prov && !r.st.endSeen {
+			// An ended request's estimate is read at its end, which the
+			// sampler has seen: it needs nothing newer.
 			l.publishEstimate(r, i)
 		}
-		if r.end.Load() == notEnded {
-			live++
-		}
 		prune(r, through)
-		l.active[kept] = r
+		q.active[kept] = r
 		kept++
 	}
-	l.publishLive(t, live, endedSum, endT)
-	l.adopted.Store(0)
-	if v := uint64(uint32(min(atThru, math.MaxUint32))) | uint64(uint32(min(thruEnded, math.MaxUint32)))<<32; v != l.provN.Load() {
-		l.provN.Store(v)
-	}
-	if thruOff != l.provOff.Load() {
-		l.provOff.Store(thruOff)
-	}
-	clear(l.active[kept:])
-	l.active = l.active[:kept]
-	prune(&l.unowned, through)
+	clear(q.active[kept:])
+	q.active = q.active[:kept]
+	prune(&q.unowned, through)
 	l.setActive(kept)
-}
-
-// publishEstimate publishes the estimate of r, the i-th active request,
-// after a provisional pass. The estimate is published as one figure, the
-// split part plus the provisional share of what follows, so that a reader
-// never adds a provisional share to the real share of the same interval.
-// Each is stored only when it changed: a store costs far more than a
-// load. With nothing pending (the pass had nothing to weigh) it is the
-// split part alone, and the power the split gave last.
-func (l *Ledger) publishEstimate(r *Account, i int) {
-	s := &r.st
-	var acc struct{ mj, tok, tokJ, pf, pfS, pfT float64 }
-	if i < len(l.provAcc) {
-		acc = l.provAcc[i]
-	}
-	if v := r.mj.Load() + uint64(min(acc.mj, 1<<62)); v != r.estMJ.Load() {
-		r.estMJ.Store(v)
-	}
-	old := r.powPrice.Load()
-	price := math.Float32frombits(uint32(old >> 32))
-	if acc.tok > 0 {
-		price = float32(acc.tokJ / acc.tok)
-	}
-	if v := uint64(math.Float32bits(s.powW)) | uint64(math.Float32bits(price))<<32; v != old {
-		r.powPrice.Store(v)
-	}
-	if v := packPair(s.pfMJ+acc.pf, s.inHat); v != r.pfIn.Load() {
-		r.pfIn.Store(v)
-	}
-	var f float64
-	if t := s.pfT + acc.pfT; t > 0 {
-		f = (s.pfS + acc.pfS) / t
-	}
-	if v := packPair(s.tHat, f); v != r.pfTF.Load() {
-		r.pfTF.Store(v)
-	}
-}
-
-// publishModel publishes the model stage's figures for Estimate and
-// Coefficients: the prefill time's coefficients once learned, the power
-// model summed over devices, the recent power and the recent energy per
-// output token.
-func (l *Ledger) publishModel() {
-	if th, ok := l.prefillTimeCoefs(); ok {
-		for i, v := range th {
-			l.pfCoef[i].Store(math.Float64bits(v))
-		}
-		l.pfCoefOK.Store(true)
-	} else if l.pfCoefOK.Load() {
-		// The counter's choice went back to the even share with no
-		// timing learned: the estimates must not keep the prefill time
-		// it replaced.
-		l.pfCoefOK.Store(false)
-	}
-	if v := int32(l.fit.tau); v != l.tauPub.Load() {
-		l.tauPub.Store(v)
-	}
-	th, w := l.fit.coefs()
-	for i, v := range th {
-		l.coef[i].Store(math.Float64bits(v))
-	}
-	l.avgW.Store(math.Float64bits(w))
-	l.jOutBits.Store(math.Float64bits(l.jOut))
 }
 
 // Flush splits every interval pushed so far, as if the horizon had passed,
@@ -363,15 +343,16 @@ func (l *Ledger) publishModel() {
 // request with what it has, marking it flushed; it calls final for each.
 // Shutdown uses it so that nothing waits for a split that will not come.
 func (l *Ledger) Flush(final func(*Account)) {
-	if l.read {
-		l.settle(l.prevRead, true, final)
+	q := &l.reqs
+	if q.read {
+		l.settle(q.prevRead, true, final)
 	}
 	l.in.drain(func(r *Account) {
 		l.books.retire(r)
 		r.setFlag(FlagFlushed)
 		r.final.Store(true)
 	})
-	for _, r := range l.active {
+	for _, r := range q.active {
 		r.setFlag(FlagFlushed)
 		l.books.release(r)
 		r.final.Store(true)
@@ -379,99 +360,11 @@ func (l *Ledger) Flush(final func(*Account)) {
 			final(r)
 		}
 	}
-	clear(l.active)
-	l.active = l.active[:0]
+	clear(q.active)
+	q.active = q.active[:0]
 	l.setActive(0)
 	// Nothing is active or waiting: the retired counts are every
 	// request's.
-	l.tokOut.Store(l.books.retiredOut.Load())
-	l.tokIn.Store(l.books.retiredIn.Load())
-}
-
-// provisional splits, with the current model, the intervals of every
-// device that are pushed but not yet split, adding each request's share
-// to its provisional energy, and returns the instant (on the requests'
-// clock) through which it did so, and whether it ran. Many pending
-// intervals are merged into at most provBudget/active groups, so that the
-// work stays O(active) per read and bounded. It runs only when a device
-// stepped or split since it last ran: otherwise what it would find is
-// what it published then. running says some request has not ended.
-func (l *Ledger) provisional(t, minKnown int64, split, running bool) (int64, bool) {
-	if !running {
-		// Every request has ended: no estimate is wanted.
-		return t, true
-	}
-	stepped := split
-	for i := range l.devs {
-		if l.devs[i].ivs.stepped() {
-			stepped = true
-		}
-	}
-	if !stepped {
-		return 0, false
-	}
-	// Many requests at once make each pass costly; then it runs less
-	// often, and estimates lean on each request's recent power for
-	// longer.
-	if n := len(l.active); n > provBudget && t-l.provLast < provGap*int64(n/provBudget) {
-		return 0, false
-	}
-	l.provLast = t
-	l.provAcc = l.provAcc[:0] // sized when there is something to weigh
-	thru := t
-	groups := min(provMaxGroups, max(1, provBudget/len(l.active)))
-	for i := range l.devs {
-		d := &l.devs[i]
-		if d.lost || !d.ivs.split.primed {
-			continue
-		}
-		end := d.ivs.pending(groups, func(iv interval) {
-			if len(l.provAcc) != len(l.active) {
-				l.provAcc = slices.Grow(l.provAcc[:0], len(l.active))[:len(l.active)]
-				clear(l.provAcc)
-			}
-			attr := attributable(d, iv.e)
-			w := l.weigh(d, iv.a, iv.b, attr, minKnown, false, true)
-			l.noteShares(w, attr, true)
-		})
-		thru = min(thru, end-l.fit.devs[i].lag)
-	}
-	return thru, true
-}
-
-// provBudget bounds the request-intervals one provisional pass weighs,
-// and provMaxGroups the groups of intervals on one device.
-const (
-	provBudget    = 1024
-	provMaxGroups = 128
-	provGap       = 50e6 // ns between passes per provBudget requests beyond the first
-)
-
-// EscrowStats says how well the shares escrowed for silent requests
-// matched what they reported. An interval that a request active in it has
-// not reported past is split at the horizon with that request taken to
-// produce tokens at its own recent rate (the batch's, for one that never
-// reported) from its expected prefill end: its expected share is escrowed
-// to it, and the other requests' figures become final. When it reports,
-// the tokens it really produced in that time are known; the difference
-// moves no energy (figures already exported are never revised) and is
-// counted here, in tokens.
-type EscrowStats struct {
-	// Requests is how many requests had a share escrowed and have since
-	// reported their end.
-	Requests uint64
-	// AssumedTokens is the output tokens those requests were taken to
-	// produce in intervals split while they were silent; ReportedTokens
-	// is what their reports put in the same time.
-	AssumedTokens, ReportedTokens float64
-}
-
-// Escrow returns the escrow's reconciliation so far. It is safe from any
-// goroutine.
-func (l *Ledger) Escrow() EscrowStats {
-	return EscrowStats{
-		Requests:       l.books.escN.Load(),
-		AssumedTokens:  math.Float64frombits(l.books.escAssumed.Load()),
-		ReportedTokens: math.Float64frombits(l.books.escReported.Load()),
-	}
+	l.pub.tokOut.Store(l.books.retiredOut.Load())
+	l.pub.tokIn.Store(l.books.retiredIn.Load())
 }

@@ -21,7 +21,7 @@ func TestSettlementFinalize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b settlement
-			r := NewAccount(10, nil)
+			r := newAccount(10, nil)
 			r.AddOutput(7)
 			r.AddInput(3)
 			r.st = sampled{endSeen: true, end: 100}
@@ -56,27 +56,10 @@ func TestSettlementFinalize(t *testing.T) {
 	}
 }
 
-// TestSettlementReconcile checks that an escrow is counted once, when the
-// request's end is seen, with the tokens its reports put in the escrowed
-// time: 20 tokens evenly over (0, 200] reported, of which (0, 100] holds
-// 10, against 12 assumed.
-func TestSettlementReconcile(t *testing.T) {
-	var l Ledger
-	r := NewAccount(0, nil)
-	r.st = sampled{pfEnd: 0, escTok: 12, escHi: 100}
-	r.st.pts = []point{{t: 0}, {t: 200, out: 20}}
-	l.books.reconcile(r)
-	l.books.reconcile(r)
-	got := l.Escrow()
-	if got.Requests != 1 || got.AssumedTokens != 12 || got.ReportedTokens != 10 {
-		t.Errorf("escrow %+v, want one request, 12 tokens assumed and 10 reported", got)
-	}
-}
-
 // TestPrune checks that pruning keeps the newest point split past as the
 // anchor of what is not split yet, and nothing older.
 func TestPrune(t *testing.T) {
-	r := NewAccount(0, nil)
+	r := newAccount(0, nil)
 	r.st.pts = []point{{t: 0}, {t: 10, out: 1}, {t: 20, out: 2}, {t: 30, out: 3}}
 	prune(r, 5)
 	if len(r.st.pts) != 4 {

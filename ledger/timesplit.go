@@ -20,12 +20,14 @@ type timeDev struct {
 	rate         atomic.Uint64 // float64 bits: the last interval's mJ per ns of request time
 }
 
-func (l *Ledger) newTimes() {
-	l.times = make([]timeDev, len(l.cfg.TimeRings))
-	for i, r := range l.cfg.TimeRings {
-		l.times[i].ring = r
-		l.times[i].through.Store(math.MinInt64)
+// newTimes returns the time rings' state.
+func newTimes(rings []*ring.Ring) []timeDev {
+	times := make([]timeDev, len(rings))
+	for i, r := range rings {
+		times[i].ring = r
+		times[i].through.Store(math.MinInt64)
 	}
+	return times
 }
 
 // settleTimes splits every interval of the time rings pushed so far and
@@ -50,7 +52,7 @@ func (l *Ledger) settleTimes(t, horizon int64) (through, timeStall int64) {
 		}
 		tThrough := td.cur.prevT
 		if !td.cur.primed {
-			tThrough = l.firstRead
+			tThrough = l.reqs.firstRead
 		} else {
 			td.through.Store(td.cur.prevT)
 		}
@@ -76,8 +78,8 @@ func (l *Ledger) splitTime(i int, a, b int64, e uint64) {
 		td.unattributed.Add(e)
 		return
 	}
-	parts := l.parts[:0]
-	for idx, r := range l.active {
+	parts := l.buf.parts[:0]
+	for idx, r := range l.reqs.active {
 		s := &r.st
 		if !s.activeIn(r.start, a, b) {
 			continue
@@ -85,11 +87,11 @@ func (l *Ledger) splitTime(i int, a, b int64, e uint64) {
 		lo, hi := s.span(r.start, a, b)
 		parts = append(parts, part{r: r, idx: idx, lo: lo, hi: hi})
 	}
-	l.parts = parts
+	l.buf.parts = parts
 	dt := float64(b - a)
-	covered := l.coverage(parts, a, b, spanTime, true)
-	shares := slices.Grow(l.shareMJ[:0], len(parts))[:len(parts)]
-	l.shareMJ = shares
+	covered := coverage(parts, a, b, spanTime, true, &l.buf.sweep)
+	shares := slices.Grow(l.buf.shares[:0], len(parts))[:len(parts)]
+	l.buf.shares = shares
 	clear(shares)
 	given := give(e, parts, byCoverage, dt, shares)
 	var cum float64 // the requests' time, summed as give sums it

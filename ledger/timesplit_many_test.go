@@ -28,11 +28,11 @@ func TestTimeSplitManyShort(t *testing.T) {
 		g.l.Observe(0, 0, 0)
 		g.l.Settle(0, nil)
 		const ms = int64(1e6)
-		long := NewAccount(0, nil)
+		long := newAccount(0, nil)
 		g.l.Add(long)
 		var short []*Account
 		for i := range n {
-			a := NewAccount(int64(i)*ms, nil)
+			a := newAccount(int64(i)*ms, nil)
 			g.l.Add(a)
 			short = append(short, a)
 		}

@@ -75,9 +75,9 @@ func TestTimeRingsSplitByTime(t *testing.T) {
 	push(0, 0, 0, 0)
 	g.l.Observe(0, 0, 0)
 	g.l.Settle(0, nil)
-	a := NewAccount(0, nil)
+	a := newAccount(0, nil)
 	g.l.Add(a)
-	b := NewAccount(100, nil)
+	b := newAccount(100, nil)
 	g.l.Add(b)
 	g.l.Observe(100, 0, 0)
 	a.End(200)
@@ -144,7 +144,7 @@ func TestTimeRingStallDoesNotHold(t *testing.T) {
 	}
 	g.l.Observe(0, 0, 0)
 	g.l.Settle(0, nil)
-	a := NewAccount(10, nil)
+	a := newAccount(10, nil)
 	g.l.Add(a)
 	g.l.Observe(20, 0, 0)
 	a.End(50)
@@ -242,7 +242,7 @@ func checkTimeRings(t *testing.T, seed uint64) {
 	g.l.Observe(0, 0, 0)
 	g.l.Settle(0, nil)
 	for i := range reqs {
-		reqs[i].acc = NewAccount(reqs[i].lo, nil)
+		reqs[i].acc = newAccount(reqs[i].lo, nil)
 		g.l.Add(reqs[i].acc)
 	}
 	g.l.Observe(0, 0, 0)
@@ -327,7 +327,7 @@ func TestTimeRingsConcurrentSafe(t *testing.T) {
 				clock.Lock()
 				start := now
 				clock.Unlock()
-				a := NewAccount(start, nil)
+				a := newAccount(start, nil)
 				g.l.Add(a)
 				a.AddOutput(1)
 				// Each request lasts until the clock has moved 1 to 3

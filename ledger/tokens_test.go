@@ -38,7 +38,7 @@ func TestTokensCountEveryReportOnce(t *testing.T) {
 		}
 	}
 
-	a, b, c := NewAccount(0, nil), NewAccount(0, nil), NewAccount(0, nil)
+	a, b, c := newAccount(0, nil), newAccount(0, nil), newAccount(0, nil)
 	l.Add(a)
 	l.Add(b)
 	l.Add(c) // beyond MaxActive: refused
@@ -61,7 +61,7 @@ func TestTokensCountEveryReportOnce(t *testing.T) {
 	check("flushed")
 	add(a, 2, 2) // after the ledger let it go
 	add(b, 4, 0)
-	d := NewAccount(40, nil)
+	d := newAccount(40, nil)
 	add(d, 7, 3) // before Add: the ledger counts it once it has it
 	l.Add(d)
 	l.Flush(nil) // d is still in the inbox

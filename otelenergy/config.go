@@ -54,8 +54,6 @@ type config struct {
 	now           func() time.Time
 	model         string
 	horizon       time.Duration
-	weights       LedgerWeights
-	weightsSet    bool
 	idleWatts     float64
 	idleSet       bool
 	genaiOp       string
@@ -93,11 +91,6 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if err := validateBaggage(&c); err != nil {
 		errs = append(errs, err)
-	}
-	if c.weightsSet {
-		if err := c.weights.validate(); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	return c, errors.Join(errs...)
 }
@@ -162,36 +155,6 @@ func WithHorizon(d time.Duration) Option {
 // [ErrInvalidConfig].
 func WithIdlePower(watts float64) Option {
 	return optionFunc(func(c *config) { c.idleWatts, c.idleSet = watts, true })
-}
-
-// LedgerWeights weighs output against input tokens in the dynamic part of
-// the split, in place of the learned energy model. Only their ratio
-// matters.
-type LedgerWeights struct {
-	// Output is the weight of one output (decode) token.
-	Output float64
-	// Input is the weight of one input (prompt) token.
-	Input float64
-}
-
-func (w LedgerWeights) validate() error {
-	for _, v := range []float64{w.Output, w.Input} {
-		if v < 0 || v > 1e6 || math.IsNaN(v) {
-			return fmt.Errorf("%w: ledger weights must be in [0, 1e6], got %+v", ErrInvalidConfig, w)
-		}
-	}
-	if w.Output == 0 && w.Input == 0 {
-		return fmt.Errorf("%w: ledger weights are all zero", ErrInvalidConfig)
-	}
-	return nil
-}
-
-// WithLedgerWeights fixes the weights of output and input tokens in the
-// dynamic split. By default the ledger learns the energy of an output
-// token, of an input token and of prefill time from the metered steps
-// (see docs/attribution.md); fixed weights leave prefill out of the model.
-func WithLedgerWeights(w LedgerWeights) Option {
-	return optionFunc(func(c *config) { c.weights, c.weightsSet = w, true })
 }
 
 // WithGenAIMetrics makes the Monitor record the GenAI semantic

@@ -188,9 +188,6 @@ func NewMonitor(src Source, opts ...Option) (_ *Monitor, err error) {
 	if cfg.idleSet {
 		lc.IdleWatts, lc.IdleFixed = cfg.idleWatts, true
 	}
-	if cfg.weightsSet {
-		lc.OutputWeight, lc.InputWeight, lc.WeightsFixed = cfg.weights.Output, cfg.weights.Input, true
-	}
 	if m.co2 != nil {
 		lc.OnSplit = m.convertSplit
 	}
@@ -600,7 +597,18 @@ func (m *Monitor) tokens() (out, in uint64) {
 // request's previous report, so a handler that reports in chunks or only
 // at the end is still attributed correctly, once the ledger's horizon
 // covers the wait (see [WithHorizon]).
-func (m *Monitor) AddTokens(ctx context.Context, n int) { m.addTokens(ctx, n, outputTokens) }
+func (m *Monitor) AddTokens(ctx context.Context, n int) {
+	// The request path's floor: a handler passes the Request itself, so a
+	// type assertion finds it, and a tracked request's report is one
+	// atomic add on its own counter. Everything else takes addTokens.
+	if r, ok := ctx.(*Request); ok && r.st.tracked && r.st.m == m && uint(n-1) < maxTokensPerCall {
+		if !r.st.AddOutput(uint64(n)) {
+			m.lateOut.Add(uint64(n))
+		}
+		return
+	}
+	m.addTokens(ctx, n, outputTokens)
+}
 
 // AddInputTokens counts n input (prompt) tokens, kept apart from output
 // tokens, as [Monitor.AddTokens] does. Input tokens are taken as processed

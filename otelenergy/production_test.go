@@ -64,18 +64,32 @@ type accTrace struct {
 	// The engine's decode step is StepBase + StepPerSeq × the requests
 	// decoding: every request past its prefill gets one token per step.
 	StepBase, StepPerSeq time.Duration
-	// Rows, when set, are replayed instead of drawing requests.
-	Rows []planned
+	// CachedShare of the requests find a part of their prompt in the
+	// server's prefix cache, a fraction drawn uniformly in [CachedMin,
+	// CachedMax): the history a multi-turn conversation resends. The
+	// simulator charges no prefill for it, and clients report it with
+	// their prompt (AddCachedInputTokens).
+	CachedShare, CachedMin, CachedMax float64
+	// Rows, when set, are replayed instead of drawing requests; RowsFile,
+	// when set, is a BurstGPT CSV whose rows are, read when the trace is
+	// first planned (not when the package loads, so that a test binary run
+	// away from its testdata still runs its other tests).
+	Rows     []planned
+	RowsFile string
 }
 
 // planned is one generated request.
 type planned struct {
 	at          int64 // arrival, ms
 	prompt, out int
+	cached      int // of prompt, served from the prefix cache
 }
 
 // plan draws the trace's requests, in order of arrival, from rng.
 func (t accTrace) plan(rng *rand.Rand) []planned {
+	if t.RowsFile != "" {
+		return loadBurstGPT(t.RowsFile)
+	}
 	if t.Rows != nil {
 		return slices.Clone(t.Rows)
 	}
@@ -91,6 +105,9 @@ func (t accTrace) plan(rng *rand.Rand) []planned {
 				p.out = int(math.Exp(lo + rng.Float64()*(hi-lo)))
 			} else {
 				p.out = lognormalInt(rng, t.OutMedian, t.OutSigma, t.OutMin, t.OutMax)
+			}
+			if t.CachedShare > 0 && rng.Float64() < t.CachedShare {
+				p.cached = int(float64(p.prompt) * (t.CachedMin + rng.Float64()*(t.CachedMax-t.CachedMin)))
 			}
 			ps = append(ps, p)
 		}
@@ -181,6 +198,33 @@ var (
 	}
 )
 
+// traceVLLM is the public H100 run's traffic (docs/attribution.md, "A
+// real H100's power"): 200 requests arriving at about 4 per second, one
+// at a time, prompts of 4–3,533 tokens and outputs of 5 to a thousand
+// (about one in twenty of 20 tokens or fewer: the run's short requests,
+// 0.06–0.15 s long, were its estimates' worst), on an engine whose step
+// is the board's decode step (7.3–8.3 ms on the H100 from 1 to 30
+// requests).
+func traceVLLM(board simgpu.Config) accTrace {
+	return accTrace{
+		Requests: 200, BurstGap: 250 * time.Millisecond, Shape: 1, BurstMin: 1, BurstMax: 1,
+		PromptMedian: 400, PromptSigma: 1, PromptMin: 4, PromptMax: 3533,
+		OutMedian: 150, OutSigma: 1.2, OutMin: 5, OutMax: 1500,
+		StepBase: board.DecodeStep, StepPerSeq: board.DecodeStep / 230,
+	}
+}
+
+// traceSharedPrefix is conversation traffic whose prompts mostly resend a
+// history the server's prefix cache holds: 80% of the prompts find 50–95%
+// of their tokens cached (multi-turn conversations), prompts of about 2k
+// tokens.
+var traceSharedPrefix = func() accTrace {
+	t := traceConversation
+	t.PromptMedian, t.PromptMin, t.PromptMax = 2000, 200, 8000
+	t.CachedShare, t.CachedMin, t.CachedMax = 0.8, 0.5, 0.95
+	return t
+}()
+
 // burstGPTScale is how many times faster than recorded the BurstGPT
 // excerpt is replayed: its 383 requests over ten hours then arrive at
 // about four a second, as the conversation trace's.
@@ -193,8 +237,7 @@ const burstGPTScale = 400
 // failed requests (no tokens) and compressing time burstGPTScale times.
 func traceBurstGPT() accTrace {
 	t := traceConversation
-	t.Rows = loadBurstGPT("testdata/burstgpt/BurstGPT_1_head400.csv")
-	t.Requests = len(t.Rows)
+	t.RowsFile = "testdata/burstgpt/BurstGPT_1_head400.csv"
 	return t
 }
 
@@ -302,11 +345,33 @@ func prodScenarios() []namedScenario {
 		{"reasoning", base(traceReasoning())},
 		{"concurrent256", base(traceC256)},
 		{"burstgpt", base(traceBurstGPT())},
+		{"shared-prefix", base(traceSharedPrefix)},
 	}
+	// The board profiles, each at its own counter period, and the H100 at
+	// 250 ms, as the public run's 4 Hz power readings made its counter.
+	board := func(c simgpu.Config, period time.Duration) accScenario {
+		s := base(traceVLLM(c))
+		s.GPU, s.Periods = c, []time.Duration{period}
+		return s
+	}
+	h100 := simgpu.H100()
+	vs = append(vs,
+		variant{"h100", board(h100, h100.UpdatePeriod)},
+		variant{"h100-4hz", board(h100, 250*time.Millisecond)},
+		variant{"a100", board(simgpu.A100(), simgpu.A100().UpdatePeriod)},
+		variant{"h200", board(simgpu.H200(), simgpu.H200().UpdatePeriod)},
+		variant{"mi300x", board(simgpu.MI300X(), simgpu.MI300X().UpdatePeriod)},
+	)
 	var out []namedScenario
 	for _, v := range vs {
 		for _, m := range reportModes {
-			out = append(out, namedScenario{"prod-" + v.name + "/" + m.name, v.sc.with(m.f)})
+			sc := v.sc.with(m.f)
+			if m.name != "streaming" {
+				// The same requests on the same physics, reported as they
+				// stream: what a mode's figures are compared with.
+				sc.Pair = "prod-" + v.name + "/streaming"
+			}
+			out = append(out, namedScenario{"prod-" + v.name + "/" + m.name, sc})
 		}
 	}
 	return out
@@ -354,12 +419,13 @@ func runTraceOnce(tb testing.TB, sc accScenario, period time.Duration, seed uint
 			p := plan[next]
 			r := &accRequest{
 				req:     mon.StartRequest(ctx),
-				job:     gpu.Begin(p.prompt),
+				job:     gpu.BeginCached(p.prompt, p.cached),
 				start:   ms,
 				endOnly: rng.Float64() < sc.EndOnly,
+				index:   next,
 			}
 			if !sc.InputAtEnd {
-				mon.AddInputTokens(r.req, p.prompt)
+				reportPrompt(mon, r)
 			}
 			// Every decoding request weighs the same in the batch.
 			r.job.SetDecodeRate(1000 / (float64(tr.StepBase) / float64(time.Millisecond)))

@@ -237,6 +237,29 @@ type Config struct {
 	// wrap mid-run. Default [DefaultInitialCounter] mJ.
 	InitialCounter uint64
 
+	// RampTime, when non-zero, gives the boards a power state, as real
+	// boards raise and lower their clocks with their load: a level in
+	// [0, 1], 0 at creation, that rises towards 1 with this time constant
+	// while any job is active and decays towards 0 with TailTime while
+	// none is. While jobs are active a board draws IdleWatts plus their
+	// prefill and decode power times RampFloor + (1 − RampFloor) × level,
+	// so the first job after a long idle draws RampFloor of its power and
+	// the board reaches its full power within about three RampTimes.
+	// Default 0: no ramp, the jobs' power is drawn in full at once.
+	RampTime time.Duration
+
+	// RampFloor is the fraction of the jobs' power a board draws at level
+	// 0; it must lie in [0, 1]. It is used only with RampTime.
+	RampFloor float64
+
+	// TailWatts is what a board draws above IdleWatts, times the level,
+	// while no job is active: the power that lingers after the last job
+	// ends while the clocks come down, with time constant TailTime.
+	// Default 0: a board with no job draws IdleWatts. The tail is no
+	// job's: it counts in [GPU.UnownedEnergyMJ].
+	TailWatts float64
+	TailTime  time.Duration
+
 	// MaxWatts is copied to each [source.Device]'s MaxWatts, the bound
 	// above which a consumer treats a reading as a glitch. Zero leaves the
 	// consumer's default. A workload whose instant power (token bursts
@@ -265,8 +288,8 @@ type Config struct {
 //     first), no jitter, no lag, gain exactly 1;
 //   - TokensAtRead, so that a read that sees a step sees every token
 //     produced before it;
-//   - decode as energy per token ([DecodePerToken]) and a counter that
-//     integrates everything.
+//   - decode as energy per token ([DecodePerToken]), a counter that
+//     integrates everything, and no power state (no ramp, no tail).
 //
 // Noise, Devices, the counter's range and the clock are kept. Call it on
 // a Config that already holds the UpdatePeriod wanted: changing
@@ -294,6 +317,7 @@ func Idealized(c Config) Config {
 	c.TokensAtRead = true
 	c.Decode = DecodePerToken
 	c.CounterWindow = 0
+	c.RampTime, c.TailWatts = 0, 0
 	return c
 }
 
@@ -366,6 +390,7 @@ func (c Config) resolve() (Config, error) {
 		{"GainSpread", c.GainSpread, 1},
 		{"Noise", c.Noise, 1},
 		{"MaxWatts", c.MaxWatts, 0},
+		{"TailWatts", c.TailWatts, 0},
 	} {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) || (f.below != 0 && f.v >= f.below) {
 			return c, fmt.Errorf("%w: %s = %v", ErrInvalidConfig, f.name, f.v)
@@ -389,6 +414,10 @@ func (c Config) resolve() (Config, error) {
 		return c, fmt.Errorf("%w: Decode = %d", ErrInvalidConfig, c.Decode)
 	case c.PrefillShare != ShareByTokenRate && c.PrefillShare != ShareByPowerFactor:
 		return c, fmt.Errorf("%w: PrefillShare = %d", ErrInvalidConfig, c.PrefillShare)
+	case c.RampTime < 0 || c.TailTime < 0:
+		return c, fmt.Errorf("%w: RampTime = %v, TailTime = %v", ErrInvalidConfig, c.RampTime, c.TailTime)
+	case !(c.RampFloor >= 0 && c.RampFloor <= 1):
+		return c, fmt.Errorf("%w: RampFloor = %v, want [0, 1]", ErrInvalidConfig, c.RampFloor)
 	case c.DecodeStep < 0:
 		return c, fmt.Errorf("%w: DecodeStep = %v", ErrInvalidConfig, c.DecodeStep)
 	case c.CounterWindow < 0 || c.CounterWindow > c.UpdatePeriod:

@@ -4,13 +4,19 @@
 // [source.Source] for demos and for tests that check an attribution
 // against the truth.
 //
-// The physics is deliberately not the one an attribution ledger assumes:
-// prefill draws power for a time that is neither fixed nor proportional to
-// the prompt, concurrent prefills share a board sublinearly and by compute,
-// decode power follows the batch, not the tokens, and the counter is a
-// staircase with a phase of its own (optionally blind outside a window). [Idealized] gives the old
+// The physics differs from the model an attribution ledger fits, in what
+// a board draws: prefill draws power for a time that is neither fixed nor
+// proportional to the prompt, concurrent prefills draw sublinearly, decode
+// power follows the batch along a curve (or a plateau), not the tokens, a
+// board's power state ramps up under load and lingers after it, and the
+// counter is a staircase with a phase of its own (optionally lagging, or
+// blind outside a window). How the truth shares what a board draws among
+// the jobs is, by default, the ledger's own rule (see Ground truth), so
+// the truth checks how well a ledger infers who drew what from the
+// counter and the reports, not the rule itself. [Idealized] gives the old
 // simulator's model, idle power × time plus a fixed cost per token, for
-// tests that need exact arithmetic.
+// tests that need exact arithmetic. [H100], [A100], [H200] and [MI300X]
+// are profiles of real boards, each sourced in its doc.
 //
 // # Time
 //
@@ -26,8 +32,10 @@
 //
 // A [Job] runs on all boards at once, as under tensor parallelism, from
 // [GPU.Begin] to [Job.End]. Its prefill starts at Begin and lasts
-// (PrefillBase + PrefillPerInputToken × input tokens) × f_len; the job's
-// power factor f_pow scales its prefill power. f_len and f_pow are drawn
+// (PrefillBase + PrefillPerInputToken × u) × f_len for its u uncached
+// input tokens (all of them, unless [GPU.BeginCached] says how many a
+// prefix cache served); the job's power factor f_pow scales its prefill
+// power. f_len and f_pow are drawn
 // independently per job, uniform in [1-s, 1+s) with s = PrefillSpread for
 // f_len and PrefillPowerSpread for f_pow.
 // The prefill ends at [Job.PrefillEnd], or earlier at the job's first
@@ -35,14 +43,18 @@
 //
 // Each board's power at instant t is
 //
-//	IdleWatts + PrefillWatts × Σ f_pow / √k + DecodeCurve(n)
+//	IdleWatts + s(t) × (PrefillWatts × Σ f_pow / √k + DecodeCurve(n))
 //
 // where the sum runs over the k jobs in prefill at t and n is the number
-// of jobs past their prefill (decoding) and not ended. A compute-bound
+// of jobs past their prefill (decoding) and not ended, and s(t) is the
+// board's power state: 1 by default, and with [Config.RampTime]
+// RampFloor + (1 − RampFloor) × ℓ(t), for a level ℓ that rises towards 1
+// while any job is active and decays towards 0 while none is, when the
+// board draws IdleWatts + TailWatts × ℓ(t). A compute-bound
 // prefill already keeps much of the board busy, so k batched prefills draw
 // √k times their mean power rather than k times it. By default
 // ([ShareByTokenRate]) the jobs in prefill share that power by their
-// prompt tokens per second of prefill, input / nominal length: batched
+// uncached prompt tokens per second of prefill, u / nominal length: batched
 // prefill shares the board by compute, so a prompt five times longer
 // takes about five times the share. [ShareByPowerFactor] shares it by f_pow
 // instead, each job drawing its own PrefillWatts × f_pow / √k. Prefill
@@ -63,6 +75,11 @@
 // instant. Board b's energy is all of this times its gain g_b (Gain,
 // spread by GainSpread), and the package reports energy only in these
 // gained millijoules.
+//
+// A profile's power state models what real boards do: clocks rise under
+// load and fall after it. The jobs' share of their power is scaled by it,
+// so that the first request after a long idle draws less than the same
+// request later, and the tail after the last job is drawn by no job.
 //
 // The defaults model Llama-3.1-8B-class serving on an H100 under vLLM:
 // 100 W idle with a CUDA context and a model loaded, 300 W of prefill for
@@ -117,15 +134,28 @@
 // # Ground truth
 //
 // [GPU.TrueEnergyMJ] is a board's E_b up to now. [Job.TrueEnergyMJ] is,
-// summed over the boards and times their gains, the job's own prefill
-// power over its prefill, its own token energy, and its share of idle
-// power: at each instant idle power is split equally among the jobs active
-// then (from Begin to End), and its share of prefill and decode power by
-// the rules above. This is the meaning an attribution ledger gives a
-// request's share: the static power split by time among the requests
-// active, the rest to the work each caused. Idle energy at instants with no active job is
+// summed over the boards and times their gains, the job's share of idle
+// power, its share of the prefill and decode power as drawn (times the
+// power state), and its own token energy: at each instant idle power is
+// split equally among the jobs active then (from Begin to End), prefill
+// power among the jobs in prefill by their uncached prompt tokens per
+// second ([ShareByTokenRate]; by power factor with [ShareByPowerFactor]),
+// and decode power among the decoding jobs by their token rates. Energy at
+// instants with no active job, idle and the tail after the last job, is
 // nobody's and is counted by [GPU.UnownedEnergyMJ]. So the jobs' truths
 // plus the unowned energy equal the boards' energy, up to float rounding.
+//
+// These are the rules an attribution ledger's split uses (package ledger:
+// static power by time, prefill by input-token rate, decode by token
+// rate). So the truth coincides with the ledger's rule, and a ledger that
+// placed every prefill and token where it happened and knew the board's
+// power in each phase would match it exactly; what it measures is how
+// well the ledger infers those from a staircase counter and the clients'
+// reports. Where the ledger is weak, it is because what it infers is off:
+// the phases' timing (reports in chunks or at the end), the power drawn in
+// each (a prefill's own length and power factor, the batch curve, the
+// power state), or the counter's instants. [ShareByPowerFactor] is the one
+// rule the ledger does not share.
 //
 // # Determinism and concurrency
 //

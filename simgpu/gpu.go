@@ -44,7 +44,8 @@ type GPU struct {
 	boards   []board
 	gainSum  float64 // Σ board gains
 	active   []*Job  // jobs between Begin and End, in no order
-	unowned  float64 // gained mJ of idle energy while no job was active
+	unowned  float64 // gained mJ of idle and tail energy while no job was active
+	level    float64 // the boards' power state, in [0, 1]: see Config.RampTime
 	rng      *rand.Rand
 	closed   bool
 	counterM uint64 // the counter's modulus minus one; 0 for the full uint64 range
@@ -312,9 +313,10 @@ func (g *GPU) advance() {
 	}
 }
 
-// integrate moves the physics from g.cur to t1 at constant power, samples
-// the steps whose sample instants fall in (g.cur, t1], and charges the
-// span's energy to the boards, the active jobs or nobody. g.mu is held.
+// integrate moves the physics from g.cur to t1, over which the jobs and
+// their phases do not change, samples the steps whose sample instants fall
+// in (g.cur, t1], and charges the span's energy to the boards, the active
+// jobs or nobody. g.mu is held.
 func (g *GPU) integrate(t1 int64) {
 	t0 := g.cur
 	dt := float64(t1 - t0)
@@ -340,48 +342,55 @@ func (g *GPU) integrate(t1 int64) {
 	if g.cfg.Decode == DecodeBatch {
 		decWatts = decodeWatts(g.cfg.DecodeCurve, decoding)
 	}
-	watts := g.cfg.IdleWatts + pfWatts + decWatts
+	p := g.newPiece(pfWatts+decWatts, len(g.active) > 0, g.level)
 	for i := range g.boards {
-		g.sampleSteps(i, t1, watts)
+		g.sampleSteps(i, t1, p)
 		b := &g.boards[i]
-		b.cont += b.gain * watts * dt / 1e6
+		b.cont += b.gain * p.mj(t1-t0)
 		if g.window > 0 {
-			b.mcont += b.gain * watts * float64(g.windowed(i, t0, t1)) * g.windowScale / 1e6
+			b.mcont += b.gain * g.windowedMJ(i, t0, t1, p) * g.windowScale
 		}
 	}
+	g.level = p.levelAt(t1 - t0)
 	idleMJ := g.gainSum * g.cfg.IdleWatts * dt / 1e6
 	if len(g.active) == 0 {
-		g.unowned += idleMJ
-	} else {
-		idleMJ /= float64(len(g.active))
+		g.unowned += g.gainSum * p.mj(t1-t0) // idle, and the tail after the last job
+		g.cur = t1
+		return
 	}
+	idleMJ /= float64(len(g.active))
+	// The jobs' work, at the power state's share of its full power.
+	work := g.gainSum * p.workNS(t1-t0) / 1e6
 	for _, j := range g.active {
 		j.truth += idleMJ
 		switch {
 		case j.inPrefill && g.cfg.PrefillShare == ShareByPowerFactor:
-			j.truth += g.gainSum * pfWatts * j.powerFactor / pfSum * dt / 1e6
+			j.truth += work * pfWatts * j.powerFactor / pfSum
 		case j.inPrefill:
-			j.truth += g.gainSum * pfWatts * j.prefillWeight() / pfWeight * dt / 1e6
+			j.truth += work * pfWatts * j.prefillWeight() / pfWeight
 		case decWatts > 0:
-			j.truth += g.gainSum * decWatts * j.decodeWeight() / decWeight * dt / 1e6
+			j.truth += work * decWatts * j.decodeWeight() / decWeight
 		}
 	}
 	g.cur = t1
 }
 
-// windowed returns how much of (t0, t1] board i's counter integrates: the
+// windowedMJ returns how much of the piece p's energy over (t0, t1] board
+// i's counter integrates, before the gain and the window's scale: the
 // parts that lie in the window [s_k - CounterWindow, s_k) before some
-// step's sample instant s_k. g.mu is held.
-func (g *GPU) windowed(i int, t0, t1 int64) int64 {
-	var n int64
+// step's sample instant s_k. p starts at t0. g.mu is held.
+func (g *GPU) windowedMJ(i int, t0, t1 int64, p piece) float64 {
+	var mj float64
 	for k := g.lastStep(i, t0, g.lag); ; k++ {
 		s := g.stepAt(i, k, g.lag)
 		if s-g.window >= t1 {
 			break
 		}
-		n += max(0, min(t1, s)-max(t0, s-g.window))
+		if lo, hi := max(t0, s-g.window), min(t1, s); hi > lo {
+			mj += p.mj(hi-t0) - p.mj(lo-t0)
+		}
 	}
-	return n
+	return mj
 }
 
 // inWindow reports whether an impulse at t falls in one of board i's
@@ -391,10 +400,10 @@ func (g *GPU) inWindow(i int, t int64) bool {
 	return t >= s-g.window
 }
 
-// sampleSteps records board i's samples in (g.cur, t1], at the power
-// watts that holds over that span, and drops the samples that the latest
-// step at or before t1 supersedes. g.mu is held.
-func (g *GPU) sampleSteps(i int, t1 int64, watts float64) {
+// sampleSteps records board i's samples in (g.cur, t1], under the piece
+// p that starts at g.cur, and drops the samples that the latest step at
+// or before t1 supersedes. g.mu is held.
+func (g *GPU) sampleSteps(i int, t1 int64, p piece) {
 	b := &g.boards[i]
 	kp := g.lastStep(i, t1, 0)
 	drop := 0
@@ -410,9 +419,9 @@ func (g *GPU) sampleSteps(i int, t1 int64, watts float64) {
 		if s > t1 {
 			break
 		}
-		smp := sample{k: k, cont: b.cont + b.gain*watts*float64(s-g.cur)/1e6, imp: b.imp}
+		smp := sample{k: k, cont: b.cont + b.gain*p.mj(s-g.cur), imp: b.imp}
 		if g.window > 0 {
-			smp.cont = b.mcont + b.gain*watts*float64(g.windowed(i, g.cur, s))*g.windowScale/1e6
+			smp.cont = b.mcont + b.gain*g.windowedMJ(i, g.cur, s, p)*g.windowScale
 			smp.imp = b.mimp
 		}
 		b.pending = append(b.pending, smp)

@@ -20,22 +20,31 @@ type Job struct {
 	nominal     int64   // the prefill's length as drawn at Begin, ns
 	rate        float64 // decode tokens/s, the job's weight in sharing decode power
 	input       int
+	cached      int // of input, served from a prefix cache: no prefill
 	output      int64
 	idx         int // index in g.active; -1 once ended
 	truth       float64
 }
 
 // Begin starts a job now with a prompt of inputTokens (negative counts as
-// zero) and returns it. Its prefill starts now and lasts
-// (PrefillBase + PrefillPerInputToken × inputTokens +
-// PrefillPerSquaredKTokens × (inputTokens/1000)²) × its length factor,
-// unless NoPrefill is set or the length is zero; JoulesPerInputToken ×
-// inputTokens is charged now.
-func (g *GPU) Begin(inputTokens int) *Job {
+// zero) and returns it, as [GPU.BeginCached] with none of them cached.
+func (g *GPU) Begin(inputTokens int) *Job { return g.BeginCached(inputTokens, 0) }
+
+// BeginCached starts a job now with a prompt of inputTokens of which
+// cachedTokens (clamped to [0, inputTokens]) are served from the server's
+// prefix cache, and returns it. A cached token costs no prefill: the
+// prefill starts now and lasts (PrefillBase + PrefillPerInputToken × u +
+// PrefillPerSquaredKTokens × (u/1000)²) × the job's length factor for the
+// u uncached tokens, unless NoPrefill is set or the length is zero; the
+// job weighs u tokens in sharing prefill power, and JoulesPerInputToken ×
+// u is charged now.
+func (g *GPU) BeginCached(inputTokens, cachedTokens int) *Job {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.advance()
 	inputTokens = max(inputTokens, 0)
+	cachedTokens = min(max(cachedTokens, 0), inputTokens)
+	u := inputTokens - cachedTokens
 	lf, pf := 1.0, 1.0
 	if s, ps := g.cfg.PrefillSpread, g.cfg.PrefillPowerSpread; s > 0 || ps > 0 {
 		lf = 1 + s*(2*g.rng.Float64()-1)
@@ -43,8 +52,8 @@ func (g *GPU) Begin(inputTokens int) *Job {
 	}
 	var dur int64
 	if !g.cfg.NoPrefill {
-		k := float64(inputTokens) / 1000
-		nominal := float64(g.cfg.PrefillBase) + float64(g.cfg.PrefillPerInputToken)*float64(inputTokens) +
+		k := float64(u) / 1000
+		nominal := float64(g.cfg.PrefillBase) + float64(g.cfg.PrefillPerInputToken)*float64(u) +
 			float64(g.cfg.PrefillPerSquaredKTokens)*k*k
 		dur = int64(math.Round(min(nominal*lf, math.MaxInt64/4)))
 	}
@@ -57,18 +66,19 @@ func (g *GPU) Begin(inputTokens int) *Job {
 		nominal:     dur,
 		rate:        1e9 / float64(max(g.cfg.DecodeStep, 1)),
 		input:       inputTokens,
+		cached:      cachedTokens,
 		idx:         len(g.active),
 	}
 	g.active = append(g.active, j)
-	g.chargeTokens(j, g.cfg.JoulesPerInputToken*float64(inputTokens))
+	g.chargeTokens(j, g.cfg.JoulesPerInputToken*float64(u))
 	return j
 }
 
 // prefillWeight is j's weight in sharing prefill power by token rate: the
-// prompt tokens it processes per second of its prefill (a prompt of none
-// counts as one token). g.mu is held.
+// uncached prompt tokens it processes per second of its prefill (a prompt
+// of none counts as one token). g.mu is held.
 func (j *Job) prefillWeight() float64 {
-	return float64(max(j.input, 1)) / float64(max(j.nominal, 1))
+	return float64(max(j.input-j.cached, 1)) / float64(max(j.nominal, 1))
 }
 
 // decodeWeight is j's weight in sharing decode power. g.mu is held.
@@ -135,6 +145,10 @@ func (j *Job) PrefillEnd() time.Time {
 
 // InputTokens returns the prompt length j began with.
 func (j *Job) InputTokens() int { return j.input }
+
+// CachedTokens returns how many of j's prompt tokens were served from the
+// prefix cache.
+func (j *Job) CachedTokens() int { return j.cached }
 
 // OutputTokens returns the output tokens charged to j so far.
 func (j *Job) OutputTokens() int64 {

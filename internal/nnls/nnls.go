@@ -1,6 +1,6 @@
 // Package nnls fits a linear model with non-negative coefficients to rows
 // that arrive one at a time, forgetting old rows exponentially. It is the
-// method of the ledger's energy model (ledger/fit.go), sized at run time,
+// method of the ledger's power model (ledger/model.go), sized at run time,
 // for the agent's per-board power model. [System] is the elimination
 // that every subset's solve ends in, here and in the ledger's fits.
 //
@@ -45,11 +45,16 @@ const (
 
 // Fit is the state of one fit. The zero value is an empty fit of
 // MaxTerms terms; unused terms stay zero and are never chosen.
+//
+// The sums are kept divided by one scale that carries the forgetting of
+// every one of them, so that a row costs O(k²) in its k non-zero terms, not
+// O(MaxTerms²): a row of one term touches one entry.
 type Fit struct {
 	a      [MaxTerms][MaxTerms]float64
 	b      [MaxTerms]float64
 	yy     float64
 	n      float64
+	scale  float64 // the sums are a, b, yy and n times it; 0 before the first row
 	prefer uint
 }
 
@@ -63,24 +68,41 @@ func (f *Fit) Prefer(mask uint) { f.prefer = mask }
 // it all, 0 forgets it). Terms of x beyond MaxTerms are ignored.
 func (f *Fit) Add(x []float64, y, lambda float64) {
 	x = x[:min(len(x), MaxTerms)]
-	for i := range MaxTerms {
-		f.b[i] *= lambda
-		for j := range MaxTerms {
-			f.a[i][j] *= lambda
-		}
+	if f.scale == 0 || lambda <= 0 {
+		*f = Fit{prefer: f.prefer, scale: 1}
+	} else if f.scale *= lambda; f.scale < 1e-150 {
+		f.rescale()
 	}
+	inv := 1 / f.scale
 	for i, xi := range x {
+		if xi == 0 {
+			continue
+		}
+		xi *= inv
 		f.b[i] += xi * y
 		for j, xj := range x {
 			f.a[i][j] += xi * xj
 		}
 	}
-	f.yy = lambda*f.yy + y*y
-	f.n = lambda*f.n + 1
+	f.yy += y * y * inv
+	f.n += inv
+}
+
+// rescale folds the shared scale into the sums.
+func (f *Fit) rescale() {
+	for i := range MaxTerms {
+		f.b[i] *= f.scale
+		for j := range MaxTerms {
+			f.a[i][j] *= f.scale
+		}
+	}
+	f.yy *= f.scale
+	f.n *= f.scale
+	f.scale = 1
 }
 
 // Count returns the effective number of rows.
-func (f *Fit) Count() float64 { return f.n }
+func (f *Fit) Count() float64 { return f.n * f.scale }
 
 // Solve returns the coefficients: term i is base[i] when given has bit i
 // set, and fitted otherwise (zero when the data never saw it). ok is false
@@ -130,8 +152,8 @@ func (f *Fit) Solve(base [MaxTerms]float64, given uint) (theta [MaxTerms]float64
 		s := f.score(full, k)
 		pref := bits(set & f.prefer)
 		switch {
-		case s < bestScore-tie*f.n:
-		case s <= bestScore+tie*f.n && pref > bestPref:
+		case s < bestScore-tie*f.Count():
+		case s <= bestScore+tie*f.Count() && pref > bestPref:
 			// A tie: the data cannot choose, the preference does.
 		default:
 			continue
@@ -191,7 +213,8 @@ func (f *Fit) cond(idx []int) float64 {
 
 // score is the Bayesian information criterion of theta with k free terms.
 func (f *Fit) score(theta [MaxTerms]float64, k int) float64 {
-	return f.n*math.Log(max(f.RSS(theta), 1e-12)/f.n) + float64(k)*math.Log(f.n)
+	n := f.Count()
+	return n*math.Log(max(f.RSS(theta), 1e-12)/n) + float64(k)*math.Log(n)
 }
 
 // RSS returns the weighted residual sum of squares of theta.
@@ -203,7 +226,7 @@ func (f *Fit) RSS(theta [MaxTerms]float64) float64 {
 			r += theta[i] * f.a[i][j] * theta[j]
 		}
 	}
-	return r
+	return r * f.scale
 }
 
 // solveSubset solves the normal equations restricted to idx, the other

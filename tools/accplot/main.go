@@ -47,7 +47,8 @@ import (
 // variants that show where the ledger is weak.
 const defaultScenarios = "streaming,chunks16,endonly30,endonly-all,prod-conversation/endonly30,prod-conversation/endonly-all," +
 	"prod-code/streaming,prod-code/chunks16,prod-code/endonly-all,prod-long-prompts/streaming,prod-concurrent256/streaming,prod-reasoning/endonly30," +
-	"prod-burstgpt/streaming,prod-burstgpt/endonly30,heldout-busy-from-start"
+	"prod-burstgpt/streaming,prod-burstgpt/endonly30,heldout-busy-from-start,prod-shared-prefix/streaming," +
+	"prod-h100/streaming,prod-h100-4hz/streaming,prod-h100-4hz/endonly30"
 
 func main() {
 	in := flag.String("in", "", "errors written by BenchmarkAttribution (OTELENERGY_ACC_OUT); empty runs the benchmark")

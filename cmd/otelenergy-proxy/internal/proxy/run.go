@@ -510,7 +510,9 @@ func (p *runner) openSource(pids []int) (otelenergy.Source, error) {
 		n := max(1, len(p.cfg.Devices))
 		p.log.Warn("metering a simulated GPU, not hardware (-simulate): energy figures are synthetic",
 			slog.Int("devices", n), slog.String("otelenergy.source", simgpu.SourceKind))
-		return simgpu.New(simgpu.Config{Devices: n})
+		c := simgpu.H100() // a plateau of about 400 W while it serves, as a real H100 under vLLM
+		c.Devices = n
+		return simgpu.New(c)
 	}
 	opts := []energysource.Option{energysource.WithLogger(p.log)}
 	if len(p.cfg.Sources) > 0 {

@@ -1,0 +1,472 @@
+package ledger
+
+import (
+	"math"
+	"slices"
+	"sync/atomic"
+)
+
+// This file is the estimate behind End: what a request's figure is before
+// its intervals are split. The sampler publishes, at each settle, every
+// active request's split energy plus its share of a provisional split of
+// the intervals metered but not split yet, and the prices of the newest
+// interval; Estimate adds, on the request path, the part of the request's
+// life since the newest counter step, which nothing has metered yet,
+// priced at those prices for what the request did in it: its share of the
+// static power among the requests running, its prefill's share of the
+// prefill pool, and its tokens.
+
+// estimate is what the sampler publishes of one request for Estimate.
+type estimate struct {
+	mj    atomic.Uint64 // the split energy plus the provisional share, through thru
+	thru  atomic.Int64  // mj covers the request up to here; its start before it is weighed
+	tok   atomic.Uint64 // float64 bits: the output tokens mj counts, reported and extrapolated
+	rho   atomic.Uint64 // float64 bits: its input rate as counted in the newest interval's prefill pool
+	pfEnd atomic.Int64  // its prefill's end as placed; -1 while not placed
+}
+
+// published is what the sampler publishes for every estimate: the newest
+// interval's prices (float64 bits, summed over devices), the prefill time
+// and the batch's figures, and the counts of the running requests that
+// price the static power.
+type published struct {
+	prices   [nPrices]atomic.Uint64 // a prices struct, field by field
+	pfCoef   [3]atomic.Uint64       // prefillTime's coefficients
+	pfCoefOK atomic.Bool
+	meanIn   atomic.Uint64 // the recent prompts' mean length
+	rho      atomic.Uint64 // the batch's input rate
+	provThru atomic.Int64  // the provisional split covers every device up to here
+	running
+}
+
+// provShare is what the provisional split gave one active request, mJ.
+type provShare struct{ mj float64 }
+
+// provBudget bounds the request-intervals one provisional pass weighs per
+// device: the pending intervals are merged into provBudget/active groups
+// (at least one), so that a pass stays O(active requests).
+const provBudget = 1024
+
+// provisional splits, with the current model, the intervals of every
+// device that are pushed but not yet split, and notes each active
+// request's share for its estimate. It runs only when a device stepped
+// or split since it last ran (split says one split now): otherwise what
+// it would find is what it published then. It reports whether it ran.
+func (l *Ledger) provisional(split bool) bool {
+	stepped := split
+	for i := range l.devs {
+		if l.devs[i].ivs.stepped() {
+			stepped = true
+		}
+	}
+	if !stepped {
+		return false
+	}
+	n := len(l.reqs.active)
+	l.buf.prov = slices.Grow(l.buf.prov[:0], n)[:n]
+	clear(l.buf.prov)
+	groups := max(1, provBudget/max(1, n))
+	thru := int64(math.MaxInt64)
+	for i := range l.devs {
+		d := &l.devs[i]
+		if d.lost || !d.ivs.split.primed {
+			continue
+		}
+		thru = min(thru, d.ivs.pending(groups, func(iv interval) { l.provisionalSplit(d, iv) })-l.model.lag(i))
+	}
+	if thru != math.MaxInt64 {
+		l.est.provThru.Store(thru)
+	}
+	return true
+}
+
+// provisionalSplit weighs the pending interval iv of device d as split
+// would, and adds each request's share of its attributable energy to the
+// provisional shares.
+func (l *Ledger) provisionalSplit(d *device, iv interval) {
+	if iv.b <= iv.a {
+		return
+	}
+	f, dm := l.splitFeatures(d, iv)
+	attr := attributable(d, iv.e)
+	wg := weigh(&f, dm, attr, float64(iv.b-iv.a))
+	static, dyn := float64(wg.static), float64(attr-wg.static)
+	for i := range f.parts {
+		p := &f.parts[i]
+		mj := static * p.cov / wg.dt
+		switch {
+		case wg.total <= 0:
+		case wg.by == byWeight:
+			mj += dyn * p.weight / wg.total
+		default:
+			mj += dyn * p.cov / wg.total
+		}
+		if mj > 0 && !math.IsInf(mj, 0) {
+			l.buf.prov[p.idx].mj += mj
+		}
+	}
+	l.noteNewest(d, &f, wg)
+}
+
+// noteNewest notes the prices of the newest interval weighed on device
+// d, and each request's input rate as its prefill pool counted it, for
+// the estimates.
+func (l *Ledger) noteNewest(d *device, f *featureSet, wg weighing) {
+	d.prices = wg.prices
+	span := float64(f.x[fStatic] * nsPerSecond)
+	for i := range f.parts {
+		p := &f.parts[i]
+		p.r.st.rhoNow = p.rho * float64(p.pfHi-p.pfLo) / span
+	}
+}
+
+// publishEstimate publishes the estimate of r, the i-th active request,
+// after a provisional pass: its split energy plus its provisional share,
+// as one figure, so that a reader never adds a provisional share to the
+// real share of the same interval; the tokens that figure counts; and
+// what prices its time after it. Each is stored only when it changed: a
+// store costs far more than a load.
+func (l *Ledger) publishEstimate(r *Account, i int) {
+	s, e := &r.st, &r.est
+	thru := max(l.est.provThru.Load(), r.start)
+	store(&e.mj, r.mj.Load()+uint64(min(l.buf.prov[i].mj, 1<<62)))
+	// The tokens through thru: those reported, less those reported after
+	// it, plus those extrapolated for it while silent.
+	pfEnd := s.prefillEnd(l.model.shift)
+	tok := float64(s.last().out) - s.outputIn(thru, math.MaxInt64, pfEnd)
+	if !s.endSeen && s.known < thru {
+		if pfEnd < 0 {
+			pfEnd = l.model.expectedPrefillEnd(r.start, float64(s.last().in), thru)
+		}
+		if from := max(pfEnd, s.last().t); pfEnd >= 0 && thru > from {
+			tok += silentRate(s, &l.model) * float64(thru-from)
+		}
+	}
+	store(&e.tok, math.Float64bits(max(0, tok)))
+	store(&e.rho, math.Float64bits(s.rhoNow))
+	if pfEnd = s.prefillEnd(l.model.shift); e.pfEnd.Load() != pfEnd {
+		e.pfEnd.Store(pfEnd)
+	}
+	if e.thru.Load() != thru {
+		e.thru.Store(thru)
+	}
+}
+
+// store stores v in a unless a holds it already.
+func store(a *atomic.Uint64, v uint64) {
+	if a.Load() != v {
+		a.Store(v)
+	}
+}
+
+// publish publishes the model stage's figures for the estimates and
+// Coefficients: the newest interval's prices summed over devices, the
+// prefill time's coefficients once learned, the batch's figures, and the
+// power model.
+func (l *Ledger) publish() {
+	var pr [nPrices]float64
+	for i := range l.devs {
+		v := l.devs[i].prices.vec()
+		for k := range v {
+			pr[k] += v[k]
+		}
+	}
+	sum := pricesOf(pr)
+	sum.rho /= float64(max(1, len(l.devs))) // the same requests on every device
+	sum.staticW = 0
+	for i := range l.model.devs {
+		sum.staticW += l.model.devs[i].staticW()
+	}
+	sum.tokJ = l.model.batch.tokPrice * float64(len(l.devs))
+	for i, v := range sum.vec() {
+		store(&l.est.prices[i], math.Float64bits(v))
+	}
+	th, ok := l.model.prefill.coefs()
+	for i, v := range th {
+		store(&l.est.pfCoef[i], math.Float64bits(v))
+	}
+	if l.est.pfCoefOK.Load() != ok {
+		l.est.pfCoefOK.Store(ok)
+	}
+	store(&l.est.meanIn, math.Float64bits(l.model.prefill.meanTokens()))
+	store(&l.est.rho, math.Float64bits(l.model.batch.rho))
+	coef := l.model.coefs()
+	for i, v := range coef {
+		store(&l.coef[i], math.Float64bits(v))
+	}
+}
+
+// loadPrices returns the published prices.
+func (p *published) loadPrices() prices {
+	var v [nPrices]float64
+	for i := range v {
+		v[i] = math.Float64frombits(p.prices[i].Load())
+	}
+	return pricesOf(v)
+}
+
+// Estimate returns the request's energy up to t as well as it is known
+// now: the energy split to it so far and its share of the provisional
+// split (with the current model) of the intervals pushed but not yet
+// split, as the sampler last published them, plus the part of its life
+// after those, at the newest interval's prices: its share of the static
+// power among the requests running (see staticTime), its prefill's share
+// of the prefill pool for the part of its prefill in that time, and the
+// energy per output token for the tokens it reported beyond those counted.
+// It is lock-free and allocates nothing.
+func (l *Ledger) Estimate(r *Account, t int64) uint64 {
+	// final is loaded first: the sampler adds to mj before it stores
+	// final, so a final request's mj is complete.
+	if r.final.Load() {
+		return r.mj.Load()
+	}
+	mj := r.mj.Load()
+	est := max(mj, r.est.mj.Load())
+	thru := max(r.est.thru.Load(), r.through.Load(), r.start)
+	pr := l.est.loadPrices()
+	var add float64 // mJ
+	if t > thru {
+		now := l.runningNow()
+		add += pr.staticW * l.staticTime(r, thru, t, now) / 1e6
+		add += l.prefillTail(r, &pr, thru, t, now.newcomers)
+	}
+	tokAdd := pr.tokJ * 1000 * (float64(r.Output()) - math.Float64frombits(r.est.tok.Load()))
+	// What tokens it did not make take back is at most the provisional
+	// part, which paid for them.
+	add += max(tokAdd, -float64(est-mj))
+	switch {
+	case add >= 0:
+		return est + uint64(min(add, 1<<62))
+	case -add >= float64(est-mj):
+		return mj
+	default:
+		return est - uint64(-add)
+	}
+}
+
+// prefillTail returns, in mJ, r's prefill energy in (thru, t]: where its
+// prefill ran then (placed by the sampler, or expected from the prefill
+// time learned, or one token's even share of its life before either), its
+// share of the prefill pool at its input rate, or, with no other prefill
+// running, one prefill's power alone; and the energy of its input tokens
+// processed then.
+func (l *Ledger) prefillTail(r *Account, pr *prices, thru, t, newcomers int64) float64 {
+	in := float64(r.uncached())
+	pfEnd := r.est.pfEnd.Load()
+	if pfEnd < 0 {
+		n := in
+		if n <= 0 {
+			n = math.Float64frombits(l.est.meanIn.Load())
+		}
+		if l.est.pfCoefOK.Load() {
+			var th [3]float64
+			for i := range th {
+				th[i] = math.Float64frombits(l.est.pfCoef[i].Load())
+			}
+			pfEnd = r.start + int64(prefillSeconds(th, n)*nsPerSecond)
+		} else {
+			pfEnd = r.start + (t-r.start)/int64(r.Output()+1)
+		}
+	}
+	lo, hi := max(thru, r.start), min(t, pfEnd)
+	if hi <= lo {
+		return 0
+	}
+	dur := float64(max(pfEnd-r.start, 1))
+	rho := math.Float64frombits(l.est.rho.Load())
+	if in > 0 || rho <= 0 {
+		rho = in / max(dur, minPrefillNS)
+	}
+	return l.prefillPower(r, pr, rho, newcomers)*float64(hi-lo)/1e6 + pr.inJ*1000*in*float64(hi-lo)/dur
+}
+
+// prefillPower returns the power, W, of r's prefill at input rate rho:
+// its share, by input rate, of the prefill pool of the newest interval
+// (less what it weighed there itself), joined by the requests that came
+// since, each taken to be in prefill at the batch's input rate and to add
+// one prefill's power to the pool, or one prefill's power alone when
+// nothing else is in prefill; with the pool's part of the newest
+// interval's residual, laid as the split lays it (see residual).
+func (l *Ledger) prefillPower(r *Account, pr *prices, rho float64, came int64) float64 {
+	if rho <= 0 {
+		return 0
+	}
+	counted := math.Float64frombits(r.est.rho.Load())
+	joined := 1 - min(1, counted/rho) // how much of it the pool did not count
+	newcomers := max(0, float64(came)-joined)
+	others := max(0, pr.rho-counted) + newcomers*math.Float64frombits(l.est.rho.Load())
+	pool := pr.pfPoolW + pr.pfAddW*(joined+newcomers)
+	if pr.rho-counted <= 1e-12*pr.rho {
+		pool = pr.pfLoneW + pr.pfAddW*newcomers // alone but for the newcomers
+	}
+	kPf, _ := residual(pool, pr.restW, pool+pr.restW+pr.residW)
+	return pool * kPf * rho / (others + rho)
+}
+
+// running is what the estimates know of the requests running, published
+// by the sampler (see Ledger.runningNow). provN packs the number of
+// requests active at provThru (low 32 bits) with how many of them had
+// ended by the last settle (high 32 bits), and provOff sums those ends'
+// times after provThru, ns. live packs the number of active requests not
+// ended at the last settle (low 32 bits) with the inbox's ended counts
+// summed just before it counted them (high 32 bits, modulo 2³²); liveEndT
+// is the inbox's endT then, and liveT the time of the settle that stored
+// them. adopted counts the requests adopted since the last settle that
+// were running at its time (see noteAdopted).
+type running struct {
+	provN    atomic.Uint64
+	provOff  atomic.Int64
+	live     atomic.Uint64
+	liveEndT atomic.Uint64
+	liveT    atomic.Int64
+	adopted  atomic.Int64
+}
+
+// noteAdopted counts the requests just adopted (rs): they left the
+// inbox's count, and until the next settle counts them among the running,
+// runningNow counts them here, those not ended by that settle's time (an
+// end after it is among the ends it subtracts).
+func (p *published) noteAdopted(rs []*Account) {
+	var n int64
+	liveT := p.liveT.Load()
+	for _, r := range rs {
+		if e := r.end.Load(); e == notEnded || e > liveT {
+			n++
+		}
+	}
+	if n > 0 {
+		p.adopted.Add(n)
+	}
+}
+
+// countRunning publishes, at the settle at t, what runningNow reads: the
+// requests active at provThru and their ends since, and the active
+// requests not ended, with the inbox's end counts summed before they were
+// looked at (an End between the two is then missed by neither: a request
+// that ends in between is counted once too often, until the next settle).
+func (l *Ledger) countRunning(t int64) {
+	p := &l.est
+	endedSum, endT := l.in.endedSum()
+	pThru := p.provThru.Load()
+	var live, atThru, thruEnded, thruOff int64
+	for _, r := range l.reqs.active {
+		s := &r.st
+		e := r.end.Load()
+		if r.start < pThru && (!s.endSeen || s.end > pThru) {
+			atThru++
+			if e != notEnded {
+				thruEnded++
+				thruOff += max(0, e-pThru)
+			}
+		}
+		if e == notEnded {
+			live++
+		}
+	}
+	if v := uint64(uint32(min(live, math.MaxUint32))) | uint64(uint32(endedSum))<<32; v != p.live.Load() || endT != p.liveEndT.Load() {
+		// liveT is only the origin of the end times' offsets, so it
+		// moves only with what it refers to.
+		p.live.Store(v)
+		p.liveEndT.Store(endT)
+		p.liveT.Store(t)
+	}
+	p.adopted.Store(0)
+	store(&p.provN, uint64(uint32(min(atThru, math.MaxUint32)))|uint64(uint32(min(thruEnded, math.MaxUint32)))<<32)
+	if thruOff != p.provOff.Load() {
+		p.provOff.Store(thruOff)
+	}
+}
+
+// runningNow returns what the request path can tell, without a lock, of
+// the tracked requests running now (see running): those not ended at the
+// last settle, plus those waiting in the inbox, less the ends counted
+// since; the ends since then, with the sum of their times after the
+// settle (ns); and the newcomers, the requests adopted since the last
+// settle or waiting. A request that ended or started during that settle
+// may be counted once too often or too seldom.
+func (l *Ledger) runningNow() runningNow {
+	p := &l.est
+	v := p.live.Load()
+	queued, ended, endT := l.in.waiting()
+	k := uint32(ended) - uint32(v>>32)
+	adopted := p.adopted.Load()
+	// The times are summed modulo 2⁶⁴; their offsets from the settle's
+	// time are small, so their sum comes out exact.
+	return runningNow{
+		n:         int64(uint32(v)) + queued + adopted - int64(k),
+		ends:      int64(k),
+		endOff:    int64(endT - p.liveEndT.Load() - uint64(k)*uint64(p.liveT.Load())),
+		newcomers: queued + adopted,
+	}
+}
+
+// runningNow is what Ledger.runningNow returns.
+type runningNow struct{ n, ends, endOff, newcomers int64 }
+
+// staticTime returns ∫ ds/n(s) over (thru, t], in ns, for the number n of
+// requests running, r among them: the static power is shared by time
+// among the requests active at each instant, so r's share of it moves
+// with their number, from n0 at thru (the requests the sampler counted
+// then) to n1 now, through the ends counted since.
+func (l *Ledger) staticTime(r *Account, thru, t int64, now runningNow) float64 {
+	p := &l.est
+	pn := p.provN.Load()
+	n0 := float64(max(1, uint32(pn)))
+	n1, ends, endOff := now.n, now.ends, now.endOff
+	// The ends in (thru, t]: those the last settle saw after provThru,
+	// and those counted since, with their times.
+	pThru, liveT := p.provThru.Load(), p.liveT.Load()
+	thruEnded, thruOff := int64(uint32(pn>>32)), p.provOff.Load()
+	if e, ended := r.Ended(); ended {
+		// The request ran until t: it is among the running, not among
+		// the ends that thin them out. Its own end was counted with the
+		// others (Ledger.End), after the last settle or, before it, among
+		// those of the requests active at provThru.
+		n1++
+		switch {
+		case e > liveT && ends > 0:
+			ends--
+			endOff -= e - liveT
+		case r.start < pThru && e > pThru && thruEnded > 0:
+			thruEnded--
+			thruOff -= e - pThru
+		}
+	}
+	k := float64(thruEnded) + float64(ends)
+	if thru > pThru {
+		// provN counts the requests active at provThru, not at thru: this
+		// request, and any that started with it, came later. At thru at
+		// least those running now and those that ended since were active.
+		n0 = max(n0, float64(max(1, n1))+k)
+	}
+	var mean float64
+	if k > 0 {
+		mean = (float64(thruOff) + float64(thruEnded)*float64(pThru-thru) +
+			float64(endOff) + float64(ends)*float64(liveT-thru)) / k
+	}
+	return integrateInverse(float64(t-thru), n0, float64(max(1, n1)), k, mean)
+}
+
+// integrateInverse returns ∫ ds/n(s) over a span of tau ns in which the
+// number of requests goes from n0 to n1 (both positive) through k ends
+// whose mean time is mean ns into the span: n(s) goes linearly from n0 to
+// n1 over a part of the span whose midpoint is that mean time, and stays
+// n0 before it or n1 after it. For ends spread evenly over the span that
+// is the mean of 1/n for n linear, ln(n0/n1)/(n0−n1) per ns; ends bunched
+// at the span's end leave most of it at n0.
+func integrateInverse(tau, n0, n1, k, mean float64) float64 {
+	if math.Abs(n0-n1) < 1e-9*n0 {
+		return tau / n0
+	}
+	inv := math.Log(n0/n1) / (n0 - n1) // the mean of 1/n, n linear from n0 to n1
+	if k <= 0 || tau <= 0 || math.IsNaN(mean) {
+		return tau * inv
+	}
+	f := min(max(mean/tau, 0), 1)
+	if f >= 0.5 {
+		lin := 2 * (1 - f) * tau
+		return (tau-lin)/n0 + lin*inv
+	}
+	lin := 2 * f * tau
+	return lin*inv + (tau-lin)/n1
+}

@@ -1,0 +1,184 @@
+package ledger
+
+// This file is the feature builder, the one reading of the requests'
+// timelines that every other stage uses: for an interval (a, b], who was
+// active in it, in prefill or decoding, with how many tokens, and the
+// interval's feature vector. The model stage learns from the vector; the
+// weighing splits by the parts. It reads the requests and the model and
+// writes only its output, the scratch it is handed.
+
+// part is one request's features in an interval.
+type part struct {
+	r          *Account
+	idx        int     // r's index in the active requests
+	lo, hi     int64   // active span in the interval
+	pfLo, pfHi int64   // prefill span in the interval
+	dLo        int64   // decode span in the interval: [dLo, hi]; hi when none
+	rho        float64 // prefill weight: uncached input tokens per ns of prefill
+	out, in    float64 // output and uncached input tokens in the interval
+	tail       float64 // decode weight, in tokens, after the last token
+	silent     bool    // not reported past the interval: its tokens are extrapolated
+	// With shares: its share of the interval's time (cov), of the time
+	// with any prefill weighted by rho (pfShare), and of the time with
+	// any decode (decShare), ns. See coverage.
+	cov, pfShare, decShare float64
+	// weight is the weighing's: the part's modelled energy, J.
+	weight float64
+}
+
+// featureSet is an interval's features: the vector the model learns, the
+// tokens reported outside any request in it, and the parts.
+type featureSet struct {
+	x       [nFeat]float64
+	unowned float64
+	parts   []part
+}
+
+// buildFeatures returns the features of (a, b] over the active requests
+// and the tokens reported outside any request (unowned), under the model
+// m, into sc's parts, with every placed prefill's end moved shift decode
+// steps later (see timing). With shares it also sets each part's coverage, as a
+// split needs (of the prefill and decode time only when usable: the
+// device's model weighs by them); without, it measures only the union of
+// the prefill and decode spans, as learning needs. A request that has not reported past
+// b and has not ended is silent in the interval: it is taken to produce
+// output tokens at its own recent rate (the batch's, before it has one)
+// from its expected prefill end on.
+func buildFeatures(active []*Account, unowned *sampled, m *model, a, b int64, shift float64, shares, usable bool, sc *scratch) featureSet {
+	parts := sc.parts[:0]
+	for i, r := range active {
+		if s := &r.st; s.activeIn(r.start, a, b) {
+			parts = append(parts, partOf(r, i, m, a, b, shift))
+		}
+	}
+	sc.parts = parts
+	f := featureSet{parts: parts, unowned: unowned.outputIn(a, b, unowned.pfEnd)}
+	if shares {
+		coverage(parts, a, b, spanActive, true, &sc.sweep)
+	}
+	usable = shares && usable
+	pfBusy := coverage(parts, a, b, spanPrefill, usable, &sc.sweep)
+	noTokens := f.unowned == 0
+	for i := range parts {
+		if parts[i].out > 0 || parts[i].tail > 0 {
+			noTokens = false
+			break
+		}
+	}
+	decBusy := coverage(parts, a, b, spanDecode, usable && noTokens, &sc.sweep)
+	x := &f.x
+	x[fStatic] = float64(b-a) / nsPerSecond
+	x[fOutput] = f.unowned
+	for i := range parts {
+		p := &parts[i]
+		x[fOutput] += p.out
+		x[fPrefill] += float64(p.pfHi-p.pfLo) / nsPerSecond
+		x[fInput] += p.in
+		x[fDecode] += float64(p.hi-p.dLo) / nsPerSecond
+	}
+	x[fPrefillBusy] = pfBusy / nsPerSecond
+	x[fDecodeBusy] = decBusy / nsPerSecond
+	return f
+}
+
+// partOf returns the features in (a, b] of r, the i-th active request,
+// which was active in it, with its prefill's end moved shift decode steps
+// later.
+func partOf(r *Account, i int, m *model, a, b int64, shift float64) part {
+	s := &r.st
+	lo, hi := s.span(r.start, a, b)
+	last := s.last()
+	in := float64(last.in)
+	p := part{r: r, idx: i, lo: lo, hi: hi, dLo: hi}
+	p.silent = !s.endSeen && s.known < b
+	pfEnd := s.prefillEnd(shift)
+	if p.silent && pfEnd < 0 {
+		pfEnd = m.expectedPrefillEnd(r.start, in, b)
+	}
+	pfLo, pfHi := r.start, pfEnd
+	switch {
+	case pfEnd >= 0:
+	case s.endSeen:
+		pfHi = s.end
+	default:
+		pfHi = max(s.known, b) // in prefill through the interval
+	}
+	p.pfLo, p.pfHi = max(pfLo, a), max(max(pfLo, a), min(pfHi, b))
+	p.out = s.outputIn(a, b, pfEnd)
+	if pfEnd >= 0 {
+		p.dLo = min(max(lo, pfEnd), hi)
+	}
+	if p.silent && pfEnd >= 0 {
+		// Its tokens since its last report (or its prefill's end), at its
+		// own rate or the batch's.
+		if from := max(lo, pfEnd, last.t); hi > from {
+			p.out += silentRate(s, m) * float64(hi-from)
+		}
+	}
+	if t0 := last.t; s.endSeen && s.step > 0 && s.end > t0 && hi > t0 && lo < t0+s.step {
+		// A request stays in the batch for up to a step after its last
+		// token: it weighs in decode's split for that time as at its
+		// rate, though it produced nothing.
+		t1 := min(s.end, t0+s.step)
+		p.tail = s.ownRate() * float64(max(0, min(hi, t1)-max(lo, t0)))
+	}
+	// The prompt's tokens are spread over the prefill: over a prefill
+	// still running, over its expected length, so that a burst of long
+	// prompts does not put each whole prompt in the interval being split.
+	inEnd := pfHi
+	if pfEnd < 0 && !s.endSeen {
+		inEnd = max(pfHi, m.expectedPrefillEnd(r.start, in, -1))
+	}
+	p.in = in * overlap(pfLo, inEnd, a, b)
+	if p.pfHi > p.pfLo {
+		p.rho = m.prefillRate(r.start, in, inEnd)
+	}
+	return p
+}
+
+// silentRate returns the output rate, tokens per ns, at which a request
+// silent since its last report is taken to produce tokens: its own since
+// its prefill, or the batch's before it has one.
+func silentRate(s *sampled, m *model) float64 {
+	if rate := s.ownRate(); rate > 0 {
+		return rate
+	}
+	return m.batch.rate()
+}
+
+// expectedPrefillEnd returns when the prefill of a request that started
+// at start, with an uncached prompt of in tokens (0: not reported yet,
+// taken as the recent prompts' mean), is expected to end: by the prefill
+// time learned, or at once when none is (a request that shows no timing
+// is then placed with a prefill of a token's share of its length: about
+// none). It returns -1 when the end is at or after b (b < 0: never), so
+// that the request is in prefill through b.
+func (m *model) expectedPrefillEnd(start int64, in float64, b int64) int64 {
+	if in <= 0 {
+		in = m.prefill.meanTokens()
+	}
+	sec, ok := m.prefill.seconds(in)
+	if !ok {
+		return start
+	}
+	if e := start + int64(sec*nsPerSecond); b < 0 || e < b {
+		return e
+	}
+	return -1
+}
+
+// prefillRate returns a request's weight among concurrent prefills: its
+// uncached input tokens per ns of its prefill, which runs from start to
+// end, and the batch's recent average when its prompt is not reported.
+// Batched prefill is compute-bound, and each request's part of the
+// compute is its prompt tokens, so a prompt five times longer in the same
+// time takes five times the share.
+func (m *model) prefillRate(start int64, in float64, end int64) float64 {
+	if in <= 0 {
+		if m.batch.rho > 0 {
+			return m.batch.rho
+		}
+		return 1 / minPrefillNS
+	}
+	return in / max(float64(end-start), minPrefillNS)
+}
