@@ -3,6 +3,8 @@ package ledger
 import (
 	"math"
 	"testing"
+
+	"github.com/otelenergy/otelenergy/ring"
 )
 
 // TestPrefillSharesByInputRate: requests in prefill together share the
@@ -12,7 +14,8 @@ import (
 func TestPrefillSharesByInputRate(t *testing.T) {
 	g := newRig(t, Config{Horizon: 10e9})
 	d := &g.l.devs[0]
-	d.ivs.split.primed, g.l.model.devs[0].usable = true, true
+	d.ivs.split.Advance(0, ring.Point{}) // the split cursor has passed a point
+	g.l.model.devs[0].usable = true
 	g.l.model.devs[0].theta[fPrefillBusy] = 300 // W while anything is in prefill
 	mk := func(in uint64) *Account {
 		r := newAccount(0, nil)
@@ -23,7 +26,7 @@ func TestPrefillSharesByInputRate(t *testing.T) {
 	}
 	long, short := mk(1000), mk(100)
 	// (0, 100 ms] holds only prefill: 300 W × 100 ms.
-	g.l.split(d, interval{a: 0, b: 100e6, e: 30_000}, 400e6, true)
+	g.l.split(d, interval{T0: 0, T1: 100e6, EnergyMJ: 30_000}, 400e6, true)
 	if got, want := long.EnergyMJ(), uint64(30_000*10/11); absDiff(got, want) > 1 {
 		t.Errorf("the long prompt got %d mJ, want %d", got, want)
 	}

@@ -75,7 +75,8 @@ func TestEscrowSilentBounded(t *testing.T) {
 			}
 		}
 		g.step(t0, 50_000, func(*Account) { final++ })
-		if lag := t0 - g.l.devs[0].ivs.split.prevT; t0 > 2*horizon && lag > horizon+100*ms {
+		splitT, _ := g.l.devs[0].ivs.split.Last()
+		if lag := t0 - splitT; t0 > 2*horizon && lag > horizon+100*ms {
 			t.Fatalf("at %d ms the split is %d ms behind: silent requests hold it back", t0/ms, lag/ms)
 		}
 		for k, at := range []int64{20_000 * ms, 60_000 * ms} {

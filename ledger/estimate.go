@@ -69,7 +69,7 @@ func (l *Ledger) provisional(split bool) bool {
 	thru := int64(math.MaxInt64)
 	for i := range l.devs {
 		d := &l.devs[i]
-		if d.lost || !d.ivs.split.primed {
+		if d.lost || !d.ivs.split.Primed() {
 			continue
 		}
 		thru = min(thru, d.ivs.pending(groups, func(iv interval) { l.provisionalSplit(d, iv) })-l.model.lag(i))
@@ -84,12 +84,12 @@ func (l *Ledger) provisional(split bool) bool {
 // would, and adds each request's share of its attributable energy to the
 // provisional shares.
 func (l *Ledger) provisionalSplit(d *device, iv interval) {
-	if iv.b <= iv.a {
+	if iv.T1 <= iv.T0 {
 		return
 	}
 	f, dm := l.splitFeatures(d, iv)
-	attr := attributable(d, iv.e)
-	wg := weigh(&f, dm, attr, float64(iv.b-iv.a))
+	attr := attributable(d, iv.EnergyMJ)
+	wg := weigh(&f, dm, attr, float64(iv.T1-iv.T0))
 	static, dyn := float64(wg.static), float64(attr-wg.static)
 	for i := range f.parts {
 		p := &f.parts[i]

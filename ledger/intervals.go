@@ -14,50 +14,17 @@ import "github.com/otelenergy/otelenergy/ring"
 // counter that went backwards adds none): nothing is yielded twice or
 // skipped, even when the ring laps the ledger.
 
-// interval is (a, b] on the ring's clock with the energy e metered in it,
-// mJ.
-type interval struct {
-	a, b int64
-	e    uint64
-}
-
-// cursor walks one ring's points. The zero cursor starts at the ring's
-// oldest point, which yields no interval of its own.
-type cursor struct {
-	next   uint64 // logical index of the next point
-	primed bool   // a point was passed: prevT and prevE hold
-	prevT  int64
-	prevE  uint64
-}
-
-// peek returns the point the cursor reaches next and its index, and false
-// when none is pushed yet. A ring that lapped the cursor resumes at its
-// oldest point: the energy in between is one interval.
-func (c *cursor) peek(r *ring.Ring) (uint64, ring.Point, bool) {
-	j := c.next
-	if old := r.Oldest(); j < old {
-		j = old
-	}
-	p, ok := r.At(j)
-	return j, p, ok
-}
-
-// advance moves the cursor to point p, of index j, and returns the
-// interval that ends there; false for the first point, which only starts
-// the first interval.
-func (c *cursor) advance(j uint64, p ring.Point) (interval, bool) {
-	iv, ok := interval{a: c.prevT, b: p.T, e: satSub(p.EnergyMJ, c.prevE)}, c.primed
-	c.primed, c.prevT, c.prevE, c.next = true, p.T, p.EnergyMJ, j+1
-	return iv, ok
-}
+// interval is ring.Interval: (T0, T1] on the ring's clock with the
+// energy metered in it, mJ. The cursors are ring.Cursors.
+type interval = ring.Interval
 
 // intervals is one device's walk over its ring: a learning cursor, which
 // runs ahead so that the model has seen an interval before it is split,
 // and a splitting cursor, which never passes it.
 type intervals struct {
 	ring  *ring.Ring
-	learn cursor
-	split cursor
+	learn ring.Cursor
+	split ring.Cursor
 	// firstT is the first point learned.
 	firstT int64
 	// provWritten is the ring's Written count when the provisional pass
@@ -72,41 +39,44 @@ type intervals struct {
 // longer cover it, so it would teach the model wrong features; it is
 // passed over, and teach says so.
 func (v *intervals) nextLearn(minKnown, t, horizon, maxLen int64) (iv interval, teach, ok bool) {
-	j, p, ok := v.learn.peek(v.ring)
-	if !ok || (v.learn.primed && p.T > minKnown && t-p.T <= horizon) {
+	j, p, ok := v.learn.Peek(v.ring.View())
+	if !ok || (v.learn.Primed() && p.T > minKnown && t-p.T <= horizon) {
 		return interval{}, false, false
 	}
-	if !v.learn.primed {
+	if !v.learn.Primed() {
 		v.firstT = p.T
 	}
-	iv, primed := v.learn.advance(j, p)
-	return iv, primed && iv.b-iv.a <= maxLen, true
+	iv, primed := v.learn.Advance(j, p)
+	return iv, primed && iv.T1-iv.T0 <= maxLen, true
 }
 
 // learnedFor returns how long a span of the ring the model has learned
 // from, ns.
-func (v *intervals) learnedFor() int64 { return v.learn.prevT - v.firstT }
+func (v *intervals) learnedFor() int64 {
+	t, _ := v.learn.Last()
+	return t - v.firstT
+}
 
 // nextSplit returns the next interval to split, and false when there is
 // none: the model has not learned past it, or wait says to wait for the
 // model and it is younger than horizon as of t. split is false for the
 // ring's first point, which starts the first interval.
 func (v *intervals) nextSplit(wait bool, t, horizon int64) (iv interval, split, ok bool) {
-	if v.split.next >= v.learn.next {
+	if v.split.Index() >= v.learn.Index() {
 		return interval{}, false, false
 	}
-	j, p, ok := v.split.peek(v.ring)
-	if !ok || (v.split.primed && wait && t-p.T <= horizon) {
+	j, p, ok := v.split.Peek(v.ring.View())
+	if !ok || (v.split.Primed() && wait && t-p.T <= horizon) {
 		return interval{}, false, false
 	}
-	iv, split = v.split.advance(j, p)
+	iv, split = v.split.Advance(j, p)
 	return iv, split, true
 }
 
 // newest reports whether the interval split last ends at the ring's
 // newest point.
 func (v *intervals) newest() bool {
-	_, more := v.ring.At(v.split.next)
+	_, more := v.ring.At(v.split.Index())
 	return !more
 }
 
@@ -115,11 +85,11 @@ func (v *intervals) newest() bool {
 // stepped since for longer than horizon as of t (stuck, or failing every
 // read): then it must not hold requests back.
 func (v *intervals) splitThrough(firstRead, t, horizon int64) (int64, bool) {
-	through := v.split.prevT
-	if !v.split.primed {
+	through, _ := v.split.Last()
+	if !v.split.Primed() {
 		through = firstRead
 	}
-	_, more := v.ring.At(v.split.next)
+	_, more := v.ring.At(v.split.Index())
 	return through, !more && t-horizon > through
 }
 
@@ -139,20 +109,21 @@ func (v *intervals) stepped() bool {
 // not move: the provisional split looks ahead of the final one.
 func (v *intervals) pending(groups int, visit func(iv interval)) int64 {
 	newest := v.ring.Written()
-	if newest == 0 || newest-1 < v.split.next {
-		return v.split.prevT
+	if newest == 0 || newest-1 < v.split.Index() {
+		t, _ := v.split.Last()
+		return t
 	}
-	first := max(v.split.next, v.ring.Oldest())
+	first := max(v.split.Index(), v.ring.Oldest())
 	n := newest - first
 	per := max(1, (n+uint64(groups)-1)/uint64(groups))
-	a, ea := v.split.prevT, v.split.prevE
+	a, ea := v.split.Last()
 	for j := first; j < newest; j += per {
 		p, ok := v.ring.At(min(j+per, newest) - 1)
 		if !ok {
 			break
 		}
 		if p.T > a {
-			visit(interval{a: a, b: p.T, e: satSub(p.EnergyMJ, ea)})
+			visit(interval{T0: a, T1: p.T, EnergyMJ: satSub(p.EnergyMJ, ea)})
 		}
 		a, ea = p.T, p.EnergyMJ
 	}

@@ -44,22 +44,22 @@ func TestIntervalsStep(t *testing.T) {
 		want got
 	}{
 		{"nothing pushed", func() got { return learn(0, 0) }, none},
-		{"first point starts the walk", func() got { push(100, 10); return learn(0, 0) }, got{interval{0, 100, 10}, false, true}},
-		{"split cannot pass learning", func() got { push(200, 30); return split(false, 0) }, got{interval{0, 100, 10}, false, true}},
+		{"first point starts the walk", func() got { push(100, 10); return learn(0, 0) }, got{interval{T0: 0, T1: 100, EnergyMJ: 10}, false, true}},
+		{"split cannot pass learning", func() got { push(200, 30); return split(false, 0) }, got{interval{T0: 0, T1: 100, EnergyMJ: 10}, false, true}},
 		{"nothing learned past 100", func() got { return split(false, 0) }, none},
 		{"reports not past 200: wait", func() got { return learn(150, 300) }, none},
-		{"reported past 200", func() got { return learn(200, 300) }, got{interval{100, 200, 20}, true, true}},
+		{"reported past 200", func() got { return learn(200, 300) }, got{interval{T0: 100, T1: 200, EnergyMJ: 20}, true, true}},
 		{"a young model waits", func() got { return split(true, 300) }, none},
-		{"up to the horizon", func() got { return split(true, 1201) }, got{interval{100, 200, 20}, true, true}},
-		{"a stall is not taught", func() got { push(900, 100); return learn(900, 900) }, got{interval{200, 900, 70}, false, true}},
-		{"but it is split", func() got { return split(false, 900) }, got{interval{200, 900, 70}, true, true}},
+		{"up to the horizon", func() got { return split(true, 1201) }, got{interval{T0: 100, T1: 200, EnergyMJ: 20}, true, true}},
+		{"a stall is not taught", func() got { push(900, 100); return learn(900, 900) }, got{interval{T0: 200, T1: 900, EnergyMJ: 70}, false, true}},
+		{"but it is split", func() got { return split(false, 900) }, got{interval{T0: 200, T1: 900, EnergyMJ: 70}, true, true}},
 		{"the ring laps the cursors", func() got {
 			for k := range int64(5) {
 				push(1000+100*k, 200+uint64(k)*10)
 			}
 			return learn(1<<40, 2000)
-		}, got{interval{900, 1200, 120}, true, true}},
-		{"and splitting", func() got { return split(false, 2000) }, got{interval{900, 1200, 120}, true, true}},
+		}, got{interval{T0: 900, T1: 1200, EnergyMJ: 120}, true, true}},
+		{"and splitting", func() got { return split(false, 2000) }, got{interval{T0: 900, T1: 1200, EnergyMJ: 120}, true, true}},
 	}
 	for _, st := range steps {
 		if g := st.do(); g != st.want {
@@ -112,14 +112,14 @@ func FuzzIntervalsTile(f *testing.F) {
 		note := func(w *walk, iv interval, first bool) {
 			if first {
 				// The first point yields the interval ending there, from 0.
-				w.started, w.firstT, w.endT, w.firstE = true, iv.b, iv.b, iv.e
+				w.started, w.firstT, w.endT, w.firstE = true, iv.T1, iv.T1, iv.EnergyMJ
 				return
 			}
-			if iv.a != w.endT {
-				t.Fatalf("interval (%d, %d] does not follow the previous one, ending at %d", iv.a, iv.b, w.endT)
+			if iv.T0 != w.endT {
+				t.Fatalf("interval (%d, %d] does not follow the previous one, ending at %d", iv.T0, iv.T1, w.endT)
 			}
-			w.endT = iv.b
-			w.sumE += iv.e
+			w.endT = iv.T1
+			w.sumE += iv.EnergyMJ
 		}
 		for range int(steps%2000) + 1 {
 			switch rng.IntN(4) {
@@ -142,7 +142,7 @@ func FuzzIntervalsTile(f *testing.F) {
 			default:
 				wait := rng.IntN(2) == 0
 				for {
-					lapped := v.split.next < r.Oldest()
+					lapped := v.split.Index() < r.Oldest()
 					iv, split, ok := v.nextSplit(wait, tm+rng.Int64N(200), 100)
 					if !ok {
 						break
@@ -168,7 +168,7 @@ func FuzzIntervalsTile(f *testing.F) {
 			}
 			if sw.started {
 				var pend uint64
-				end := v.pending(1+rng.IntN(4), func(iv interval) { pend += iv.e })
+				end := v.pending(1+rng.IntN(4), func(iv interval) { pend += iv.EnergyMJ })
 				if end != tm || pend != e-(sw.firstE+sw.sumE) {
 					t.Fatalf("pending through %d with %d mJ, want %d with %d", end, pend, tm, e-(sw.firstE+sw.sumE))
 				}

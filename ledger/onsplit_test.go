@@ -157,7 +157,7 @@ func TestOnSplitNoAllocs(t *testing.T) {
 	g.step(tt, 1000, nil)
 	d := &g.l.devs[0]
 	allocs := testing.AllocsPerRun(100, func() {
-		g.l.split(d, interval{a: tt, b: tt + 100, e: 1000}, tt+100, true)
+		g.l.split(d, interval{T0: tt, T1: tt + 100, EnergyMJ: 1000}, tt+100, true)
 		tt += 100
 	})
 	if allocs != 0 {

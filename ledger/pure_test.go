@@ -4,6 +4,8 @@ import (
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/otelenergy/otelenergy/ring"
 )
 
 // TestSplitLeavesModelUnchanged: the split (the features, the weighing
@@ -39,7 +41,7 @@ func TestSplitLeavesModelUnchanged(t *testing.T) {
 	}
 	before := snapshot(g.l)
 	d := &g.l.devs[0]
-	f, wg, shares, rest := g.l.divideInterval(d, interval{a: 5800 * ms, b: 5820 * ms, e: 6000}, 6000)
+	f, wg, shares, rest := g.l.divideInterval(d, interval{T0: 5800 * ms, T1: 5820 * ms, EnergyMJ: 6000}, 6000)
 	if len(f.parts) != len(rs) || sumU(shares)+rest != 6000 || wg.by != byWeight {
 		t.Fatalf("split %d parts, shares %v + rest %d, by %d: want all six weighed by the model", len(f.parts), shares, rest, wg.by)
 	}
@@ -77,7 +79,8 @@ func snapshot(l *Ledger) stateCopy {
 func TestCachedTokensCostNoPrefill(t *testing.T) {
 	g := newRig(t, Config{Horizon: 10e9})
 	d := &g.l.devs[0]
-	d.ivs.split.primed, g.l.model.devs[0].usable = true, true
+	d.ivs.split.Advance(0, ring.Point{}) // the split cursor has passed a point
+	g.l.model.devs[0].usable = true
 	g.l.model.devs[0].theta[fPrefillBusy] = 300
 	mk := func(cached uint64) *Account {
 		r := newAccount(0, nil)
@@ -90,7 +93,7 @@ func TestCachedTokensCostNoPrefill(t *testing.T) {
 		return r
 	}
 	full, cached := mk(0), mk(800)
-	g.l.split(d, interval{a: 0, b: 100e6, e: 30_000}, 400e6, true)
+	g.l.split(d, interval{T0: 0, T1: 100e6, EnergyMJ: 30_000}, 400e6, true)
 	if got, want := full.EnergyMJ(), uint64(30_000*1000/1200); absDiff(got, want) > 1 {
 		t.Errorf("the uncached prompt got %d mJ, want %d", got, want)
 	}

@@ -145,7 +145,7 @@ func (l *Ledger) splitDevices(t, horizon, minKnown int64) (through, stall int64,
 			if !ok {
 				break
 			}
-			if teach && iv.b > iv.a {
+			if teach && iv.T1 > iv.T0 {
 				l.learn(d, iv)
 				learned = true
 			}
@@ -166,7 +166,7 @@ func (l *Ledger) splitDevices(t, horizon, minKnown int64) (through, stall int64,
 				break
 			}
 			if split {
-				l.pub.splitMJ.Add(iv.e)
+				l.pub.splitMJ.Add(iv.EnergyMJ)
 				l.split(d, iv, minKnown, d.ivs.newest())
 				splitAny = true
 			}
@@ -215,32 +215,32 @@ func (l *Ledger) learn(d *device, iv interval) {
 		case idle && c > 0:
 			xs[c] = xs[0]
 		default:
-			xs[c] = buildFeatures(q.active, &q.unowned.st, m, iv.a-lag, iv.b-lag, m.shift, false, false, &l.buf).x
+			xs[c] = buildFeatures(q.active, &q.unowned.st, m, iv.T0-lag, iv.T1-lag, m.shift, false, false, &l.buf).x
 		}
 	}
 	if search {
 		lag := m.lag(d.idx)
-		alt = buildFeatures(q.active, &q.unowned.st, m, iv.a-lag, iv.b-lag, 1-m.shift, false, false, &l.buf).x
+		alt = buildFeatures(q.active, &q.unowned.st, m, iv.T0-lag, iv.T1-lag, 1-m.shift, false, false, &l.buf).x
 	}
-	m.learn(d.idx, &xs, &alt, float64(attributable(d, iv.e))/1000, iv.b-iv.a, idle, search)
+	m.learn(d.idx, &xs, &alt, float64(attributable(d, iv.EnergyMJ))/1000, iv.T1-iv.T0, idle, search)
 }
 
 // split divides the energy of interval iv of device d among the requests
 // active in it, with the device's current model (see divideInterval),
 // and gives the shares to the requests.
 //
-// Invariant: every millijoule of iv.e goes to exactly one of a request,
+// Invariant: every millijoule of iv.EnergyMJ goes to exactly one of a request,
 // the unattributed counter, or the other-processes counter.
 func (l *Ledger) split(d *device, iv interval, minKnown int64, newest bool) {
-	attr := attributable(d, iv.e)
-	l.pub.other.Add(iv.e - attr)
-	if iv.b <= iv.a {
+	attr := attributable(d, iv.EnergyMJ)
+	l.pub.other.Add(iv.EnergyMJ - attr)
+	if iv.T1 <= iv.T0 {
 		l.pub.unattributed.Add(attr)
-		l.onSplit(d, iv, nil, iv.e)
+		l.onSplit(d, iv, nil, iv.EnergyMJ)
 		return
 	}
 	f, wg, shares, rest := l.divideInterval(d, iv, attr)
-	forced := iv.b-l.model.lag(d.idx) > minKnown
+	forced := iv.T1-l.model.lag(d.idx) > minKnown
 	for i, mj := range shares {
 		p := &f.parts[i]
 		if mj > 0 {
@@ -257,12 +257,12 @@ func (l *Ledger) split(d *device, iv interval, minKnown int64, newest bool) {
 	if f.x[fOutput] > 0 && wg.prices.tokJ > 0 {
 		// The recent intervals price the tokens the estimates have not
 		// seen: energy per token moves with the batch.
-		l.model.batch.notePrice(wg.prices.tokJ, iv.b-iv.a)
+		l.model.batch.notePrice(wg.prices.tokJ, iv.T1-iv.T0)
 	}
 	if newest {
 		l.noteNewest(d, &f, wg)
 	}
-	l.onSplit(d, iv, f.parts, iv.e-attr+rest)
+	l.onSplit(d, iv, f.parts, iv.EnergyMJ-attr+rest)
 }
 
 // divideInterval is the split itself, which writes nothing but its
@@ -271,7 +271,7 @@ func (l *Ledger) split(d *device, iv interval, minKnown int64, newest bool) {
 // attributable energy, into the parts' shares and the rest.
 func (l *Ledger) divideInterval(d *device, iv interval, attr uint64) (featureSet, weighing, []uint64, uint64) {
 	f, dm := l.splitFeatures(d, iv)
-	wg := weigh(&f, dm, attr, float64(iv.b-iv.a))
+	wg := weigh(&f, dm, attr, float64(iv.T1-iv.T0))
 	shares := slices.Grow(l.buf.shares[:0], len(f.parts))[:len(f.parts)]
 	l.buf.shares = shares
 	return f, wg, shares, divide(attr, wg, f.parts, shares)
@@ -283,7 +283,7 @@ func (l *Ledger) splitFeatures(d *device, iv interval) (featureSet, *devModel) {
 	q, m := &l.reqs, &l.model
 	dm := &m.devs[d.idx]
 	lag := m.lag(d.idx)
-	return buildFeatures(q.active, &q.unowned.st, m, iv.a-lag, iv.b-lag, m.shift, true, dm.usable, &l.buf), dm
+	return buildFeatures(q.active, &q.unowned.st, m, iv.T0-lag, iv.T1-lag, m.shift, true, dm.usable, &l.buf), dm
 }
 
 // onSplit hands the interval iv of d, just split among parts (their
@@ -299,10 +299,10 @@ func (l *Ledger) onSplit(d *device, iv interval, parts []part, rest uint64) {
 		reqs[i] = parts[i].r
 		// cov is a share of (a, b] in ns, at most b − a; the covers sum
 		// to at most b − a, which truncation keeps.
-		cov[i] = uint64(min(max(parts[i].cov, 0), float64(iv.b-iv.a)))
+		cov[i] = uint64(min(max(parts[i].cov, 0), float64(iv.T1-iv.T0)))
 	}
 	l.buf.hookReqs, l.buf.hookCov = reqs, cov
-	l.cfg.OnSplit(d.idx, iv.a, iv.b, reqs, l.buf.shares[:n], rest, cov)
+	l.cfg.OnSplit(d.idx, iv.T0, iv.T1, reqs, l.buf.shares[:n], rest, cov)
 	clear(reqs) // hold no request past its split
 }
 

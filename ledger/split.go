@@ -1,6 +1,6 @@
 package ledger
 
-import "math"
+import "github.com/otelenergy/otelenergy/internal/split"
 
 // This file is the split stage: the weighing of an interval's requests
 // under the model, and the division of its energy by that weighing into
@@ -225,29 +225,15 @@ func divide(attr uint64, w weighing, parts []part, shares []uint64) (rest uint64
 }
 
 // give splits e among parts in proportion to their coverage or weight out
-// of total, by cumulative rounding: with cumulative weights C₁ ≤ … ≤ Cₙ,
-// part i gets ⌊e·min(1, Cᵢ/total)⌋ − ⌊e·min(1, Cᵢ₋₁/total)⌋, so the
-// shares telescope, exactly floor(e·min(1, Σw/total)) is given, and it
-// returns that. Each share is added to got[i], which must be as long as
-// parts. A bad total (zero, negative, NaN or infinite) gives nothing;
-// whatever the weights, each cumulative figure is held within [the
-// previous one, e], so no share is negative and at most e is given.
+// of total, by split.Floats' cumulative floors: the shares telescope,
+// exactly floor(e·min(1, Σw/total)) is given, and give returns that.
+// Each share is added to got[i], which must be as long as parts. A bad
+// total gives nothing, and no share is negative.
 func give(e uint64, parts []part, by int, total float64, got []uint64) uint64 {
-	if e == 0 || total <= 0 || math.IsNaN(total) || math.IsInf(total, 0) {
-		return 0
-	}
-	var cum float64
-	var given uint64
-	for i := range parts {
-		w := parts[i].cov
+	return split.Floats(e, total, len(parts), func(i int) float64 {
 		if by == byWeight {
-			w = parts[i].weight
+			return parts[i].weight
 		}
-		cum += w
-		s := uint64(math.Floor(float64(e) * min(1, cum/total)))
-		s = min(max(s, given), e)
-		got[i] += s - given
-		given = s
-	}
-	return given
+		return parts[i].cov
+	}, got)
 }

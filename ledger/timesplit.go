@@ -11,7 +11,7 @@ import (
 // timeDev is the sampler's state for one of [Config.TimeRings].
 type timeDev struct {
 	ring *ring.Ring
-	cur  cursor // through the ring's points split so far
+	cur  ring.Cursor // through the ring's points split so far
 
 	// Published.
 	splitMJ      atomic.Uint64
@@ -41,20 +41,20 @@ func (l *Ledger) settleTimes(t, horizon int64) (through, timeStall int64) {
 	for i := range l.times {
 		td := &l.times[i]
 		for {
-			j, p, ok := td.cur.peek(td.ring)
+			j, p, ok := td.cur.Peek(td.ring.View())
 			if !ok {
 				break
 			}
-			if iv, ok := td.cur.advance(j, p); ok {
-				td.splitMJ.Add(iv.e)
-				l.splitTime(i, iv.a, iv.b, iv.e)
+			if iv, ok := td.cur.Advance(j, p); ok {
+				td.splitMJ.Add(iv.EnergyMJ)
+				l.splitTime(i, iv.T0, iv.T1, iv.EnergyMJ)
 			}
 		}
-		tThrough := td.cur.prevT
-		if !td.cur.primed {
+		tThrough, _ := td.cur.Last()
+		if !td.cur.Primed() {
 			tThrough = l.reqs.firstRead
 		} else {
-			td.through.Store(td.cur.prevT)
+			td.through.Store(tThrough)
 		}
 		if t-horizon > tThrough {
 			timeStall = min(timeStall, tThrough)

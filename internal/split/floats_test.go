@@ -7,10 +7,10 @@ import (
 	"github.com/otelenergy/otelenergy/internal/split"
 )
 
-// part and ledgerGive are the ledger's split arithmetic as ledger/divide.go
-// writes it (give, over its parts' cov or weight): the reference that
-// Floats must match bit for bit, so that the ledger's give can become one
-// call into this package with its figures unchanged.
+// part and ledgerGive are the ledger's split arithmetic written out as a
+// plain loop over its parts' cov or weight, independently of Floats: the
+// reference that Floats must match bit for bit, so that the ledger's give,
+// one call into Floats, gives exactly these shares.
 type part struct{ cov, weight float64 }
 
 const (
