@@ -39,6 +39,13 @@ type Mean struct {
 	// Horizon is the forgetting time constant; zero or less selects
 	// DefaultHorizon.
 	Horizon time.Duration
+	// Min is the idle time, in seconds, after which the mean is the idle
+	// power; zero or less selects MinSeconds. A caller whose idle
+	// stretches run from one counter step to another (the ledger's
+	// intervals) may ask less: no step is misplaced in them, so only the
+	// counter's quantum weighs, and a service that idles for a second
+	// between bursts learns its idle power.
+	Min float64
 
 	seconds float64 // Σ idle seconds, decayed
 	mj      float64 // Σ idle energy, mJ, decayed
@@ -73,10 +80,14 @@ func (m *Mean) Add(seconds, mj float64) {
 	m.mj += mj
 }
 
-// Watts returns the idle power, in W, once MinSeconds of idle time have
-// been seen; false before.
+// Watts returns the idle power, in W, once Min (by default MinSeconds)
+// seconds of idle time have been seen; false before.
 func (m *Mean) Watts() (float64, bool) {
-	if m.seen < MinSeconds || m.seconds <= 0 {
+	min := m.Min
+	if min <= 0 {
+		min = MinSeconds
+	}
+	if m.seen < min || m.seconds <= 0 {
 		return 0, false
 	}
 	return m.mj / 1000 / m.seconds, true

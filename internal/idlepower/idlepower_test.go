@@ -33,6 +33,28 @@ func TestThreshold(t *testing.T) {
 	}
 }
 
+// TestMin: a Mean whose Min is set is measured after Min seconds of idle
+// time instead of MinSeconds; a Min of zero or less is the default.
+func TestMin(t *testing.T) {
+	for _, c := range []struct {
+		min, after float64 // Min, and the idle seconds it is measured after
+	}{{0.5, 0.5}, {0, idlepower.MinSeconds}, {-1, idlepower.MinSeconds}} {
+		m := idlepower.Mean{Min: c.min}
+		steps := int(math.Round(c.after / 0.1))
+		for i := range steps - 1 {
+			m.Forget(int64(i) * s / 10)
+			m.Add(0.1, 7000)
+		}
+		if _, ok := m.Watts(); ok {
+			t.Fatalf("Min %v: measured after %.1f s", c.min, float64(steps-1)/10)
+		}
+		m.Add(0.1, 7000)
+		if w, ok := m.Watts(); !ok || math.Abs(w-70) > 1e-9 {
+			t.Fatalf("Min %v: Watts after %.1f s = %v, %v; want 70, measured", c.min, c.after, w, ok)
+		}
+	}
+}
+
 // TestForget: sums decay by e^(−Δt/horizon); the measurement, made once,
 // stays made, and the mean follows a new level.
 func TestForget(t *testing.T) {
