@@ -70,7 +70,7 @@ func TestDecodeBatch(t *testing.T) {
 		j.SetDecodeRate(float64(10 * (i + 1)))
 		jobs = append(jobs, j)
 	}
-	clk.at(100)
+	at(clk, 100)
 	// 8 decoding: 386 W above 100 W idle, for 100 ms.
 	if got, want := g.TrueEnergyMJ(0), uint64((100+386)*100); got != want {
 		t.Fatalf("board %d mJ, want %d", got, want)
@@ -84,7 +84,7 @@ func TestDecodeBatch(t *testing.T) {
 	for _, j := range jobs[:4] {
 		j.End()
 	}
-	clk.at(200)
+	at(clk, 200)
 	// 4 decoding: linear in log2(batch) between 1 (200 W) and 8 (386 W).
 	want := uint64((100+386)*100 + (100+200+186*2.0/3)*100)
 	if got := g.TrueEnergyMJ(0); got != want && got != want-1 {
@@ -97,7 +97,7 @@ func TestDecodeBatch(t *testing.T) {
 		for range n {
 			g.Begin(0)
 		}
-		clk.at(1000)
+		at(clk, 1000)
 		// 40 tokens/s each (the default 25 ms step).
 		perToken := float64(g.TrueEnergyMJ(0)) / 1000 / (40 * float64(n))
 		if perToken >= prev {
@@ -124,16 +124,16 @@ func TestFirstTokenAt(t *testing.T) {
 func TestCounterWindow(t *testing.T) {
 	g, clk := newGPU(t, simgpu.Config{Phase: 100 * time.Millisecond, CounterWindow: 25 * time.Millisecond,
 		NoPrefill: true, Decode: simgpu.DecodePerToken, JoulesPerToken: 1})
-	clk.at(100)
+	at(clk, 100)
 	if got, want := read(t, g, 0), uint64(initial+10_000); got != want {
 		t.Fatalf("constant power: read %d, want %d", got, want)
 	}
 	j := g.Begin(0)
-	clk.at(150)
+	at(clk, 150)
 	j.Tokens(1) // outside the window [175, 200)
-	clk.at(180)
+	at(clk, 180)
 	j.Tokens(2) // inside: 2 J × 4
-	clk.at(200)
+	at(clk, 200)
 	if got, want := read(t, g, 0), uint64(initial+20_000+8_000); got != want {
 		t.Fatalf("read %d, want %d", got, want)
 	}

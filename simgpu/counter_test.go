@@ -26,7 +26,7 @@ func TestStaircase(t *testing.T) {
 	}
 	changes := 0
 	for ms := 17.0; ms <= 2000; ms += 17 {
-		clk.at(ms)
+		at(clk, ms)
 		got := read(t, g, 0)
 		want := uint64(initial)
 		tau, ok := lastStepMS(ms, 30)
@@ -78,7 +78,7 @@ func TestStepInstants(t *testing.T) {
 			}
 			jittered := false
 			for ms := 1; ms <= 1000; ms++ {
-				clk.at(float64(ms))
+				at(clk, float64(ms))
 				now := clk.Now()
 				for i := range 4 {
 					// The step with an instant in (now-1ms, now], if any.
@@ -112,7 +112,7 @@ func TestStepInstants(t *testing.T) {
 func TestReportLag(t *testing.T) {
 	g, clk := newGPU(t, simgpu.Config{Phase: 30 * time.Millisecond, ReportLag: 150 * time.Millisecond})
 	for ms := 1.0; ms <= 1000; ms += 7 {
-		clk.at(ms)
+		at(clk, ms)
 		want := uint64(initial)
 		if tau, ok := lastStepMS(ms, 30); ok && tau > 150 {
 			want += uint64(100 * (tau - 150))
@@ -127,7 +127,7 @@ func TestGain(t *testing.T) {
 	t.Run("fixed", func(t *testing.T) {
 		g, clk := newGPU(t, simgpu.Config{Phase: 30 * time.Millisecond, Gain: 1.25})
 		for ms := 5.0; ms <= 1000; ms += 13 {
-			clk.at(ms)
+			at(clk, ms)
 			want := uint64(initial)
 			if tau, ok := lastStepMS(ms, 30); ok {
 				want += uint64(1.25 * 100 * tau)
@@ -142,7 +142,7 @@ func TestGain(t *testing.T) {
 	})
 	t.Run("spread", func(t *testing.T) {
 		g, clk := newGPU(t, simgpu.Config{Devices: 8, GainSpread: 0.05, Seed: 5})
-		clk.at(10_000)
+		at(clk, 10_000)
 		seen := map[float64]bool{}
 		for i := range 8 {
 			gain := g.Gain(i)
@@ -166,14 +166,14 @@ func TestGain(t *testing.T) {
 func TestTokensAtStepInstant(t *testing.T) {
 	g, clk := newGPU(t, simgpu.Config{Phase: 100 * time.Millisecond, NoPrefill: true, Decode: simgpu.DecodePerToken})
 	j := g.Begin(0)
-	clk.at(50)
+	at(clk, 50)
 	j.Tokens(10) // 1.5 J
-	clk.at(100)
+	at(clk, 100)
 	j.Tokens(20) // 3 J, at the step
 	if got, want := read(t, g, 0), uint64(initial+10_000+1_500); got != want {
 		t.Fatalf("read at the step = %d, want %d", got, want)
 	}
-	clk.at(200)
+	at(clk, 200)
 	if got, want := read(t, g, 0), uint64(initial+20_000+4_500); got != want {
 		t.Fatalf("read at the next step = %d, want %d", got, want)
 	}
@@ -199,9 +199,9 @@ func TestLongJump(t *testing.T) {
 
 func TestClockBackwards(t *testing.T) {
 	g, clk := newGPU(t, simgpu.Config{Phase: 100 * time.Millisecond, NoPrefill: true, Decode: simgpu.DecodePerToken})
-	clk.at(250)
+	at(clk, 250)
 	before := read(t, g, 0)
-	clk.at(120)
+	at(clk, 120)
 	if got := read(t, g, 0); got != before {
 		t.Fatalf("read after the clock went back = %d, want %d", got, before)
 	}
@@ -212,7 +212,7 @@ func TestClockBackwards(t *testing.T) {
 	if got := g.TrueEnergyMJ(0); got != 25_000 {
 		t.Fatalf("TrueEnergyMJ = %d, want 25000", got)
 	}
-	clk.at(300)
+	at(clk, 300)
 	if got := g.TrueEnergyMJ(0); got != 30_000 {
 		t.Fatalf("TrueEnergyMJ = %d, want 30000", got)
 	}

@@ -22,7 +22,7 @@ func Example() {
 		panic(err)
 	}
 	readAt := func(ms float64) {
-		clk.at(ms)
+		at(clk, ms)
 		v, _ := g.ReadEnergy(0)
 		fmt.Printf("read at %3.0f ms: %d mJ\n", ms, v)
 	}
@@ -35,7 +35,7 @@ func Example() {
 	clk.Set(job.PrefillEnd())
 	job.Tokens(100) // 100 × 0.02 J
 	readAt(250)
-	clk.at(300)
+	at(clk, 300)
 	job.End()
 	readAt(350)
 

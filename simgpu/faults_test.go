@@ -69,7 +69,7 @@ func TestFaults(t *testing.T) {
 			tc.cfg.Phase = 100 * time.Millisecond
 			g, clk := newGPU(t, tc.cfg)
 			for _, s := range tc.steps {
-				clk.at(s.ms)
+				at(clk, s.ms)
 				if s.inject != nil {
 					s.inject(g)
 				}

@@ -1,44 +1,22 @@
 package simgpu_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 	"github.com/otelenergy/otelenergy/simgpu"
 )
 
-// fakeClock is a manual clock shared by a GPU and its test.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// fakeClock is the module's manual clock, shared by a GPU and its test.
+type fakeClock = fakeclock.Clock
 
-var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+var epoch = fakeclock.Epoch()
 
-func newFakeClock() *fakeClock { return &fakeClock{t: epoch} }
+func newFakeClock() *fakeClock { return fakeclock.New(epoch) }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// Set moves the clock to t, backwards too.
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
-// at moves the clock to epoch + ms milliseconds.
-func (c *fakeClock) at(ms float64) {
+// at moves c to epoch + ms milliseconds.
+func at(c *fakeClock, ms float64) {
 	c.Set(epoch.Add(time.Duration(ms * float64(time.Millisecond))))
 }
 

@@ -123,7 +123,7 @@ func TestCachedTokensCostNoPrefill(t *testing.T) {
 	if cached.CachedTokens() != 800 || cached.InputTokens() != 1000 {
 		t.Fatalf("cached %d of %d tokens", cached.CachedTokens(), cached.InputTokens())
 	}
-	clk.at(130)
+	at(clk, 130)
 	// While both prefill, they share 300·√2 W by uncached tokens per
 	// second: 1000/330 ms against 200/130 ms.
 	rf, rc := 1000.0/330, 200.0/130

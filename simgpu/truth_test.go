@@ -126,7 +126,7 @@ func TestCounterFollowsTruth(t *testing.T) {
 	g, clk := newGPU(t, simgpu.Config{Devices: 2, GainSpread: 0.05, Phase: 100 * time.Millisecond, Seed: 2})
 	jobs, _ := workload(t, g, clk, 4, 3*time.Second)
 	_ = jobs
-	clk.at(3100) // a step instant: the read and the truth agree
+	at(clk, 3100) // a step instant: the read and the truth agree
 	for i := range 2 {
 		if got, want := read(t, g, i)-initial, g.TrueEnergyMJ(i); got != want {
 			t.Fatalf("board %d: counter %d, truth %d", i, got, want)
@@ -157,7 +157,7 @@ func TestPrefill(t *testing.T) {
 	t.Run("batched", func(t *testing.T) {
 		g, clk := newGPU(t, simgpu.Config{PrefillSpread: -1, PrefillPowerSpread: -1, Devices: 2})
 		a, b := g.Begin(0), g.Begin(0)
-		clk.at(80)
+		at(clk, 80)
 		a.End()
 		b.End()
 		// Each: half of 2 × 100 W idle, and 2 boards × 300 W / √2.
@@ -171,12 +171,12 @@ func TestPrefill(t *testing.T) {
 	t.Run("early tokens", func(t *testing.T) {
 		g, clk := newGPU(t, simgpu.Config{PrefillSpread: -1, PrefillPowerSpread: -1, JoulesPerToken: 1, Decode: simgpu.DecodePerToken})
 		j := g.Begin(0)
-		clk.at(30)
+		at(clk, 30)
 		j.Tokens(1)
 		if got, want := j.PrefillEnd(), epoch.Add(30*time.Millisecond); !got.Equal(want) {
 			t.Fatalf("PrefillEnd = %v, want %v", got, want)
 		}
-		clk.at(80)
+		at(clk, 80)
 		j.End()
 		// 400 W × 30 ms + 100 W × 50 ms + 1 J.
 		if got, want := j.TrueEnergyMJ(), 12_000.0+5_000+1_000; math.Abs(got-want) > 1e-6 {
@@ -219,25 +219,25 @@ func TestIdealized(t *testing.T) {
 		t.Fatalf("Idealized = %+v", c)
 	}
 	g, clk := newGPU(t, c)
-	clk.at(50)
+	at(clk, 50)
 	j := g.Begin(10) // 0.3 J now
 	if !j.PrefillEnd().Equal(j.BeganAt()) {
 		t.Fatal("an idealized job has a prefill")
 	}
-	clk.at(220)
+	at(clk, 220)
 	j.Tokens(5) // 1.5 J, after the 200 ms step and before the read that sees it
-	clk.at(250)
+	at(clk, 250)
 	// The old simulator: 60 W × 200 ms + 5 × 0.3 J + 10 × 0.03 J.
 	if got, want := read(t, g, 0), uint64(initial+12_000+1_500+300); got != want {
 		t.Fatalf("read at 250 ms = %d, want %d", got, want)
 	}
-	clk.at(260)
+	at(clk, 260)
 	j.Tokens(2)
-	clk.at(270)
+	at(clk, 270)
 	if got, want := read(t, g, 0), uint64(initial+13_800); got != want {
 		t.Fatalf("read at 270 ms = %d, want %d (no step since)", got, want)
 	}
-	clk.at(310)
+	at(clk, 310)
 	if got, want := read(t, g, 0), uint64(initial+18_000+2_100+300); got != want {
 		t.Fatalf("read at 310 ms = %d, want %d", got, want)
 	}

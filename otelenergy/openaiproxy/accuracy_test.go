@@ -17,6 +17,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric/noop"
 
+	"github.com/otelenergy/otelenergy/internal/fakeclock"
 	"github.com/otelenergy/otelenergy/otelenergy"
 	"github.com/otelenergy/otelenergy/otelenergy/openaiproxy"
 	"github.com/otelenergy/otelenergy/simgpu"
@@ -54,14 +55,6 @@ var proxyAccuracyBase = proxyScenario{
 	Periods: []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond},
 	Seed:    7,
 }
-
-// fakeClock is the run's time, advanced by the driver alone.
-type fakeClock struct {
-	base time.Time
-	ns   atomic.Int64
-}
-
-func (c *fakeClock) now() time.Time { return c.base.Add(time.Duration(c.ns.Load())) }
 
 // engineRequest is one request as the simulated engine serves it. The
 // driver hands it each step's token and waits until the handler has
@@ -158,12 +151,12 @@ func meanP99(xs []float64) (mean, p99 float64) {
 }
 
 func runProxyAccuracyOnce(tb testing.TB, sc proxyScenario, period time.Duration, seed uint64) (all, endOnly, streaming []float64) {
-	clock := &fakeClock{base: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	gpu, err := simgpu.New(simgpu.Config{UpdatePeriod: period, Seed: seed, Now: clock.now, DecodeStep: sc.Step})
+	clock := fakeclock.New(fakeclock.Epoch()) // the run's time, advanced by the driver alone
+	gpu, err := simgpu.New(simgpu.Config{UpdatePeriod: period, Seed: seed, Now: clock.Now, DecodeStep: sc.Step})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	mon, err := otelenergy.NewMonitor(gpu, otelenergy.WithClock(clock.now), otelenergy.WithMeterProvider(noop.NewMeterProvider()))
+	mon, err := otelenergy.NewMonitor(gpu, otelenergy.WithClock(clock.Now), otelenergy.WithMeterProvider(noop.NewMeterProvider()))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -195,8 +188,8 @@ func runProxyAccuracyOnce(tb testing.TB, sc proxyScenario, period time.Duration,
 	durMS, horizonMS := sc.Duration.Milliseconds(), int64(12_000)
 	lastEnd := int64(0)
 	for ms := int64(0); ; ms++ {
-		clock.ns.Store(ms * int64(time.Millisecond))
-		now := clock.now()
+		clock.Set(fakeclock.Epoch().Add(time.Duration(ms) * time.Millisecond))
+		now := clock.Now()
 		for i := range clients {
 			c := &clients[i]
 			if c.er == nil && ms >= c.free && ms < durMS+1000 {

@@ -151,16 +151,16 @@ func TestServeErrorEndsRun(t *testing.T) {
 	}
 }
 
-// fakeClock releases -shutdown-delay when the test says.
-type fakeClock struct{ fire chan time.Time }
+// fakeDelay releases -shutdown-delay when the test says.
+type fakeDelay struct{ fire chan time.Time }
 
-func (c fakeClock) After(time.Duration) <-chan time.Time { return c.fire }
+func (c fakeDelay) After(time.Duration) <-chan time.Time { return c.fire }
 
 // TestShutdownDelayKeepsServing checks, on a fake clock, that after
 // SIGTERM /readyz says 503 at once while the API still takes new
 // requests, until the delay passes; then new connections are refused.
 func TestShutdownDelayKeepsServing(t *testing.T) {
-	clk := fakeClock{fire: make(chan time.Time)}
+	clk := fakeDelay{fire: make(chan time.Time)}
 	b := newTestBackend(t)
 	r := startEnv(t, []string{"-simulate", "-backend", b, "-horizon", "1s", "-shutdown-delay", "1h"}, nil, func(e *Env) { e.After = clk.After })
 	waitReady(t, r.admin)
@@ -185,7 +185,7 @@ func TestShutdownDelayKeepsServing(t *testing.T) {
 // the wrapped backend (which exits 4 on SIGINT, 3 on SIGTERM) and exits
 // with the backend's status, without claiming a drain timed out.
 func TestSecondSignalStopsNow(t *testing.T) {
-	clk := fakeClock{fire: make(chan time.Time)}
+	clk := fakeDelay{fire: make(chan time.Time)}
 	addr := freeAddr(t)
 	t.Setenv(childAddrEnv, addr)
 	r := startEnv(t, []string{"-simulate", "-horizon", "1s", "-shutdown-delay", "1h", "-backend", "http://" + addr, "--", os.Args[0], "-test.run=^$"},
