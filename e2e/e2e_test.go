@@ -140,12 +140,14 @@ func TestEndToEnd(t *testing.T) {
 	startPrometheus(ctx, t, promBin, ports)
 	clk.mark("start backends")
 
+	// Two simulated GPUs (the demo's default is one): hw.energy must
+	// arrive per GPU.
 	appStart := time.Now()
-	app := startProcess(t, "app", root, appEnv(ports.OTLPGRPC), appBin,
+	app := startProcess(t, "app", root, appEnv(ports.OTLPGRPC), appBin, "-gpus", "2",
 		"-addr", appAddr, "-duration", appDuration.String(), "-swap-every", swapEvery.String(),
 		"-carbon-intensity", carbonGPerKWh, "-pue", carbonPUE)
 	// The same app beside it, scraped directly: the dashboard's third path.
-	direct := startDirectScrape(ctx, t, promBin, root, serviceName+"-direct", os.Environ(), appBin,
+	direct := startDirectScrape(ctx, t, promBin, root, serviceName+"-direct", os.Environ(), appBin, "-gpus", "2",
 		"-addr", fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0]), "-duration", appDuration.String(), "-swap-every", swapEvery.String(),
 		"-carbon-intensity", carbonGPerKWh, "-pue", carbonPUE)
 	direct.prom.at = appStart.Add(appDuration - 3*time.Second)

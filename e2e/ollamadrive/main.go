@@ -218,9 +218,12 @@ func (d *driver) disconnect(ctx context.Context) {
 		}
 	})
 	// The cut is the point: a stream that ran to its end is the failure.
+	// The client may still read the chunks its transport had buffered when
+	// it went away, so at least three are read; the error says whether the
+	// stream was cut.
 	switch {
-	case l.Chunks != 3:
-		l.Error = fmt.Sprintf("%d chunks read before going away, want 3 (%s)", l.Chunks, l.Error)
+	case l.Chunks < 3:
+		l.Error = fmt.Sprintf("%d chunks read before going away, want at least 3 (%s)", l.Chunks, l.Error)
 	case !strings.Contains(l.Error, "context canceled"):
 		l.Error = "the stream was not cut: " + l.Error
 	default:
