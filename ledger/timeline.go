@@ -63,6 +63,9 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 	}
 	if s.endSeen {
 		at = min(at, s.end)
+		if ended && o > 0 {
+			l.model.prefill.addWhole(float64(in), float64(o), float64(s.end-r.start)/nsPerSecond)
+		}
 	}
 	last := s.last()
 	if o != last.out || in != last.in {
@@ -127,7 +130,10 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 		// even share of (start, at] for decode.
 		latest := at - (at-r.start)/int64(n+1)
 		s.pfEnd = even
-		if byPrompt {
+		if p := &l.model.prefill; p.fromWhole && p.step > 0 {
+			s.pfEnd = min(wholePrefillEnd(r.start, at, sec, float64(n)*p.step), latest)
+			step = p.step * nsPerSecond
+		} else if byPrompt {
 			s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
 		}
 		s.step = min(int64(step), at-s.pfEnd)
@@ -147,6 +153,21 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 	s.pfEnd, s.step = max(r.start, pfEnd), int64(step)
 	s.firstN, s.firstT = n, at
 	return false
+}
+
+// wholePrefillEnd returns the end of the prefill of a request that ran
+// from start to end, whose prefill the whole-request fit puts at pf
+// seconds and its decode at dec: what the fit does not explain of its
+// life is laid on each in proportion to its variance, each term taken as
+// uncertain in proportion to itself (as the split lays an interval's
+// residual), which is the least-squares estimate of each given their sum.
+func wholePrefillEnd(start, end int64, pf, dec float64) int64 {
+	life := float64(end-start) / nsPerSecond
+	if pf+dec <= 0 {
+		return start
+	}
+	pf += (life - pf - dec) * pf * pf / (pf*pf + dec*dec)
+	return start + int64(min(max(pf, 0), life)*nsPerSecond)
 }
 
 // placeFromRate places the prefill of a request from the rate of its
