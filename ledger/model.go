@@ -206,21 +206,36 @@ func (m *model) coefs() (th [nFeat]float64) {
 // learns the same terms from whole requests instead: under continuous
 // batching a request lasts its prefill and a decode step per output
 // token, so its life is a + b·n + c·n² + s·(output tokens), and the fit
-// of that relation (whole) gives both the prefill time and the step. It
+// of that relation (whole) gives both the prefill time and the step. The
+// step grows with the batch (each step runs every sequence in it), so the
+// decode term is (s₀ + s₁·m)·(output tokens), with m the mean number of
+// requests active over the request's life: under a batch that swings by a
+// factor of two, one step would leave its error to the prefill terms. It
 // also keeps the recent prompts' mean length, for requests whose prompt
 // is not reported yet.
 type prefillTime struct {
 	direct, whole nnls.Fit
-	theta         [3]float64 // direct's, or whole's prefill terms before any direct
-	step          float64    // whole's decode step, s per token; 0 unknown
-	s0, s1        float64    // prompts seen and their tokens, with forgetting
-	solvedFrom    [2]float64 // each fit's count when theta was solved
-	fromWhole     bool       // theta is whole's
+	theta         [3]float64 // direct's
+	// wholeTh is whole's solution, and wholeOK says that its prefill
+	// terms are a prefill time: one that grows with the uncached prompt
+	// (a batched prefill is compute-bound), or none at all. Where
+	// requests decode at rates of their own rather than one step for the
+	// batch, their lives follow their rates, not their prompts: the fit's
+	// constant alone then takes what the lives share, seconds of it, and
+	// is no prefill time.
+	wholeTh    [wholeTerms]float64
+	wholeOK    bool
+	s0, s1     float64    // prompts seen and their tokens, with forgetting
+	solvedFrom [2]float64 // each fit's count when it was solved
 }
+
+// batchScale brings the output tokens × batch term near the others'
+// magnitude.
+const batchScale = 1e5
 
 // wholeTerms is how many terms the whole-request fit has; it is used only
 // once it has seen more requests than that, so that it is determined.
-const wholeTerms = 4
+const wholeTerms = 5
 
 // add learns one request's prefill: seconds for a prompt of tokens.
 func (p *prefillTime) add(tokens, seconds float64) {
@@ -230,10 +245,11 @@ func (p *prefillTime) add(tokens, seconds float64) {
 }
 
 // addWhole learns one whole request: seconds from its start to its end,
-// for a prompt of tokens and out output tokens.
-func (p *prefillTime) addWhole(tokens, out, seconds float64) {
+// for a prompt of tokens and out output tokens, while batch requests were
+// active on average.
+func (p *prefillTime) addWhole(tokens, out, seconds, batch float64) {
 	k := tokens / 1000
-	p.whole.Add([]float64{1, k, k * k, out / 1000}, seconds, 1-1.0/batchMemory)
+	p.whole.Add([]float64{1, k, k * k, out / 1000, out * batch / batchScale}, seconds, 1-1.0/batchMemory)
 }
 
 // note notes a prompt's length, for meanTokens.
@@ -250,8 +266,7 @@ func (p *prefillTime) meanTokens() float64 {
 	return p.s1 / p.s0
 }
 
-// solve refits the coefficients when a fit learned since it last did:
-// direct's once any request showed its first token, whole's before.
+// solve refits the coefficients when a fit learned since it last did.
 func (p *prefillTime) solve() {
 	n := [2]float64{p.direct.Count(), p.whole.Count()}
 	if n == p.solvedFrom {
@@ -261,25 +276,36 @@ func (p *prefillTime) solve() {
 	if n[0] > 0 {
 		if th, ok := p.direct.Solve([nnls.MaxTerms]float64{}, 0); ok {
 			copy(p.theta[:], th[:3])
-			p.fromWhole = false
 		}
 	}
+	p.wholeOK = false
 	if n[1] > wholeTerms {
-		if th, ok := p.whole.Solve([nnls.MaxTerms]float64{}, 0); ok {
-			p.step = th[3] / 1000
-			if n[0] <= 0 {
-				copy(p.theta[:], th[:3])
-				p.fromWhole = true
-			}
-		}
+		th, ok := p.whole.Solve([nnls.MaxTerms]float64{}, 0)
+		copy(p.wholeTh[:], th[:wholeTerms])
+		p.wholeOK = ok && (th[0] == 0 || th[1] > 0 || th[2] > 0)
 	}
 }
 
+// fromWhole reports whether the prefill time is whole's: no request has
+// shown its first token, and whole explains the lives.
+func (p *prefillTime) fromWhole() bool { return p.solvedFrom[0] <= 0 && p.wholeOK }
+
+// stepSeconds returns the decode step the whole-request fit gives with
+// batch requests active on average, s per token, and false when it has
+// none.
+func (p *prefillTime) stepSeconds(batch float64) (float64, bool) {
+	s := p.wholeTh[3]/1000 + p.wholeTh[4]*batch/batchScale
+	return s, p.wholeOK && s > 0
+}
+
 // coefs returns a, b, c (s, s per thousand tokens, s per million
-// tokens²) as last solved, and false while no request has shown its first
-// token and too few whole requests have been seen.
+// tokens²): direct's once any request showed its first token, whole's
+// before, and false while neither is known.
 func (p *prefillTime) coefs() ([3]float64, bool) {
-	return p.theta, p.solvedFrom[0] > 0 || p.fromWhole
+	if p.fromWhole() {
+		return [3]float64(p.wholeTh[:3]), true
+	}
+	return p.theta, p.solvedFrom[0] > 0
 }
 
 // seconds returns the prefill time of a prompt of tokens, and false when

@@ -27,6 +27,10 @@ type sampled struct {
 	// rhoNow is its input rate as the prefill pool of the newest interval
 	// weighed counted it (its rate times its share of that interval).
 	rhoNow float64
+	// batch0 is the roster's request-ns of activity when the request was
+	// adopted: what it is at the end, less batch0, over the request's
+	// life is the mean batch it ran in.
+	batch0 float64
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
 	inline [2]point
@@ -64,7 +68,7 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 	if s.endSeen {
 		at = min(at, s.end)
 		if ended && o > 0 {
-			l.model.prefill.addWhole(float64(in), float64(o), float64(s.end-r.start)/nsPerSecond)
+			l.model.prefill.addWhole(float64(in), float64(o), float64(s.end-r.start)/nsPerSecond, l.meanBatch(r))
 		}
 	}
 	last := s.last()
@@ -130,9 +134,9 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 		// even share of (start, at] for decode.
 		latest := at - (at-r.start)/int64(n+1)
 		s.pfEnd = even
-		if p := &l.model.prefill; p.fromWhole && p.step > 0 {
-			s.pfEnd = min(wholePrefillEnd(r.start, at, sec, float64(n)*p.step), latest)
-			step = p.step * nsPerSecond
+		if st, ok := l.model.prefill.stepSeconds(l.meanBatch(r)); ok && l.model.prefill.fromWhole() {
+			s.pfEnd = min(wholePrefillEnd(r.start, at, sec, float64(n)*st), latest)
+			step = st * nsPerSecond
 		} else if byPrompt {
 			s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
 		}
@@ -153,6 +157,16 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 	s.pfEnd, s.step = max(r.start, pfEnd), int64(step)
 	s.firstN, s.firstT = n, at
 	return false
+}
+
+// meanBatch returns the mean number of requests active over r's life so
+// far (itself included).
+func (l *Ledger) meanBatch(r *Account) float64 {
+	life := float64(l.reqs.prevRead - r.start)
+	if life <= 0 {
+		return 1
+	}
+	return max(1, (l.reqs.batchNS-r.st.batch0)/life)
 }
 
 // wholePrefillEnd returns the end of the prefill of a request that ran
