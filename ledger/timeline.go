@@ -181,7 +181,7 @@ func wholePrefillEnd(start, end int64, pf, dec float64) int64 {
 		return start
 	}
 	pf += (life - pf - dec) * pf * pf / (pf*pf + dec*dec)
-	return start + int64(min(max(pf, 0), life)*nsPerSecond)
+	return start + int64(min(max(pf/life, 0), 1)*float64(end-start))
 }
 
 // placeFromRate places the prefill of a request from the rate of its
