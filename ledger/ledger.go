@@ -103,6 +103,9 @@ type roster struct {
 	prevRead  int64
 	firstRead int64
 	read      bool
+	// batchNS is the request-ns of activity so far: the active requests
+	// at each read times the time since the previous.
+	batchNS float64
 }
 
 // device is the ledger's state for one of Config.Rings: its walk
@@ -238,6 +241,7 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 		q.unowned.st = sampled{pts: []point{{t: t}}, pfEnd: t}
 		q.firstRead = t
 	}
+	q.batchNS += float64(len(q.active)) * float64(t-prev)
 	q.read, q.prevRead = true, t
 	// A report first seen at this read happened in (prev, t].
 	rep := prev + (t-prev)/2
@@ -273,7 +277,7 @@ func (l *Ledger) adopt(r *Account) {
 		l.drop(r)
 		return
 	}
-	r.st = sampled{known: r.start, pfEnd: -1}
+	r.st = sampled{known: r.start, pfEnd: -1, batch0: l.reqs.batchNS}
 	r.st.pts = append(r.st.inline[:0], point{t: r.start})
 	l.reqs.active = append(l.reqs.active, r)
 }

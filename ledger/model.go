@@ -198,23 +198,58 @@ func (m *model) coefs() (th [nFeat]float64) {
 // prefillTime learns the prefill time (from the start to the end of the
 // prefill, one decode step before the first token) against the uncached
 // prompt's length n, as a + b·n + c·n² (attention makes long prompts
-// superlinear), from the requests whose first token was seen: every
-// coefficient non-negative, the terms chosen by the Bayesian information
-// criterion so that c stays zero while the prompts do not show it. It
+// superlinear), from the requests whose first token was seen (direct):
+// every coefficient non-negative, the terms chosen by the Bayesian
+// information criterion so that c stays zero while the prompts do not
+// show it. When no request shows its first token (every client reports
+// only at its end, or every output is shorter than a report chunk), it
+// learns the same terms from whole requests instead: under continuous
+// batching a request lasts its prefill and a decode step per output
+// token, so its life is a + b·n + c·n² + s·(output tokens), and the fit
+// of that relation (whole) gives both the prefill time and the step. The
+// step grows with the batch (each step runs every sequence in it), so the
+// decode term is (s₀ + s₁·m)·(output tokens), with m the mean number of
+// requests active over the request's life: under a batch that swings by a
+// factor of two, one step would leave its error to the prefill terms. It
 // also keeps the recent prompts' mean length, for requests whose prompt
 // is not reported yet.
 type prefillTime struct {
-	fit        nnls.Fit
-	theta      [3]float64
-	s0, s1     float64 // prompts seen and their tokens, with forgetting
-	solvedFrom float64 // the fit's count when theta was solved
+	direct, whole nnls.Fit
+	theta         [3]float64 // direct's
+	// wholeTh is whole's solution, and wholeOK says that its prefill
+	// terms are a prefill time: one that grows with the uncached prompt
+	// (a batched prefill is compute-bound), or none at all. Where
+	// requests decode at rates of their own rather than one step for the
+	// batch, their lives follow their rates, not their prompts: the fit's
+	// constant alone then takes what the lives share, seconds of it, and
+	// is no prefill time.
+	wholeTh    [wholeTerms]float64
+	wholeOK    bool
+	s0, s1     float64    // prompts seen and their tokens, with forgetting
+	solvedFrom [2]float64 // each fit's count when it was solved
 }
+
+// batchScale brings the output tokens × batch term near the others'
+// magnitude.
+const batchScale = 1e5
+
+// wholeTerms is how many terms the whole-request fit has; it is used only
+// once it has seen more requests than that, so that it is determined.
+const wholeTerms = 5
 
 // add learns one request's prefill: seconds for a prompt of tokens.
 func (p *prefillTime) add(tokens, seconds float64) {
 	k := tokens / 1000
-	p.fit.Add([]float64{1, k, k * k}, seconds, 1-1.0/batchMemory)
+	p.direct.Add([]float64{1, k, k * k}, seconds, 1-1.0/batchMemory)
 	p.note(tokens)
+}
+
+// addWhole learns one whole request: seconds from its start to its end,
+// for a prompt of tokens and out output tokens, while batch requests were
+// active on average.
+func (p *prefillTime) addWhole(tokens, out, seconds, batch float64) {
+	k := tokens / 1000
+	p.whole.Add([]float64{1, k, k * k, out / 1000, out * batch / batchScale}, seconds, 1-1.0/batchMemory)
 }
 
 // note notes a prompt's length, for meanTokens.
@@ -231,21 +266,46 @@ func (p *prefillTime) meanTokens() float64 {
 	return p.s1 / p.s0
 }
 
-// solve refits the coefficients when the fit learned since it last did.
+// solve refits the coefficients when a fit learned since it last did.
 func (p *prefillTime) solve() {
-	if n := p.fit.Count(); n > 0 && n != p.solvedFrom {
-		if th, ok := p.fit.Solve([nnls.MaxTerms]float64{}, 0); ok {
+	n := [2]float64{p.direct.Count(), p.whole.Count()}
+	if n == p.solvedFrom {
+		return
+	}
+	p.solvedFrom = n
+	if n[0] > 0 {
+		if th, ok := p.direct.Solve([nnls.MaxTerms]float64{}, 0); ok {
 			copy(p.theta[:], th[:3])
 		}
-		p.solvedFrom = n
+	}
+	p.wholeOK = false
+	if n[1] > wholeTerms {
+		th, ok := p.whole.Solve([nnls.MaxTerms]float64{}, 0)
+		copy(p.wholeTh[:], th[:wholeTerms])
+		p.wholeOK = ok && (th[0] == 0 || th[1] > 0 || th[2] > 0)
 	}
 }
 
+// fromWhole reports whether the prefill time is whole's: no request has
+// shown its first token, and whole explains the lives.
+func (p *prefillTime) fromWhole() bool { return p.solvedFrom[0] <= 0 && p.wholeOK }
+
+// stepSeconds returns the decode step the whole-request fit gives with
+// batch requests active on average, s per token, and false when it has
+// none.
+func (p *prefillTime) stepSeconds(batch float64) (float64, bool) {
+	s := p.wholeTh[3]/1000 + p.wholeTh[4]*batch/batchScale
+	return s, p.wholeOK && s > 0
+}
+
 // coefs returns a, b, c (s, s per thousand tokens, s per million
-// tokens²) as last solved, and false while too few requests have shown
-// their first token.
+// tokens²): direct's once any request showed its first token, whole's
+// before, and false while neither is known.
 func (p *prefillTime) coefs() ([3]float64, bool) {
-	return p.theta, p.solvedFrom > 0
+	if p.fromWhole() {
+		return [3]float64(p.wholeTh[:3]), true
+	}
+	return p.theta, p.solvedFrom[0] > 0
 }
 
 // seconds returns the prefill time of a prompt of tokens, and false when

@@ -27,6 +27,10 @@ type sampled struct {
 	// rhoNow is its input rate as the prefill pool of the newest interval
 	// weighed counted it (its rate times its share of that interval).
 	rhoNow float64
+	// batch0 is the roster's request-ns of activity when the request was
+	// adopted: what it is at the end, less batch0, over the request's
+	// life is the mean batch it ran in.
+	batch0 float64
 	// inline holds the first points, so that a short request's timeline
 	// costs no allocation of its own.
 	inline [2]point
@@ -63,6 +67,9 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 	}
 	if s.endSeen {
 		at = min(at, s.end)
+		if ended && o > 0 {
+			l.model.prefill.addWhole(float64(in), float64(o), float64(s.end-r.start)/nsPerSecond, l.meanBatch(r))
+		}
 	}
 	last := s.last()
 	if o != last.out || in != last.in {
@@ -127,7 +134,10 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 		// even share of (start, at] for decode.
 		latest := at - (at-r.start)/int64(n+1)
 		s.pfEnd = even
-		if byPrompt {
+		if st, ok := l.model.prefill.stepSeconds(l.meanBatch(r)); ok && l.model.prefill.fromWhole() {
+			s.pfEnd = min(wholePrefillEnd(r.start, at, sec, float64(n)*st), latest)
+			step = st * nsPerSecond
+		} else if byPrompt {
 			s.pfEnd = min(r.start+int64(sec*nsPerSecond), latest)
 		}
 		s.step = min(int64(step), at-s.pfEnd)
@@ -147,6 +157,31 @@ func (l *Ledger) placePrefill(r *Account, at int64, n, in uint64) bool {
 	s.pfEnd, s.step = max(r.start, pfEnd), int64(step)
 	s.firstN, s.firstT = n, at
 	return false
+}
+
+// meanBatch returns the mean number of requests active over r's life so
+// far (itself included).
+func (l *Ledger) meanBatch(r *Account) float64 {
+	life := float64(l.reqs.prevRead - r.start)
+	if life <= 0 {
+		return 1
+	}
+	return max(1, (l.reqs.batchNS-r.st.batch0)/life)
+}
+
+// wholePrefillEnd returns the end of the prefill of a request that ran
+// from start to end, whose prefill the whole-request fit puts at pf
+// seconds and its decode at dec: what the fit does not explain of its
+// life is laid on each in proportion to its variance, each term taken as
+// uncertain in proportion to itself (as the split lays an interval's
+// residual), which is the least-squares estimate of each given their sum.
+func wholePrefillEnd(start, end int64, pf, dec float64) int64 {
+	life := float64(end-start) / nsPerSecond
+	if pf+dec <= 0 {
+		return start
+	}
+	pf += (life - pf - dec) * pf * pf / (pf*pf + dec*dec)
+	return start + int64(min(max(pf/life, 0), 1)*float64(end-start))
 }
 
 // placeFromRate places the prefill of a request from the rate of its
