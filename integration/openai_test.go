@@ -104,6 +104,18 @@ func gateway(t *testing.T, backend string, opts ...openaiproxy.Option) (string, 
 	if err := mon.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A request that ends before the counter has stepped twice has no
+	// measured power to be priced at: the gateway serves once the Monitor
+	// has seen two steps (a bounded wait, not a deadline on the machine).
+	for seen, last, i := 0, uint64(0), 0; seen < 2; i++ {
+		if i == 3000 {
+			t.Fatal("the gateway's Monitor saw fewer than two counter steps in 30 s")
+		}
+		if e := mon.Totals().TotalEnergyMJ(); e > last {
+			seen, last = seen+1, e
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	h := otelhttp.NewHandler(otelenergy.NewMiddleware(mon)(openaiproxy.New(u, mon, append([]openaiproxy.Option{openaiproxy.WithMeterProvider(mp)}, opts...)...)), "gateway",
 		otelhttp.WithTracerProvider(tp), otelhttp.WithMeterProvider(mp))
 	srv := httptest.NewServer(h)

@@ -69,7 +69,7 @@ func (l *Ledger) provisional(split bool) bool {
 	thru := int64(math.MaxInt64)
 	for i := range l.devs {
 		d := &l.devs[i]
-		if d.lost || !d.ivs.split.Primed() {
+		if d.lost {
 			continue
 		}
 		thru = min(thru, d.ivs.pending(groups, func(iv interval) { l.provisionalSplit(d, iv) })-l.model.lag(i))
@@ -176,6 +176,16 @@ func (l *Ledger) publish() {
 	sum.staticW = 0
 	for i := range l.model.devs {
 		sum.staticW += l.model.devs[i].staticW()
+	}
+	if sum.staticW == 0 {
+		// Before any static power is known, the unmetered time is priced
+		// at the devices' newest measured power, shared by time: the
+		// device's current power times the request's share.
+		for i := range l.devs {
+			if !l.devs[i].lost {
+				sum.staticW += l.devs[i].ivs.newestW()
+			}
+		}
 	}
 	sum.tokJ = l.model.batch.tokPrice * float64(len(l.devs))
 	for i, v := range sum.vec() {

@@ -105,7 +105,8 @@ func (v *intervals) stepped() bool {
 
 // pending hands the intervals pushed but not split yet to visit, merged
 // into at most groups intervals, and returns the instant through which it
-// did (that of the last split point when none is pending). The cursors do
+// did (that of the last split point when none is pending). Before the
+// first split, they start at the ring's oldest point. The cursors do
 // not move: the provisional split looks ahead of the final one.
 func (v *intervals) pending(groups int, visit func(iv interval)) int64 {
 	newest := v.ring.Written()
@@ -114,9 +115,21 @@ func (v *intervals) pending(groups int, visit func(iv interval)) int64 {
 		return t
 	}
 	first := max(v.split.Index(), v.ring.Oldest())
+	a, ea := v.split.Last()
+	if !v.split.Primed() {
+		// Nothing is split yet: the pending intervals start at the
+		// point the split will start from, as the split's do.
+		p, ok := v.ring.At(first)
+		if !ok {
+			return a
+		}
+		a, ea, first = p.T, p.EnergyMJ, first+1
+		if first >= newest {
+			return a
+		}
+	}
 	n := newest - first
 	per := max(1, (n+uint64(groups)-1)/uint64(groups))
-	a, ea := v.split.Last()
 	for j := first; j < newest; j += per {
 		p, ok := v.ring.At(min(j+per, newest) - 1)
 		if !ok {
@@ -128,4 +141,21 @@ func (v *intervals) pending(groups int, visit func(iv interval)) int64 {
 		a, ea = p.T, p.EnergyMJ
 	}
 	return a
+}
+
+// newestW returns the power over the ring's newest whole interval, W: the
+// one between its two newest counter steps. The first point is a read,
+// not a step, so the interval after it is partial and not used; 0 until
+// there is a whole one.
+func (v *intervals) newestW() float64 {
+	w := v.ring.Written()
+	if w < 3 {
+		return 0
+	}
+	p, ok := v.ring.At(w - 1)
+	q, okQ := v.ring.At(w - 2)
+	if !ok || !okQ || p.T <= q.T {
+		return 0
+	}
+	return float64(satSub(p.EnergyMJ, q.EnergyMJ)) / 1000 / (float64(p.T-q.T) / nsPerSecond)
 }
