@@ -72,4 +72,3 @@ func TestEndEstimateBetweenSteps(t *testing.T) {
 		t.Fatalf("End() between two steps = %d mJ (has %v): want the newest power over its life", res.EnergyMJ, res.HasEnergy)
 	}
 }
-
