@@ -67,6 +67,9 @@ type script struct {
 	// stream, the stream to one that does, as real servers answer.
 	honour   bool
 	seenBody chan []byte
+	// flushed, when set, is sent how many events of a stream have been
+	// flushed, after each (dropped when nobody is reading).
+	flushed chan int
 }
 
 // events returns the stream the backend sends when includeUsage is set.
@@ -139,6 +142,12 @@ func (s *script) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		io.WriteString(w, e)
 		rc.Flush()
+		if s.flushed != nil {
+			select {
+			case s.flushed <- i + 1:
+			default:
+			}
+		}
 	}
 }
 

@@ -312,10 +312,21 @@ func TestUpstreamStreamingConcurrentSafe(t *testing.T) {
 // proxy reads the stream for it ends the exchange as a disconnect, with
 // nothing written and nothing left running.
 func TestUpstreamClientGone(t *testing.T) {
-	s := &script{tokens: 1000, prompt: 4, honour: true, pace: 2 * time.Millisecond}
+	s := &script{tokens: 1000, prompt: 4, honour: true, pace: 2 * time.Millisecond, flushed: make(chan int)}
 	r := newRig(t, s)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The client leaves once the backend has streamed ten tokens, however
+	// slow the machine: not after a time that a loaded one may spend
+	// before the first.
+	go func() {
+		for n := range s.flushed {
+			if n >= 10 {
+				cancel()
+				return
+			}
+		}
+	}()
 	req, _ := http.NewRequestWithContext(ctx, "POST", r.proxy.URL+"/v1/chat/completions", strings.NewReader(chatRequest(false, "")))
 	if _, err := r.client.Do(req); err == nil {
 		t.Fatal("the request ended before the client left")
