@@ -34,6 +34,29 @@ type featureSet struct {
 	parts   []part
 }
 
+// featureBuf is a feature build's working memory: its parts and
+// coverage's edge keys.
+type featureBuf struct {
+	parts []part
+	sweep []uint64
+}
+
+// keptFeatures is the build learn made of the interval (t0, t1] of device
+// dev under the chosen timing, with the shares a split needs, kept for
+// the split of the same interval in the same pass: the vector a build
+// gives does not depend on whether it sets the shares (see coverage), and
+// nothing a build reads changes between the two, so the split need not
+// scan every active request again. ok is false once it is used or the
+// pass ends.
+type keptFeatures struct {
+	buf    featureBuf
+	f      featureSet
+	dev    int
+	t0, t1 int64
+	shift  float64
+	ok     bool
+}
+
 // buildFeatures returns the features of (a, b] over the active requests
 // and the tokens reported outside any request (unowned), under the model
 // m, into sc's parts, with every placed prefill's end moved shift decode
@@ -44,7 +67,7 @@ type featureSet struct {
 // b and has not ended is silent in the interval: it is taken to produce
 // output tokens at its own recent rate (the batch's, before it has one)
 // from its expected prefill end on.
-func buildFeatures(active []*Account, unowned *sampled, m *model, a, b int64, shift float64, shares, usable bool, sc *scratch) featureSet {
+func buildFeatures(active []*Account, unowned *sampled, m *model, a, b int64, shift float64, shares, usable bool, sc *featureBuf) featureSet {
 	parts := sc.parts[:0]
 	for i, r := range active {
 		if s := &r.st; s.activeIn(r.start, a, b) {

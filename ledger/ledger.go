@@ -98,11 +98,17 @@ type Ledger struct {
 // it adopted them, the tokens reported outside any request as a timeline
 // of their own, and the reads.
 type roster struct {
-	active    []*Account
-	unowned   Account
-	prevRead  int64
-	firstRead int64
-	read      bool
+	active []*Account
+	// running is the active requests whose end the sampler has not seen,
+	// in no order: a read observes only them. endedOut and endedIn sum
+	// the others' token counts as they were when their ends were seen,
+	// or at the last settle.
+	running           []*Account
+	endedOut, endedIn uint64
+	unowned           Account
+	prevRead          int64
+	firstRead         int64
+	read              bool
 	// batchNS is the request-ns of activity so far: the active requests
 	// at each read times the time since the previous.
 	batchNS float64
@@ -136,8 +142,8 @@ type totals struct {
 // scratch is the stages' working memory, reused from interval to
 // interval so that steady state allocates nothing.
 type scratch struct {
-	parts    []part
-	sweep    []uint64 // coverage's edge keys
+	feat     featureBuf
+	kept     keptFeatures
 	shares   []uint64
 	hookReqs []*Account
 	hookCov  []uint64
@@ -249,21 +255,33 @@ func (l *Ledger) Observe(t int64, uOut, uIn uint64) {
 	l.in.drain(l.adopt)
 	l.est.noteAdopted(q.active[before:])
 	var out, in uint64
-	for _, r := range q.active {
+	kept := 0
+	for j, r := range q.running {
 		// The end is loaded before the counts: End follows the request's
 		// last report, so once it is seen the counts are final. Active
 		// requests are never retired: their counts are plain.
 		e := r.end.Load()
 		o, i := r.out.Load(), r.in.Load()
 		l.observe(r, t, rep, e, o, i)
+		if r.st.endSeen {
+			q.endedOut += o
+			q.endedIn += i
+			continue
+		}
 		out += o
 		in += i
+		if kept != j {
+			q.running[kept] = r // written only behind an end: a pass with none writes nothing
+		}
+		kept++
 	}
+	clear(q.running[kept:])
+	q.running = q.running[:kept]
 	// No active request retires during the pass (only the sampler side
 	// retires them; Add retires only requests it refuses, never active),
-	// so none is counted twice or missed between the two sums.
-	l.pub.tokOut.Store(l.books.retiredOut.Load() + out)
-	l.pub.tokIn.Store(l.books.retiredIn.Load() + in)
+	// so none is counted twice or missed between the sums.
+	l.pub.tokOut.Store(l.books.retiredOut.Load() + q.endedOut + out)
+	l.pub.tokIn.Store(l.books.retiredIn.Load() + q.endedIn + in)
 	if u := &q.unowned; len(u.st.pts) > 0 {
 		if last := u.st.last(); last.out != uOut || last.in != uIn {
 			u.st.pts = append(u.st.pts, point{t: max(rep, last.t), out: uOut, in: uIn})
@@ -280,6 +298,7 @@ func (l *Ledger) adopt(r *Account) {
 	r.st = sampled{known: r.start, pfEnd: -1, batch0: l.reqs.batchNS}
 	r.st.pts = append(r.st.inline[:0], point{t: r.start})
 	l.reqs.active = append(l.reqs.active, r)
+	l.reqs.running = append(l.reqs.running, r)
 }
 
 // drop refuses r: it gets nothing, is final at once and is counted.

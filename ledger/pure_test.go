@@ -154,3 +154,58 @@ func TestEstimateShortRequest(t *testing.T) {
 		t.Fatalf("estimate %.0f mJ, want %.0f", got, want)
 	}
 }
+
+// TestKeptFeaturesAreTheSplits: the build learn keeps for the split of
+// the same interval is the build the split would make. The vector does
+// not depend on whether the shares are set, so learning from the kept
+// build learns what a build without shares gives; and the split of the
+// kept interval divides its energy exactly as a fresh build does.
+func TestKeptFeaturesAreTheSplits(t *testing.T) {
+	const ms = int64(1e6)
+	g := newRig(t, Config{Horizon: 10_000 * ms})
+	g.step(0, 0, nil)
+	for t0 := 20 * ms; t0 <= 3000*ms; t0 += 20 * ms {
+		g.step(t0, 2000, nil)
+	}
+	var rs []*Account
+	for i := range 80 { // beyond maxLagSearch: the busy path
+		r := newAccount(3000*ms+int64(i)*7*ms, nil)
+		r.AddInput(uint64(100 * (i%7 + 1)))
+		g.l.Add(r)
+		rs = append(rs, r)
+	}
+	for t0 := 3020 * ms; t0 <= 4000*ms; t0 += 20 * ms {
+		for i, r := range rs {
+			if t0 > r.start+int64(40+10*(i%5))*ms && i%3 != 0 {
+				r.AddOutput(1)
+			}
+		}
+		g.step(t0, 6000, nil)
+	}
+	l, d := g.l, &g.l.devs[0]
+	// Prefill priced, so that the split reads each part's prefill share.
+	l.model.devs[0].theta[fPrefill], l.model.devs[0].theta[fPrefillBusy] = 50, 100
+	for _, usable := range []bool{false, true} {
+		l.model.devs[0].usable = usable
+		for _, iv := range []interval{{T0: 3900 * ms, T1: 3920 * ms, EnergyMJ: 6000}, {T0: 3300 * ms, T1: 3313 * ms, EnergyMJ: 1234}} {
+			lag := l.model.lag(0)
+			q, m := &l.reqs, &l.model
+			plain := buildFeatures(q.active, &q.unowned.st, m, iv.T0-lag, iv.T1-lag, m.shift, false, false, &l.buf.feat).x
+			if x := l.keep(d, iv, lag); x != plain {
+				t.Fatalf("usable %v, %v: kept vector %v, without shares %v", usable, iv, x, plain)
+			}
+			if n := len(l.buf.kept.f.parts); n < 10 {
+				t.Fatalf("%v: %d requests active in it, want the busy rig's", iv, n)
+			}
+			_, _, kept, keptRest := l.divideInterval(d, iv, iv.EnergyMJ)
+			kept = append([]uint64(nil), kept...)
+			if l.buf.kept.ok {
+				t.Fatal("the kept build was not used by the split")
+			}
+			_, _, fresh, freshRest := l.divideInterval(d, iv, iv.EnergyMJ)
+			if !reflect.DeepEqual(kept, fresh) || keptRest != freshRest || sumU(kept)+keptRest != iv.EnergyMJ {
+				t.Fatalf("usable %v, %v: kept split %v + %d, fresh %v + %d", usable, iv, kept, keptRest, fresh, freshRest)
+			}
+		}
+	}
+}

@@ -101,11 +101,10 @@ func (l *Ledger) Settle(t int64, final func(*Account)) { l.settle(t, false, fina
 // settle is Settle; with force, every interval pushed so far is ready.
 func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 	minKnown := int64(math.MaxInt64)
-	for _, r := range l.reqs.active {
-		if !r.st.endSeen {
-			minKnown = min(minKnown, r.st.known)
-		}
+	for _, r := range l.reqs.running {
+		minKnown = min(minKnown, r.st.known)
 	}
+	running := len(l.reqs.running) > 0
 	horizon, timeHorizon := l.cfg.Horizon, l.cfg.TimeHorizon
 	if force {
 		horizon, timeHorizon = -1<<62, -1<<62
@@ -117,7 +116,10 @@ func (l *Ledger) settle(t int64, force bool, final func(*Account)) {
 		through = t // every device lost: nothing more will be split
 	}
 	through = min(through, tThrough)
-	prov := l.provisional(split)
+	// With every request ended no estimate is wanted from a provisional
+	// pass: each was read at its end, and a request that starts later is
+	// priced by the newest split.
+	prov := running && l.provisional(split)
 	l.settleRequests(t, through, stall, timeStall, prov, final)
 	l.publish()
 }
@@ -171,6 +173,7 @@ func (l *Ledger) splitDevices(t, horizon, minKnown int64) (through, stall int64,
 				splitAny = true
 			}
 		}
+		l.buf.kept.ok = false // the timelines move before the next pass
 		if d.lost {
 			continue
 		}
@@ -214,13 +217,15 @@ func (l *Ledger) learn(d *device, iv interval) {
 		case !search && c != dm.best:
 		case idle && c > 0:
 			xs[c] = xs[0]
+		case c == dm.best:
+			xs[c] = l.keep(d, iv, lag)
 		default:
-			xs[c] = buildFeatures(q.active, &q.unowned.st, m, iv.T0-lag, iv.T1-lag, m.shift, false, false, &l.buf).x
+			xs[c] = buildFeatures(q.active, &q.unowned.st, m, iv.T0-lag, iv.T1-lag, m.shift, false, false, &l.buf.feat).x
 		}
 	}
 	if search {
 		lag := m.lag(d.idx)
-		alt = buildFeatures(q.active, &q.unowned.st, m, iv.T0-lag, iv.T1-lag, 1-m.shift, false, false, &l.buf).x
+		alt = buildFeatures(q.active, &q.unowned.st, m, iv.T0-lag, iv.T1-lag, 1-m.shift, false, false, &l.buf.feat).x
 	}
 	m.learn(d.idx, &xs, &alt, float64(attributable(d, iv.EnergyMJ))/1000, iv.T1-iv.T0, idle, search)
 }
@@ -283,7 +288,22 @@ func (l *Ledger) splitFeatures(d *device, iv interval) (featureSet, *devModel) {
 	q, m := &l.reqs, &l.model
 	dm := &m.devs[d.idx]
 	lag := m.lag(d.idx)
-	return buildFeatures(q.active, &q.unowned.st, m, iv.T0-lag, iv.T1-lag, m.shift, true, dm.usable, &l.buf), dm
+	if k := &l.buf.kept; k.ok && k.dev == d.idx && k.t0 == iv.T0-lag && k.t1 == iv.T1-lag && k.shift == m.shift {
+		k.ok = false
+		return k.f, dm
+	}
+	return buildFeatures(q.active, &q.unowned.st, m, iv.T0-lag, iv.T1-lag, m.shift, true, dm.usable, &l.buf.feat), dm
+}
+
+// keep builds the features of the interval iv of device d at the chosen
+// lag for learn, with every share a split could need, and keeps them for
+// that split (see keptFeatures). It returns their vector.
+func (l *Ledger) keep(d *device, iv interval, lag int64) [nFeat]float64 {
+	q, m, k := &l.reqs, &l.model, &l.buf.kept
+	a, b := iv.T0-lag, iv.T1-lag
+	k.f = buildFeatures(q.active, &q.unowned.st, m, a, b, m.shift, true, true, &k.buf)
+	k.dev, k.t0, k.t1, k.shift, k.ok = d.idx, a, b, m.shift, true
+	return k.f.x
 }
 
 // onSplit hands the interval iv of d, just split among parts (their
@@ -314,6 +334,7 @@ func (l *Ledger) settleRequests(t, through, stall, timeStall int64, prov bool, f
 	q := &l.reqs
 	l.countRunning(t)
 	kept := 0
+	q.endedOut, q.endedIn = 0, 0
 	for i, r := range q.active {
 		if s := &r.st; s.endSeen && s.end <= through {
 			l.books.finalize(r, stall, timeStall)
@@ -321,6 +342,10 @@ func (l *Ledger) settleRequests(t, through, stall, timeStall int64, prov bool, f
 				final(r)
 			}
 			continue
+		} else if s.endSeen {
+			// Not retired yet: its counts are plain.
+			q.endedOut += r.out.Load()
+			q.endedIn += r.in.Load()
 		}
 		r.through.Store(max(r.start, through))
 		if prov && !r.st.endSeen {
@@ -362,6 +387,9 @@ func (l *Ledger) Flush(final func(*Account)) {
 	}
 	clear(q.active)
 	q.active = q.active[:0]
+	clear(q.running)
+	q.running = q.running[:0]
+	q.endedOut, q.endedIn = 0, 0
 	l.setActive(0)
 	// Nothing is active or waiting: the retired counts are every
 	// request's.

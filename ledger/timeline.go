@@ -16,14 +16,18 @@ type point struct {
 
 // sampled is the sampler's own view of a request.
 type sampled struct {
-	pts     []point
-	known   int64 // the latest report time; every interval up to it is known
-	pfEnd   int64 // one decode step before the first output token; -1 unknown
-	step    int64 // that decode step, ns
-	end     int64
-	endSeen bool
-	firstN  uint64 // tokens of a first report that was a chunk, until the next report places the prefill
-	firstT  int64
+	// endSeen, seenOut and seenIn come first: they are all a read
+	// touches of a running request that reported nothing new. seenOut
+	// and seenIn are its latest point's counts (see addPoint).
+	endSeen         bool
+	seenOut, seenIn uint64
+	pts             []point
+	known           int64 // the latest report time; every interval up to it is known
+	pfEnd           int64 // one decode step before the first output token; -1 unknown
+	step            int64 // that decode step, ns
+	end             int64
+	firstN          uint64 // tokens of a first report that was a chunk, until the next report places the prefill
+	firstT          int64
 	// rhoNow is its input rate as the prefill pool of the newest interval
 	// weighed counted it (its rate times its share of that interval).
 	rhoNow float64
@@ -56,6 +60,9 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 	ended := end != notEnded
 	if c := r.cached.Load(); c != 0 {
 		in -= min(c, in)
+	}
+	if !ended && o == s.seenOut && in == s.seenIn && t-r.start <= l.cfg.MaxAge {
+		return // nothing new: the timeline stands as it is
 	}
 	at := max(rep, r.start)
 	if ended {
@@ -226,6 +233,7 @@ func (l *Ledger) addPoint(r *Account, p point) {
 		}
 	}
 	s.pts = append(s.pts, p)
+	s.seenOut, s.seenIn = p.out, p.in
 }
 
 // ownRate returns the request's output tokens per ns since its prefill,

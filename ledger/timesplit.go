@@ -78,7 +78,7 @@ func (l *Ledger) splitTime(i int, a, b int64, e uint64) {
 		td.unattributed.Add(e)
 		return
 	}
-	parts := l.buf.parts[:0]
+	parts := l.buf.feat.parts[:0]
 	for idx, r := range l.reqs.active {
 		s := &r.st
 		if !s.activeIn(r.start, a, b) {
@@ -87,9 +87,9 @@ func (l *Ledger) splitTime(i int, a, b int64, e uint64) {
 		lo, hi := s.span(r.start, a, b)
 		parts = append(parts, part{r: r, idx: idx, lo: lo, hi: hi})
 	}
-	l.buf.parts = parts
+	l.buf.feat.parts = parts
 	dt := float64(b - a)
-	covered := coverage(parts, a, b, spanTime, true, &l.buf.sweep)
+	covered := coverage(parts, a, b, spanTime, true, &l.buf.feat.sweep)
 	shares := slices.Grow(l.buf.shares[:0], len(parts))[:len(parts)]
 	l.buf.shares = shares
 	clear(shares)
