@@ -221,8 +221,11 @@ func (p *published) loadPrices() prices {
 // split, as the sampler last published them, plus the part of its life
 // after those, at the newest interval's prices: its share of the static
 // power among the requests running (see staticTime), its prefill's share
-// of the prefill pool for the part of its prefill in that time, and the
-// energy per output token for the tokens it reported beyond those counted.
+// of the prefill pool for the part of its prefill in that time, and its
+// decoding in that time as the model has decode (a share by time of the
+// power any decoding draws, its own decode power, its tokens' own
+// energy); and, at the recent energy per output token, the tokens it
+// reported before that time beyond those the provisional split counted.
 // It is lock-free and allocates nothing.
 func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	// final is loaded first: the sampler adds to mj before it stores
@@ -234,13 +237,27 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	est := max(mj, r.est.mj.Load())
 	thru := max(r.est.thru.Load(), r.through.Load(), r.start)
 	pr := l.est.loadPrices()
-	var add float64 // mJ
+	var add, after float64 // mJ; tokens taken to come after thru
+	out := float64(r.Output())
 	if t > thru {
 		now := l.runningNow()
-		add += pr.staticW * l.staticTime(r, thru, t, now) / 1e6
-		add += l.prefillTail(r, &pr, thru, t, now.newcomers)
+		st := l.staticTime(r, thru, t, now)
+		pfEnd := l.estPrefillEnd(r, t)
+		add += pr.staticW * st / 1e6
+		add += l.prefillTail(r, &pr, thru, t, pfEnd, now.newcomers)
+		if from := max(thru, pfEnd); pr.decBusyW+pr.decEachW > 0 && t > from {
+			// Its decoding since from, as the model has decode: a share
+			// by time of the busy power (in a batch each request decodes
+			// a token a step), its own power, and its tokens' own
+			// energy; the tokens taken as spread evenly since its
+			// prefill, and priced here rather than at tokJ.
+			dec := float64(t - from)
+			after = out * dec / float64(max(1, t-pfEnd))
+			add += (pr.decBusyW*st*dec/float64(t-thru) + pr.decEachW*dec) / 1e6
+			add += pr.outJ * 1000 * after
+		}
 	}
-	tokAdd := pr.tokJ * 1000 * (float64(r.Output()) - math.Float64frombits(r.est.tok.Load()))
+	tokAdd := pr.tokJ * 1000 * (out - after - math.Float64frombits(r.est.tok.Load()))
 	// What tokens it did not make take back is at most the provisional
 	// part, which paid for them.
 	add += max(tokAdd, -float64(est-mj))
@@ -254,30 +271,13 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	}
 }
 
-// prefillTail returns, in mJ, r's prefill energy in (thru, t]: where its
-// prefill ran then (placed by the sampler, or expected from the prefill
-// time learned, or one token's even share of its life before either), its
-// share of the prefill pool at its input rate, or, with no other prefill
-// running, one prefill's power alone; and the energy of its input tokens
-// processed then.
-func (l *Ledger) prefillTail(r *Account, pr *prices, thru, t, newcomers int64) float64 {
+// prefillTail returns, in mJ, r's prefill energy in (thru, t], its
+// prefill ending at pfEnd (see estPrefillEnd): its share of the prefill
+// pool at its input rate, or, with no other prefill running, one
+// prefill's power alone; and the energy of its input tokens processed
+// then.
+func (l *Ledger) prefillTail(r *Account, pr *prices, thru, t, pfEnd, newcomers int64) float64 {
 	in := float64(r.uncached())
-	pfEnd := r.est.pfEnd.Load()
-	if pfEnd < 0 {
-		n := in
-		if n <= 0 {
-			n = math.Float64frombits(l.est.meanIn.Load())
-		}
-		if l.est.pfCoefOK.Load() {
-			var th [3]float64
-			for i := range th {
-				th[i] = math.Float64frombits(l.est.pfCoef[i].Load())
-			}
-			pfEnd = r.start + int64(prefillSeconds(th, n)*nsPerSecond)
-		} else {
-			pfEnd = r.start + (t-r.start)/int64(r.Output()+1)
-		}
-	}
 	lo, hi := max(thru, r.start), min(t, pfEnd)
 	if hi <= lo {
 		return 0
@@ -288,6 +288,28 @@ func (l *Ledger) prefillTail(r *Account, pr *prices, thru, t, newcomers int64) f
 		rho = in / max(dur, minPrefillNS)
 	}
 	return l.prefillPower(r, pr, rho, newcomers)*float64(hi-lo)/1e6 + pr.inJ*1000*in*float64(hi-lo)/dur
+}
+
+// estPrefillEnd returns where r's prefill ended, or is expected to end,
+// as the request path can tell at t: placed by the sampler, or expected
+// from the prefill time learned, or one token's even share of its life
+// before either.
+func (l *Ledger) estPrefillEnd(r *Account, t int64) int64 {
+	if pfEnd := r.est.pfEnd.Load(); pfEnd >= 0 {
+		return pfEnd
+	}
+	n := float64(r.uncached())
+	if n <= 0 {
+		n = math.Float64frombits(l.est.meanIn.Load())
+	}
+	if l.est.pfCoefOK.Load() {
+		var th [3]float64
+		for i := range th {
+			th[i] = math.Float64frombits(l.est.pfCoef[i].Load())
+		}
+		return r.start + int64(prefillSeconds(th, n)*nsPerSecond)
+	}
+	return r.start + (t-r.start)/int64(r.Output()+1)
 }
 
 // prefillPower returns the power, W, of r's prefill at input rate rho:

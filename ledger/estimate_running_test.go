@@ -69,3 +69,34 @@ func TestEstimateBurstAfterProvisionalPoint(t *testing.T) {
 		t.Fatal("ten estimates sum to 0 mJ")
 	}
 }
+
+// TestEstimateShortRequestSharesDecodePower: a request whose whole life
+// falls between two counter steps, on a board whose decode power is a
+// plateau (a busy power while any request decodes), is estimated at its
+// share by time of the static and the busy power: 80 ms beside one other
+// request on a 120 W + 280 W board is about (120 + 280) W / 2 × 80 ms,
+// less its prefill's few ms. Its tokens are priced by that share, not
+// once more at the energy per token.
+func TestEstimateShortRequestSharesDecodePower(t *testing.T) {
+	g := newRig(t, Config{Horizon: 1e12})
+	g.step(0, 0, nil)
+	g.l.Add(newAccount(1, nil)) // decoding throughout
+	g.step(1e8, 40000, nil)
+	g.step(2e8, 40000, nil)
+	r := newAccount(2.1e8, nil)
+	g.l.Add(r)
+	g.l.Observe(2.2e8, 0, 0)
+	g.l.Settle(2.2e8, nil)
+	const staticW, busyW = 120, 280
+	setPrices(g.l, prices{staticW: staticW, decBusyW: busyW, tokJ: 1})
+	r.AddInput(100)
+	r.AddOutput(10)
+	g.l.End(r, 2.9e8)
+	got := float64(g.l.Estimate(r, 2.9e8))
+	// Half the board for 80 ms, its decode share for all but its prefill
+	// (one token's even share of its life, 7 ms, before any is learned).
+	want := (staticW*80 + busyW*(80-80.0/11)) / 2.0
+	if got < 0.9*want || got > 1.1*want {
+		t.Fatalf("estimate %.0f mJ, want about %.0f (static and busy power shared by two for 80 ms)", got, want)
+	}
+}

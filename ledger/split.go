@@ -42,17 +42,22 @@ const (
 // residual included, in J.
 type prices struct {
 	staticW, pfPoolW, rho, pfAddW, pfLoneW, restW, residW, tokJ, inJ float64
+	// The decode power by how the model has it, residual included: the
+	// busy power while any request decodes, W, which the decoding
+	// requests share by time; each decoding request's own, W; and each
+	// output token's own energy, J.
+	decBusyW, decEachW, outJ float64
 }
 
 // nPrices is how many figures prices holds.
-const nPrices = 9
+const nPrices = 12
 
 func (p prices) vec() [nPrices]float64 {
-	return [nPrices]float64{p.staticW, p.pfPoolW, p.rho, p.pfAddW, p.pfLoneW, p.restW, p.residW, p.tokJ, p.inJ}
+	return [nPrices]float64{p.staticW, p.pfPoolW, p.rho, p.pfAddW, p.pfLoneW, p.restW, p.residW, p.tokJ, p.inJ, p.decBusyW, p.decEachW, p.outJ}
 }
 
 func pricesOf(v [nPrices]float64) prices {
-	return prices{staticW: v[0], pfPoolW: v[1], rho: v[2], pfAddW: v[3], pfLoneW: v[4], restW: v[5], residW: v[6], tokJ: v[7], inJ: v[8]}
+	return prices{staticW: v[0], pfPoolW: v[1], rho: v[2], pfAddW: v[3], pfLoneW: v[4], restW: v[5], residW: v[6], tokJ: v[7], inJ: v[8], decBusyW: v[9], decEachW: v[10], outJ: v[11]}
 }
 
 // prefillUncertainty is the relative uncertainty of the modelled prefill
@@ -172,7 +177,11 @@ func weighModel(f *featureSet, d *devModel, dynJ float64, pr *prices) float64 {
 	sec := x[fStatic]
 	*pr = prices{staticW: pr.staticW, tokJ: tokJ * kTok, inJ: th[fInput] * kTok,
 		pfAddW: th[fPrefill], pfLoneW: th[fPrefill] + th[fPrefillBusy],
-		restW: restJ / sec, residW: (dynJ - pfJ - restJ) / sec}
+		restW: restJ / sec, residW: (dynJ - pfJ - restJ) / sec,
+		decEachW: th[fDecode] * kTok, outJ: th[fOutput] * kTok}
+	if x[fDecodeBusy] > 0 {
+		pr.decBusyW = th[fDecodeBusy] * kTok
+	}
 	if x[fPrefillBusy] > 0 {
 		pr.pfPoolW = pfJ / sec
 		for i := range f.parts {
