@@ -111,13 +111,14 @@
 //     operations on the request and loads of what the sampler published.
 //   - The sampler side ([Ledger.Observe], [Ledger.Settle]) is O(running
 //     requests) per read (an ended request waiting for its splits is not
-//     read again, and a running one that reported nothing new costs two
-//     loads of its own) plus O(active requests) per interval learned and
-//     split (one build serves both, and one more per candidate timing
-//     while at most 64 requests are active), plus, while some request
-//     runs, a provisional pass that weighs at most max(1024, active)
-//     request-intervals per device, only after a step or a split, and
-//     allocates nothing in steady state: request timelines are recycled.
+//     read again, and a running one that reported nothing new costs a
+//     few loads of its own fields) plus O(active requests) per interval
+//     learned and split (one build serves both, and one more per
+//     candidate timing while at most 64 requests are active), plus,
+//     while some request runs, a provisional pass that weighs at most
+//     max(1024, active) request-intervals per device, only after a step
+//     or a split, and allocates nothing in steady state: request
+//     timelines are recycled.
 //   - At most MaxActive requests are tracked or waiting to be adopted, even
 //     while the sampler hangs; a request beyond that gets nothing and is
 //     counted ([Ledger.Dropped]). A request not ended within MaxAge stops
