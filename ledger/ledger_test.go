@@ -34,6 +34,14 @@ func (g *rig) step(t int64, mj uint64, final func(*Account)) {
 	g.l.Settle(t, final)
 }
 
+// idle pushes a step that adds mj every period ns from period through
+// until, with nothing running: the device's idle time.
+func (g *rig) idle(period, until int64, mj uint64) {
+	for t0 := period; t0 <= until; t0 += period {
+		g.step(t0, mj, nil)
+	}
+}
+
 // total adds up what the requests got.
 func total(rs []*Account) uint64 {
 	var s uint64
@@ -371,10 +379,7 @@ func TestIdleStaticBeforeModel(t *testing.T) {
 	const ms = int64(1e6)
 	g := newRig(t, Config{Horizon: 10_000 * ms})
 	g.step(0, 0, nil)
-	// One second idle at 100 W: 10 J per 100 ms step.
-	for t0 := 100 * ms; t0 <= 1000*ms; t0 += 100 * ms {
-		g.step(t0, 10_000, nil)
-	}
+	g.idle(100*ms, 1000*ms, 10_000) // one second idle at 100 W: 10 J per 100 ms step
 	a, b := newAccount(1000*ms, nil), newAccount(1000*ms, nil)
 	g.l.Add(a)
 	g.l.Add(b)

@@ -17,9 +17,7 @@ func TestSplitLeavesModelUnchanged(t *testing.T) {
 	const ms = int64(1e6)
 	g := newRig(t, Config{Horizon: 10_000 * ms})
 	g.step(0, 0, nil)
-	for t0 := 20 * ms; t0 <= 3000*ms; t0 += 20 * ms {
-		g.step(t0, 2000, nil)
-	}
+	g.idle(20*ms, 3000*ms, 2000)
 	var rs []*Account
 	for i := range 6 {
 		r := newAccount(3000*ms+int64(i)*50*ms, nil)
@@ -164,9 +162,7 @@ func TestKeptFeaturesAreTheSplits(t *testing.T) {
 	const ms = int64(1e6)
 	g := newRig(t, Config{Horizon: 10_000 * ms})
 	g.step(0, 0, nil)
-	for t0 := 20 * ms; t0 <= 3000*ms; t0 += 20 * ms {
-		g.step(t0, 2000, nil)
-	}
+	g.idle(20*ms, 3000*ms, 2000)
 	var rs []*Account
 	for i := range 80 { // beyond maxLagSearch: the busy path
 		r := newAccount(3000*ms+int64(i)*7*ms, nil)
