@@ -23,6 +23,13 @@ type estimate struct {
 	tok   atomic.Uint64 // float64 bits: the output tokens mj counts, reported and extrapolated
 	rho   atomic.Uint64 // float64 bits: its input rate as counted in the newest interval's prefill pool
 	pfEnd atomic.Int64  // its prefill's end as placed; -1 while not placed
+	// What reweighed needs of the provisional share, as float64 bits:
+	// its modelled prefill (before the residual) less the part of it the
+	// rest of its pool would give way for, mJ (pfGive), and that prefill
+	// over the pool's energy (pfFrac); and the uncached prompt it was
+	// weighed for (in; 0: not reported).
+	pfGive, pfFrac atomic.Uint64
+	in             atomic.Uint64
 }
 
 // published is what the sampler publishes for every estimate: the newest
@@ -39,8 +46,9 @@ type published struct {
 	running
 }
 
-// provShare is what the provisional split gave one active request, mJ.
-type provShare struct{ mj float64 }
+// provShare is what the provisional split gave one active request, mJ,
+// with what reweighed needs of it (see estimate).
+type provShare struct{ mj, pf, dyn, pool float64 }
 
 // provBudget bounds the request-intervals one provisional pass weighs per
 // device: the pending intervals are merged into provBudget/active groups
@@ -93,16 +101,21 @@ func (l *Ledger) provisionalSplit(d *device, iv interval) {
 	static, dyn := float64(wg.static), float64(attr-wg.static)
 	for i := range f.parts {
 		p := &f.parts[i]
-		mj := static * p.cov / wg.dt
+		mj, pf, own := static*p.cov/wg.dt, 0.0, 0.0
 		switch {
 		case wg.total <= 0:
 		case wg.by == byWeight:
-			mj += dyn * p.weight / wg.total
+			own = dyn * p.weight / wg.total
+			pf = dyn * p.pf / wg.total
 		default:
-			mj += dyn * p.cov / wg.total
+			own = dyn * p.cov / wg.total
 		}
-		if mj > 0 && !math.IsInf(mj, 0) {
-			l.buf.prov[p.idx].mj += mj
+		if mj += own; mj > 0 && !math.IsInf(mj, 0) {
+			ps := &l.buf.prov[p.idx]
+			ps.mj += mj
+			if pf > 0 && own <= dyn {
+				ps.pf, ps.dyn, ps.pool = ps.pf+pf, ps.dyn+own, ps.pool+dyn
+			}
 		}
 	}
 	l.noteNewest(d, &f, wg)
@@ -144,6 +157,13 @@ func (l *Ledger) publishEstimate(r *Account, i int) {
 	}
 	store(&e.tok, math.Float64bits(max(0, tok)))
 	store(&e.rho, math.Float64bits(s.rhoNow))
+	if ps := &l.buf.prov[i]; ps.pool > 0 {
+		store(&e.pfGive, math.Float64bits(ps.pf*max(0, 1-ps.dyn/ps.pool)))
+		store(&e.pfFrac, math.Float64bits(ps.pf/ps.pool))
+	} else {
+		store(&e.pfGive, 0)
+	}
+	store(&e.in, s.last().in)
 	if pfEnd = s.prefillEnd(l.model.shift); e.pfEnd.Load() != pfEnd {
 		e.pfEnd.Store(pfEnd)
 	}
@@ -206,6 +226,18 @@ func (l *Ledger) publish() {
 	}
 }
 
+// pfCoefs returns the published prefill time's coefficients, and false
+// before they are learned.
+func (p *published) pfCoefs() (th [3]float64, ok bool) {
+	if !p.pfCoefOK.Load() {
+		return th, false
+	}
+	for i := range th {
+		th[i] = math.Float64frombits(p.pfCoef[i].Load())
+	}
+	return th, true
+}
+
 // loadPrices returns the published prices.
 func (p *published) loadPrices() prices {
 	var v [nPrices]float64
@@ -224,9 +256,11 @@ func (p *published) loadPrices() prices {
 // of the prefill pool for the part of its prefill in that time, and its
 // decoding in that time as the model has decode (a share by time of the
 // power any decoding draws, its own decode power, its tokens' own
-// energy); and, at the recent energy per output token, the tokens it
-// reported before that time beyond those the provisional split counted.
-// It is lock-free and allocates nothing.
+// energy); at the recent energy per output token, the tokens it
+// reported before that time beyond those the provisional split counted;
+// and, when its prompt is not the one the provisional split weighed, its
+// provisional share reweighed for it (see reweighed). It is lock-free
+// and allocates nothing.
 func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	// final is loaded first: the sampler adds to mj before it stores
 	// final, so a final request's mj is complete.
@@ -237,8 +271,9 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	est := max(mj, r.est.mj.Load())
 	thru := max(r.est.thru.Load(), r.through.Load(), r.start)
 	pr := l.est.loadPrices()
-	var add, after float64 // mJ; tokens taken to come after thru
+	var after float64 // tokens taken to come after thru
 	out := float64(r.Output())
+	add := l.reweighed(r) // mJ
 	if t > thru {
 		now := l.runningNow()
 		st := l.staticTime(r, thru, t, now)
@@ -269,6 +304,42 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	default:
 		return est - uint64(-add)
 	}
+}
+
+// reweighed returns, in mJ, what the provisional share of r misses, or
+// has too much of, for the prompt r reports now against the one it was
+// weighed for (est.in; the recent prompts' mean when none was reported,
+// the common case of a prompt reported only at the end). Its modelled
+// prefill pf is scaled by the prefill time learned for the one prompt
+// against the other, by Δ = pf·(ratio−1). The energy split is what was
+// metered, so the rest of the pool gives way: a weight w in a pool of
+// weight T takes D·w/T of its energy D, and w+Δ takes D·(w+Δ)/(T+Δ),
+// which adds Δ·(1−s/D)/(1+Δ/D) to its share s (Δ in mJ as priced at
+// D/T). A request alone in its pool gains nothing. The input tokens' own
+// energy is not added: in the provisional split the residual, laid
+// mostly on the prefill pool, holds it already.
+func (l *Ledger) reweighed(r *Account) float64 {
+	e := &r.est
+	give := math.Float64frombits(e.pfGive.Load())
+	seen, in := float64(e.in.Load()), float64(r.uncached())
+	if give <= 0 || in == seen {
+		return 0 // the common case: a prompt reported at the start
+	}
+	was := seen
+	if was == 0 {
+		was = math.Float64frombits(l.est.meanIn.Load())
+	}
+	th, ok := l.est.pfCoefs()
+	if was <= 0 || !ok {
+		return 0
+	}
+	dur := func(n float64) float64 { return max(prefillSeconds(th, n)*nsPerSecond, minPrefillNS) }
+	x := dur(in)/dur(was) - 1
+	k := 1 + math.Float64frombits(e.pfFrac.Load())*x // (D+Δ)/D
+	if k <= 0 {
+		return 0
+	}
+	return give * x / k
 }
 
 // prefillTail returns, in mJ, r's prefill energy in (thru, t], its
@@ -302,11 +373,7 @@ func (l *Ledger) estPrefillEnd(r *Account, t int64) int64 {
 	if n <= 0 {
 		n = math.Float64frombits(l.est.meanIn.Load())
 	}
-	if l.est.pfCoefOK.Load() {
-		var th [3]float64
-		for i := range th {
-			th[i] = math.Float64frombits(l.est.pfCoef[i].Load())
-		}
+	if th, ok := l.est.pfCoefs(); ok {
 		return r.start + int64(prefillSeconds(th, n)*nsPerSecond)
 	}
 	return r.start + (t-r.start)/int64(r.Output()+1)

@@ -22,8 +22,10 @@ type part struct {
 	// with any prefill weighted by rho (pfShare), and of the time with
 	// any decode (decShare), ns. See coverage.
 	cov, pfShare, decShare float64
-	// weight is the weighing's: the part's modelled energy, J.
-	weight float64
+	// weight is the weighing's: the part's modelled energy, J, residual
+	// included; pf is its share of the modelled prefill pool before the
+	// residual (0 before the device's model is usable).
+	weight, pf float64
 }
 
 // featureSet is an interval's features: the vector the model learns, the

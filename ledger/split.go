@@ -101,7 +101,7 @@ func weighTokens(f *featureSet) float64 {
 	var w, cov float64
 	for i := range f.parts {
 		p := &f.parts[i]
-		p.weight = p.out + fallbackInput*p.in
+		p.weight, p.pf = p.out+fallbackInput*p.in, 0
 		if p.weight > 0 {
 			w += p.weight
 			cov += p.cov
@@ -171,7 +171,8 @@ func weighModel(f *featureSet, d *devModel, dynJ float64, pr *prices) float64 {
 	total := tokJ * f.unowned * kTok
 	for i := range f.parts {
 		p := &f.parts[i]
-		p.weight = pfPerNS*p.pfShare*kPf + rest(p)*kTok
+		p.pf = pfPerNS * p.pfShare
+		p.weight = p.pf*kPf + rest(p)*kTok
 		total += p.weight
 	}
 	sec := x[fStatic]
