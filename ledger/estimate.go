@@ -24,10 +24,10 @@ type estimate struct {
 	rho   atomic.Uint64 // float64 bits: its input rate as counted in the newest interval's prefill pool
 	pfEnd atomic.Int64  // its prefill's end as placed; -1 while not placed
 	// What reweighed needs of the provisional share, as float64 bits:
-	// its modelled prefill (before the residual) less the part of it the
-	// rest of its pool would give way for, mJ (pfGive), and that prefill
-	// over the pool's energy (pfFrac); and the uncached prompt it was
-	// weighed for (in; 0: not reported).
+	// its share of the prefill pool (residual included) less the part of
+	// it the rest of its pool would give way for, mJ (pfGive), and that
+	// share over the pool's energy (pfFrac); and the uncached prompt it
+	// was weighed for (in; 0: not reported).
 	pfGive, pfFrac atomic.Uint64
 	in             atomic.Uint64
 }
@@ -309,9 +309,9 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 // reweighed returns, in mJ, what the provisional share of r misses, or
 // has too much of, for the prompt r reports now against the one it was
 // weighed for (est.in; the recent prompts' mean when none was reported,
-// the common case of a prompt reported only at the end). Its modelled
-// prefill pf is scaled by the prefill time learned for the one prompt
-// against the other, by Δ = pf·(ratio−1). The energy split is what was
+// the common case of a prompt reported only at the end). Its share pf
+// of the prefill pool, residual included, is scaled by the prefill time
+// learned for the one prompt against the other, by Δ = pf·(ratio−1). The energy split is what was
 // metered, so the rest of the pool gives way: a weight w in a pool of
 // weight T takes D·w/T of its energy D, and w+Δ takes D·(w+Δ)/(T+Δ),
 // which adds Δ·(1−s/D)/(1+Δ/D) to its share s (Δ in mJ as priced at

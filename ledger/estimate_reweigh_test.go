@@ -8,7 +8,7 @@ import (
 // TestEstimateReweighsThePromptReportedAtEnd checks reweighed through
 // Estimate. A request reported nothing while it ran, so the provisional
 // split weighed it with the recent prompts' mean, 500 tokens: its share
-// is 5000 mJ through 300 ms, of which 1000 mJ was its modelled prefill
+// is 5000 mJ through 300 ms, of which 1000 mJ was its prefill pool share
 // and 2000 mJ came from the 8000 mJ the model weighed. With a prefill
 // time of 0.1 s per 1000 tokens, the 2000-token prompt it reports at the
 // end takes four times the mean's prefill, Δ = 3000 mJ, and the rest of

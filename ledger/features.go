@@ -23,8 +23,8 @@ type part struct {
 	// any decode (decShare), ns. See coverage.
 	cov, pfShare, decShare float64
 	// weight is the weighing's: the part's modelled energy, J, residual
-	// included; pf is its share of the modelled prefill pool before the
-	// residual (0 before the device's model is usable).
+	// included; pf is the part of it that is its share of the prefill
+	// pool (0 before the device's model is usable).
 	weight, pf float64
 }
 

@@ -171,8 +171,8 @@ func weighModel(f *featureSet, d *devModel, dynJ float64, pr *prices) float64 {
 	total := tokJ * f.unowned * kTok
 	for i := range f.parts {
 		p := &f.parts[i]
-		p.pf = pfPerNS * p.pfShare
-		p.weight = p.pf*kPf + rest(p)*kTok
+		p.pf = pfPerNS * p.pfShare * kPf
+		p.weight = p.pf + rest(p)*kTok
 		total += p.weight
 	}
 	sec := x[fStatic]
