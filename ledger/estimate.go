@@ -23,13 +23,12 @@ type estimate struct {
 	tok   atomic.Uint64 // float64 bits: the output tokens mj counts, reported and extrapolated
 	rho   atomic.Uint64 // float64 bits: its input rate as counted in the newest interval's prefill pool
 	pfEnd atomic.Int64  // its prefill's end as placed; -1 while not placed
-	// What reweighed needs of the provisional share, as float64 bits:
-	// its share of the prefill pool (residual included) less the part of
-	// it the rest of its pool would give way for, mJ (pfGive), and that
-	// share over the pool's energy (pfFrac); and the uncached prompt it
-	// was weighed for (in; 0: not reported).
+	// What reweighed needs of the provisional share of a request whose
+	// prompt it weighed unreported, as float64 bits: its share of the
+	// prefill pool (residual included) less the part of it the rest of
+	// its pool would give way for, mJ (pfGive; 0 once a prompt is
+	// reported), and that share over the pool's energy (pfFrac).
 	pfGive, pfFrac atomic.Uint64
-	in             atomic.Uint64
 }
 
 // published is what the sampler publishes for every estimate: the newest
@@ -157,13 +156,12 @@ func (l *Ledger) publishEstimate(r *Account, i int) {
 	}
 	store(&e.tok, math.Float64bits(max(0, tok)))
 	store(&e.rho, math.Float64bits(s.rhoNow))
-	if ps := &l.buf.prov[i]; ps.pool > 0 {
+	if ps := &l.buf.prov[i]; ps.pool > 0 && s.last().in == 0 {
 		store(&e.pfGive, math.Float64bits(ps.pf*max(0, 1-ps.dyn/ps.pool)))
 		store(&e.pfFrac, math.Float64bits(ps.pf/ps.pool))
 	} else {
 		store(&e.pfGive, 0)
 	}
-	store(&e.in, s.last().in)
 	if pfEnd = s.prefillEnd(l.model.shift); e.pfEnd.Load() != pfEnd {
 		e.pfEnd.Store(pfEnd)
 	}
@@ -307,34 +305,30 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 }
 
 // reweighed returns, in mJ, what the provisional share of r misses, or
-// has too much of, for the prompt r reports now against the one it was
-// weighed for (est.in; the recent prompts' mean when none was reported,
-// the common case of a prompt reported only at the end). Its share pf
-// of the prefill pool, residual included, is scaled by the prefill time
-// learned for the one prompt against the other, by Δ = pf·(ratio−1). The energy split is what was
-// metered, so the rest of the pool gives way: a weight w in a pool of
-// weight T takes D·w/T of its energy D, and w+Δ takes D·(w+Δ)/(T+Δ),
-// which adds Δ·(1−s/D)/(1+Δ/D) to its share s (Δ in mJ as priced at
-// D/T). A request alone in its pool gains nothing. The input tokens' own
-// energy is not added: in the provisional split the residual, laid
-// mostly on the prefill pool, holds it already.
+// has too much of, when r reports a prompt that the provisional split
+// weighed unreported, as the recent prompts' mean: the common case of a
+// client that reports its prompt only at the end. Its share pf of the
+// prefill pool, residual included, is scaled by the prefill time learned
+// for the one prompt against the other, by Δ = pf·(ratio−1). The energy
+// split is what was metered, so the rest of the pool gives way: a weight
+// w in a pool of weight T takes D·w/T of its energy D, and w+Δ takes
+// D·(w+Δ)/(T+Δ), which adds Δ·(1−s/D)/(1+Δ/D) to its share s (Δ in mJ
+// as priced at D/T). A request alone in its pool gains nothing. The
+// input tokens' own energy is not added: in the provisional split the
+// residual, laid mostly on the prefill pool, holds it already.
 func (l *Ledger) reweighed(r *Account) float64 {
 	e := &r.est
 	give := math.Float64frombits(e.pfGive.Load())
-	seen, in := float64(e.in.Load()), float64(r.uncached())
-	if give <= 0 || in == seen {
+	if give <= 0 {
 		return 0 // the common case: a prompt reported at the start
 	}
-	was := seen
-	if was == 0 {
-		was = math.Float64frombits(l.est.meanIn.Load())
-	}
+	in, mean := float64(r.uncached()), math.Float64frombits(l.est.meanIn.Load())
 	th, ok := l.est.pfCoefs()
-	if was <= 0 || !ok {
+	if in <= 0 || mean <= 0 || !ok {
 		return 0
 	}
 	dur := func(n float64) float64 { return max(prefillSeconds(th, n)*nsPerSecond, minPrefillNS) }
-	x := dur(in)/dur(was) - 1
+	x := dur(in)/dur(mean) - 1
 	k := 1 + math.Float64frombits(e.pfFrac.Load())*x // (D+Δ)/D
 	if k <= 0 {
 		return 0
