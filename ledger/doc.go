@@ -40,7 +40,8 @@
 //     each request's split energy plus a provisional split of what is
 //     metered but not split, and the newest interval's prices;
 //     [Ledger.Estimate] prices the rest of the request's life with them,
-//     lock-free.
+//     lock-free, and reweighs the provisional prefill share of a request
+//     whose prompt was reported only after the split weighed it.
 //
 // # Intervals
 //
