@@ -256,9 +256,9 @@ func (p *published) loadPrices() prices {
 // power any decoding draws, its own decode power, its tokens' own
 // energy); at the recent energy per output token, the tokens it
 // reported before that time beyond those the provisional split counted;
-// and, when its prompt is not the one the provisional split weighed, its
-// provisional share reweighed for it (see reweighed). It is lock-free
-// and allocates nothing.
+// and, when it reported a prompt only after the provisional split
+// weighed it unreported, its provisional share reweighed for that prompt
+// (see reweighed). It is lock-free and allocates nothing.
 func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	// final is loaded first: the sampler adds to mj before it stores
 	// final, so a final request's mj is complete.
