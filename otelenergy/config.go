@@ -52,6 +52,7 @@ type config struct {
 	meterProvider metric.MeterProvider
 	interval      time.Duration
 	now           func() time.Time
+	clockSet      bool // now is WithClock's, not time.Now
 	model         string
 	horizon       time.Duration
 	idleWatts     float64
@@ -126,7 +127,7 @@ func WithInterval(d time.Duration) Option {
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) {
 		if now != nil {
-			c.now = now
+			c.now, c.clockSet = now, true
 		}
 	})
 }
