@@ -32,6 +32,11 @@ type Account struct {
 	// cached counts the input tokens the server served from its prefix
 	// cache: a part of in, not added to it.
 	cached atomic.Uint64
+	// first packs the request's first output report as its caller
+	// stamped it (StampFirstOutput): when, as ns since start plus one, in
+	// the high 40 bits, and its tokens less one in the low 24. Zero until
+	// stamped.
+	first atomic.Uint64
 
 	// Written by the sampler, read by anyone.
 	mj      atomic.Uint64 // energy split to the request so far
@@ -104,7 +109,50 @@ const retiredBit = 1 << 63
 // one atomic add. It reports whether the ledger counts them in
 // [Ledger.Tokens]: false once the ledger has let the request go, and the
 // caller then counts them elsewhere if it keeps totals.
-func (r *Account) AddOutput(n uint64) bool { return r.out.Add(n)&retiredBit == 0 }
+func (r *Account) AddOutput(n uint64) bool {
+	counted, _ := r.AddFirstOutput(n)
+	return counted
+}
+
+// AddFirstOutput counts n output tokens as [Account.AddOutput] does, and
+// also reports whether they are the request's first. The one caller that
+// gets first then stamps them with [Account.StampFirstOutput]: a
+// request's first output marks the end of its prefill, which the sampler
+// would otherwise place only to within one of its reads. So a clock is
+// read once per request, not once per report.
+func (r *Account) AddFirstOutput(n uint64) (counted, first bool) {
+	v := r.out.Add(n)
+	return v&retiredBit == 0, v == n
+}
+
+// StampFirstOutput records that the request's first output report, of n
+// tokens, was made at t. Call it only after [Account.AddFirstOutput]
+// reported first. A report later than about 18 minutes after the
+// request's start, or of more than 2²⁴ tokens, is not recorded: the
+// sampler then places it at the read that saw it.
+func (r *Account) StampFirstOutput(t int64, n uint64) {
+	dt := uint64(max(t-r.start, 0)) + 1
+	if dt >= 1<<firstTimeBits || n == 0 || n > 1<<firstCountBits {
+		return
+	}
+	r.first.Store(dt<<firstCountBits | (n - 1))
+}
+
+// The bits of Account.first: the time since start, and the count.
+const (
+	firstCountBits = 24
+	firstTimeBits  = 64 - firstCountBits
+)
+
+// firstOutput returns when the request's first output report was made
+// and how many tokens it had, as stamped, or n = 0 before a stamp.
+func (r *Account) firstOutput() (t int64, n uint64) {
+	v := r.first.Load()
+	if v == 0 {
+		return 0, 0
+	}
+	return r.start + int64(v>>firstCountBits) - 1, v&(1<<firstCountBits-1) + 1
+}
 
 // AddInput counts n input tokens, as [Account.AddOutput] does.
 func (r *Account) AddInput(n uint64) bool { return r.in.Add(n)&retiredBit == 0 }

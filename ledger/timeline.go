@@ -65,6 +65,21 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 		return // nothing new: the timeline stands as it is
 	}
 	at := max(rep, r.start)
+	if s.seenOut == 0 && o > 0 {
+		if f, n := r.firstOutput(); n > 0 && n <= o {
+			// The first report, stamped where it was made: its tokens
+			// are placed when they came, and what the read saw beyond
+			// them after.
+			f = min(max(f, s.last().t), t)
+			if n < o {
+				l.report(r, f, n, in)
+			}
+			at = max(at, f)
+			if n == o {
+				at = f
+			}
+		}
+	}
 	if ended {
 		s.endSeen, s.end = true, end
 	} else if t-r.start > l.cfg.MaxAge {
@@ -78,34 +93,7 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 			l.model.prefill.addWhole(float64(in), float64(o), float64(s.end-r.start)/nsPerSecond, l.meanBatch(r))
 		}
 	}
-	last := s.last()
-	if o != last.out || in != last.in {
-		at = max(at, last.t)
-		known := at
-		switch {
-		case last.out == 0 && o > 0:
-			if !l.placePrefill(r, at, o, in) && !s.endSeen {
-				// The first chunk hides when decode began; the next
-				// report's rate tells. Until then the intervals since
-				// the previous report wait.
-				known = s.known
-			}
-		case s.firstN > 0 && o > s.firstN:
-			if !l.placeFromRate(r, at, o, in) && !s.endSeen {
-				known = s.known
-			}
-		}
-		l.addPoint(r, point{t: at, out: o, in: in})
-		s.known = max(s.known, known)
-		if !s.endSeen || o >= 2*stepTokens {
-			if rate := s.ownRate(); rate > 0 {
-				l.model.batch.noteRate(rate)
-			}
-		}
-		if in != last.in && in > 0 {
-			l.model.prefill.note(float64(in))
-		}
-	}
+	l.report(r, at, o, in)
 	if s.endSeen && s.pfEnd < 0 {
 		s.pfEnd, s.step = s.end, 0 // no output: the whole request was prefill
 	}
@@ -116,6 +104,42 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 			l.placeFromRate(r, p.t, p.out, p.in)
 		}
 		s.firstN = 0
+	}
+}
+
+// report notes that r had reported o output and in uncached input tokens
+// by at: a new point of its timeline, and the prefill's placement when
+// they are its first output tokens or time its first report's.
+func (l *Ledger) report(r *Account, at int64, o, in uint64) {
+	s := &r.st
+	last := s.last()
+	if o == last.out && in == last.in {
+		return
+	}
+	at = max(at, last.t)
+	known := at
+	switch {
+	case last.out == 0 && o > 0:
+		if !l.placePrefill(r, at, o, in) && !s.endSeen {
+			// The first chunk hides when decode began; the next
+			// report's rate tells. Until then the intervals since
+			// the previous report wait.
+			known = s.known
+		}
+	case s.firstN > 0 && o > s.firstN:
+		if !l.placeFromRate(r, at, o, in) && !s.endSeen {
+			known = s.known
+		}
+	}
+	l.addPoint(r, point{t: at, out: o, in: in})
+	s.known = max(s.known, known)
+	if !s.endSeen || o >= 2*stepTokens {
+		if rate := s.ownRate(); rate > 0 {
+			l.model.batch.noteRate(rate)
+		}
+	}
+	if in != last.in && in > 0 {
+		l.model.prefill.note(float64(in))
 	}
 }
 

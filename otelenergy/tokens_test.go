@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/otelenergy/otelenergy/ledger"
 	"github.com/otelenergy/otelenergy/simgpu"
@@ -240,4 +241,33 @@ func TestTokenCounterMonotonicConcurrentSafe(t *testing.T) {
 		t.Fatalf("%d collections during %d samples: too few to interleave", checks.Load(), ticks.Load())
 	}
 	t.Logf("%d collections interleaved with %d samples; %d output tokens", checks.Load(), ticks.Load(), w.out.Load())
+}
+
+// TestFirstOutputStampedAtTheSource: a request's first output report is
+// stamped with the Monitor's clock when AddTokens is called, so the
+// ledger places its first token there, not at the read that saw it.
+func TestFirstOutputStampedAtTheSource(t *testing.T) {
+	r := newRig(t, ideal(simgpu.Config{}))
+	r.tick(DefaultInterval)
+	req := r.m.StartRequest(context.Background())
+	r.m.AddInputTokens(req, 100)
+	// The first token 3 ms after the start, then one every 2 ms, read
+	// every DefaultInterval: the first read sees seven tokens at once.
+	r.clock.Advance(3 * time.Millisecond)
+	firstAt := r.m.now()
+	for i := 0; i < 20; i++ {
+		r.m.AddTokens(req, 1)
+		r.clock.Advance(2 * time.Millisecond)
+		if i == 6 || i == 13 || i == 19 {
+			r.m.Sample()
+		}
+	}
+	ft, ok := req.st.FirstToken()
+	if !ok {
+		t.Fatal("no first token placed")
+	}
+	if ft != firstAt {
+		t.Errorf("first token at %v after the start, want %v: the stamp", time.Duration(ft-req.st.Start()), time.Duration(firstAt-req.st.Start()))
+	}
+	req.End()
 }

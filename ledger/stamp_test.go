@@ -1,0 +1,99 @@
+package ledger
+
+import (
+	"math"
+	"testing"
+)
+
+// TestStampedFirstReportPlacesThePrefill: a first report stamped where it
+// was made places the request's first token at the stamp, whatever the
+// read that saw it and however many tokens that read found; the same
+// reports unstamped are placed only to within the read.
+func TestStampedFirstReportPlacesThePrefill(t *testing.T) {
+	// Reads every 20 ms; the first token at 303 ms, then one every 7 ms,
+	// so the read at 320 ms sees three.
+	const first, step = 303e6, 7e6
+	run := func(stamp bool) int64 {
+		g := newRig(t, Config{Horizon: 10e9})
+		r := newAccount(0, nil)
+		g.l.Add(r)
+		r.AddInput(500)
+		next := int64(first)
+		for t0 := int64(0); t0 <= 500e6; t0 += 20e6 {
+			for ; next <= t0; next += step {
+				if _, isFirst := r.AddFirstOutput(1); isFirst && stamp {
+					r.StampFirstOutput(next, 1)
+				}
+			}
+			g.l.Observe(t0, 0, 0)
+		}
+		ft, ok := r.FirstToken()
+		if !ok {
+			t.Fatal("no first token placed")
+		}
+		return ft
+	}
+	if got := run(true); math.Abs(float64(got-first)) > 0.5e6 {
+		t.Errorf("stamped: first token at %.2f ms, want %.0f ms", float64(got)/1e6, first/1e6)
+	}
+	// The control: what the stamp corrects.
+	if got := run(false); math.Abs(float64(got-first)) < 2e6 {
+		t.Errorf("unstamped: first token at %.2f ms, within 2 ms of %.0f ms: the read alone placed it as well as the stamp", float64(got)/1e6, first/1e6)
+	}
+}
+
+// TestStampedChunkPlacesItsTokens: a first report of a chunk, stamped,
+// puts the chunk's tokens at the stamp, not at the middle of the read.
+func TestStampedChunkPlacesItsTokens(t *testing.T) {
+	g := newRig(t, Config{Horizon: 10e9})
+	r := newAccount(0, nil)
+	g.l.Add(r)
+	g.l.Observe(0, 0, 0)
+	r.AddInput(100)
+	if _, isFirst := r.AddFirstOutput(16); !isFirst {
+		t.Fatal("the first report was not found first")
+	}
+	r.StampFirstOutput(141e6, 16)
+	if _, isFirst := r.AddFirstOutput(16); isFirst {
+		t.Fatal("the second report was found first")
+	}
+	g.l.Observe(160e6, 0, 0) // sees both reports
+	pts := r.st.pts
+	if len(pts) != 3 || pts[1].t != 141e6 || pts[1].out != 16 || pts[2].out != 32 || pts[2].t < 141e6 {
+		t.Fatalf("timeline %+v, want the start, 16 tokens at 141 ms, then 32 tokens after", pts)
+	}
+}
+
+// TestStampFirstOutputLimits: a stamp keeps its time since the start to
+// the nanosecond and its count exactly, and one that does not fit its
+// bits is not recorded rather than recorded wrong.
+func TestStampFirstOutputLimits(t *testing.T) {
+	const start = 5e9
+	for _, c := range []struct {
+		t     int64
+		n     uint64
+		ok    bool
+		wantT int64
+	}{
+		{start, 1, true, start},
+		{start + 123_456_789, 1 << firstCountBits, true, start + 123_456_789},
+		{start - 10, 3, true, start}, // a clock behind the start: at the start
+		{start + 1<<firstTimeBits - 2, 7, true, start + 1<<firstTimeBits - 2},
+		{start + 1<<firstTimeBits - 1, 7, false, 0},
+		{start + 1e6, 1<<firstCountBits + 1, false, 0},
+		{start + 1e6, 0, false, 0},
+	} {
+		r := newAccount(start, nil)
+		r.StampFirstOutput(c.t, c.n)
+		gotT, gotN := r.firstOutput()
+		if !c.ok {
+			if gotN != 0 {
+				t.Errorf("stamp(%d, %d) recorded (%d, %d), want nothing", c.t, c.n, gotT, gotN)
+			}
+			continue
+		}
+		if gotT != c.wantT || gotN != c.n {
+			t.Errorf("stamp(%d, %d) = (%d, %d), want (%d, %d)", c.t, c.n, gotT, gotN, c.wantT, c.n)
+		}
+	}
+}
