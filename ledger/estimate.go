@@ -195,17 +195,23 @@ func (l *Ledger) publish() {
 	for i := range l.model.devs {
 		sum.staticW += l.model.devs[i].staticW()
 	}
-	if sum.staticW == 0 {
-		// Before any static power is known, the unmetered time is priced
-		// at the devices' newest measured power, shared by time: the
-		// device's current power times the request's share.
+	sum.tokJ = l.model.batch.tokPrice * float64(len(l.devs))
+	if sum.staticW == 0 || sum.decBusyW+sum.decEachW+sum.outJ+sum.tokJ == 0 {
+		// Before any static power is known, or while nothing prices the
+		// work (no device's model is usable and no split has priced a
+		// token yet: the first seconds of a Monitor whose clients report
+		// only at their end), the unmetered time is priced at the
+		// devices' newest measured power, shared by time: the device's
+		// current power times the request's share. The static power
+		// alone would price a running request as if it were idle.
+		var newest float64
 		for i := range l.devs {
 			if !l.devs[i].lost {
-				sum.staticW += l.devs[i].ivs.newestW()
+				newest += l.devs[i].ivs.newestW()
 			}
 		}
+		sum.staticW = max(sum.staticW, newest)
 	}
-	sum.tokJ = l.model.batch.tokPrice * float64(len(l.devs))
 	for i, v := range sum.vec() {
 		store(&l.est.prices[i], math.Float64bits(v))
 	}

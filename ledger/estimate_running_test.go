@@ -1,6 +1,9 @@
 package ledger
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // TestRunningNowAfterObserveWithoutSettle checks that requests adopted by a
 // read that settles nothing (no counter step) still count as running, and
@@ -98,5 +101,29 @@ func TestEstimateShortRequestSharesDecodePower(t *testing.T) {
 	want := (staticW*80 + busyW*(80-80.0/11)) / 2.0
 	if got < 0.9*want || got > 1.1*want {
 		t.Fatalf("estimate %.0f mJ, want about %.0f (static and busy power shared by two for 80 ms)", got, want)
+	}
+}
+
+// TestEstimateBeforeTheModelPricesCurrentPower: while the device's model
+// is not usable and no split has priced a token (a Monitor's first
+// seconds under clients that report only at their end), a request's time
+// since the newest counter step is priced at the device's newest measured
+// power times its share, not at the static power alone, which would price
+// a busy board as idle.
+func TestEstimateBeforeTheModelPricesCurrentPower(t *testing.T) {
+	g := newRig(t, Config{Horizon: 10e9})
+	g.idle(100e6, 1000e6, 10_000) // 100 W idle: the static power is measured
+	r := newAccount(1000e6+1, nil)
+	g.l.Add(r)
+	g.step(1100e6, 50_000, nil) // 500 W while it runs
+	if g.l.model.devs[0].usable {
+		t.Fatal("the model is usable after one busy interval")
+	}
+	r.AddOutput(5) // reported only at its end
+	g.l.End(r, 1150e6)
+	// (1000, 1100] is 50 J, all its own; (1100, 1150] at 500 W is 25 J.
+	got, want := float64(g.l.Estimate(r, 1150e6)), 75_000.0
+	if math.Abs(got-want) > 0.1*want {
+		t.Errorf("End's estimate %.0f mJ, want about %.0f: the unmetered 50 ms at the board's newest 500 W", got, want)
 	}
 }
