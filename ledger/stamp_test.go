@@ -97,3 +97,23 @@ func TestStampFirstOutputLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestReportSeenWithTheEndIsPlacedAtIt: End follows a request's last
+// report, so reports first seen at the same read as the end are placed at
+// the end, not at the middle of the read.
+func TestReportSeenWithTheEndIsPlacedAtIt(t *testing.T) {
+	g := newRig(t, Config{Horizon: 10e9})
+	r := newAccount(0, nil)
+	g.l.Add(r)
+	g.l.Observe(0, 0, 0)
+	r.AddInput(100)
+	r.AddOutput(16)
+	g.l.Observe(160e6, 0, 0)
+	g.l.Observe(180e6, 0, 0)
+	r.AddOutput(5)
+	g.l.End(r, 197e6)
+	g.l.Observe(200e6, 0, 0) // the read's middle is 190 ms
+	if last := r.st.last(); last.out != 21 || last.t != 197e6 {
+		t.Errorf("the last report placed at %+v, want 21 tokens at the end, 197 ms", last)
+	}
+}

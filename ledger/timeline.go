@@ -64,18 +64,24 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 	if !ended && o == s.seenOut && in == s.seenIn && t-r.start <= l.cfg.MaxAge {
 		return // nothing new: the timeline stands as it is
 	}
-	at := max(rep, r.start)
+	// When the reports first seen now were made: at the middle of the
+	// read, unless told better. End follows a request's last report, as
+	// a rule at once, so reports seen with the end are placed at it; a
+	// stamped first report is placed at its stamp.
+	at, stamped := max(rep, r.start), false
+	if ended {
+		at = end
+	}
 	if s.seenOut == 0 && o > 0 {
 		if f, n := r.firstOutput(); n > 0 && n <= o {
-			// The first report, stamped where it was made: its tokens
-			// are placed when they came, and what the read saw beyond
-			// them after.
+			// Its tokens are placed when they came, and what the read
+			// saw beyond them after.
 			f = min(max(f, s.last().t), t)
 			if n < o {
 				l.report(r, f, n, in)
 			}
-			at = max(at, f)
-			if n == o {
+			at, stamped = max(at, f), n == o
+			if stamped {
 				at = f
 			}
 		}
