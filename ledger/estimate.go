@@ -24,10 +24,11 @@ type estimate struct {
 	rho   atomic.Uint64 // float64 bits: its input rate as counted in the newest interval's prefill pool
 	pfEnd atomic.Int64  // its prefill's end as placed; -1 while not placed
 	// What reweighed needs of the provisional share of a request whose
-	// prompt it weighed unreported, as float64 bits: its share of the
-	// prefill pool (residual included) less the part of it the rest of
-	// its pool would give way for, mJ (pfGive; 0 once a prompt is
-	// reported), and that share over the pool's energy (pfFrac).
+	// prompt it weighed unreported, as float64 bits: the part of it the
+	// prompt drove (its prefill pool share and its input tokens' energy,
+	// residual included) less the part of that the rest of its pool
+	// would give way for, mJ (pfGive; 0 once a prompt is reported), and
+	// that part over the pool's energy (pfFrac).
 	pfGive, pfFrac atomic.Uint64
 }
 
@@ -313,15 +314,14 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 // reweighed returns, in mJ, what the provisional share of r misses, or
 // has too much of, when r reports a prompt that the provisional split
 // weighed unreported, as the recent prompts' mean: the common case of a
-// client that reports its prompt only at the end. Its share pf of the
-// prefill pool, residual included, is scaled by the prefill time learned
-// for the one prompt against the other, by Δ = pf·(ratio−1). The energy
-// split is what was metered, so the rest of the pool gives way: a weight
-// w in a pool of weight T takes D·w/T of its energy D, and w+Δ takes
-// D·(w+Δ)/(T+Δ), which adds Δ·(1−s/D)/(1+Δ/D) to its share s (Δ in mJ
-// as priced at D/T). A request alone in its pool gains nothing. The
-// input tokens' own energy is not added: in the provisional split the
-// residual, laid mostly on the prefill pool, holds it already.
+// client that reports its prompt only at the end. The part pf of its
+// share that the prompt drove (its share of the prefill pool and its
+// input tokens' energy, residual included) is scaled by the prefill time
+// learned for the one prompt against the other, by Δ = pf·(ratio−1). The
+// energy split is what was metered, so the rest of the pool gives way: a
+// weight w in a pool of weight T takes D·w/T of its energy D, and w+Δ
+// takes D·(w+Δ)/(T+Δ), which adds Δ·(1−s/D)/(1+Δ/D) to its share s (Δ in
+// mJ as priced at D/T). A request alone in its pool gains nothing.
 func (l *Ledger) reweighed(r *Account) float64 {
 	e := &r.est
 	give := math.Float64frombits(e.pfGive.Load())

@@ -18,13 +18,16 @@ type part struct {
 	out, in    float64 // output and uncached input tokens in the interval
 	tail       float64 // decode weight, in tokens, after the last token
 	silent     bool    // not reported past the interval: its tokens are extrapolated
+	meanIn     bool    // silent with no prompt reported: in is the recent prompts' mean
 	// With shares: its share of the interval's time (cov), of the time
 	// with any prefill weighted by rho (pfShare), and of the time with
 	// any decode (decShare), ns. See coverage.
 	cov, pfShare, decShare float64
 	// weight is the weighing's: the part's modelled energy, J, residual
-	// included; pf is the part of it that is its share of the prefill
-	// pool (0 before the device's model is usable).
+	// included; pf is the part of it that its prompt drives, its share of
+	// the prefill pool and its input tokens' energy (0 before the
+	// device's model is usable), which End's estimate rescales for a
+	// prompt reported late (see reweighed).
 	weight, pf float64
 }
 
@@ -68,7 +71,8 @@ type keptFeatures struct {
 // the prefill and decode spans, as learning needs. A request that has not reported past
 // b and has not ended is silent in the interval: it is taken to produce
 // output tokens at its own recent rate (the batch's, before it has one)
-// from its expected prefill end on.
+// from its expected prefill end on, and, until it reports a prompt, to
+// have the recent prompts' mean.
 func buildFeatures(active []*Account, unowned *sampled, m *model, a, b int64, shift float64, shares, usable bool, sc *featureBuf) featureSet {
 	parts := sc.parts[:0]
 	for i, r := range active {
@@ -146,6 +150,16 @@ func partOf(r *Account, i int, m *model, a, b int64, shift float64) part {
 		// rate, though it produced nothing.
 		t1 := min(s.end, t0+s.step)
 		p.tail = s.ownRate() * float64(max(0, min(hi, t1)-max(lo, t0)))
+	}
+	// A silent request that has reported no prompt is weighed with the
+	// recent prompts' mean, as its prefill's expected length already is:
+	// its prefill's rate and its input tokens' energy, which is all the
+	// prompt's energy under a model that prices prefill by input tokens.
+	// Weighed with none, it took no prefill energy at all while it was
+	// silent, and End's estimate of a client that reports only at its end
+	// came out short (see reweighed).
+	if in <= 0 && p.silent {
+		in, p.meanIn = m.prefill.meanTokens(), true
 	}
 	// The prompt's tokens are spread over the prefill: over a prefill
 	// still running, over its expected length, so that a burst of long

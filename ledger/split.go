@@ -101,7 +101,10 @@ func weighTokens(f *featureSet) float64 {
 	var w, cov float64
 	for i := range f.parts {
 		p := &f.parts[i]
-		p.weight, p.pf = p.out+fallbackInput*p.in, 0
+		p.weight, p.pf = p.out, 0
+		if !p.meanIn {
+			p.weight += fallbackInput * p.in
+		}
 		if p.weight > 0 {
 			w += p.weight
 			cov += p.cov
@@ -171,8 +174,9 @@ func weighModel(f *featureSet, d *devModel, dynJ float64, pr *prices) float64 {
 	total := tokJ * f.unowned * kTok
 	for i := range f.parts {
 		p := &f.parts[i]
-		p.pf = pfPerNS * p.pfShare * kPf
-		p.weight = p.pf + rest(p)*kTok
+		pool := pfPerNS * p.pfShare * kPf
+		p.weight = pool + rest(p)*kTok
+		p.pf = pool + th[fInput]*p.in*kTok
 		total += p.weight
 	}
 	sec := x[fStatic]
