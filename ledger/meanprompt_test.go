@@ -29,6 +29,12 @@ func TestSilentRequestTakesTheMeanPrompt(t *testing.T) {
 	if len(f.parts) != 2 {
 		t.Fatalf("%d parts, want 2", len(f.parts))
 	}
+	if f.parts[0].r != silent { // adoption's order follows the inbox's shards
+		f.parts[0], f.parts[1] = f.parts[1], f.parts[0]
+	}
+	if f.parts[0].r != silent || f.parts[1].r != told {
+		t.Fatal("the parts are not the two requests")
+	}
 	// The mean counts the reported prompt too. No prefill time is
 	// learned: a prefill is expected to end at once, so the whole prompt
 	// falls at the start, in the interval.
