@@ -45,11 +45,7 @@ func TestStampedFirstReportPlacesThePrefill(t *testing.T) {
 // TestStampedChunkPlacesItsTokens: a first report of a chunk, stamped,
 // puts the chunk's tokens at the stamp, not at the middle of the read.
 func TestStampedChunkPlacesItsTokens(t *testing.T) {
-	g := newRig(t, Config{Horizon: 10e9})
-	r := newAccount(0, nil)
-	g.l.Add(r)
-	g.l.Observe(0, 0, 0)
-	r.AddInput(100)
+	g, r := adoptedAtZero(t, 100)
 	if _, isFirst := r.AddFirstOutput(16); !isFirst {
 		t.Fatal("the first report was not found first")
 	}
@@ -102,11 +98,7 @@ func TestStampFirstOutputLimits(t *testing.T) {
 // report, so reports first seen at the same read as the end are placed at
 // the end, not at the middle of the read.
 func TestReportSeenWithTheEndIsPlacedAtIt(t *testing.T) {
-	g := newRig(t, Config{Horizon: 10e9})
-	r := newAccount(0, nil)
-	g.l.Add(r)
-	g.l.Observe(0, 0, 0)
-	r.AddInput(100)
+	g, r := adoptedAtZero(t, 100)
 	r.AddOutput(16)
 	g.l.Observe(160e6, 0, 0)
 	g.l.Observe(180e6, 0, 0)
@@ -116,4 +108,15 @@ func TestReportSeenWithTheEndIsPlacedAtIt(t *testing.T) {
 	if last := r.st.last(); last.out != 21 || last.t != 197e6 {
 		t.Errorf("the last report placed at %+v, want 21 tokens at the end, 197 ms", last)
 	}
+}
+
+// adoptedAtZero returns a ledger with one request, started at 0, adopted
+// by a read at 0 and with a prompt of in tokens reported after it.
+func adoptedAtZero(t *testing.T, in uint64) (*rig, *Account) {
+	g := newRig(t, Config{Horizon: 10e9})
+	r := newAccount(0, nil)
+	g.l.Add(r)
+	g.l.Observe(0, 0, 0)
+	r.AddInput(in)
+	return g, r
 }
