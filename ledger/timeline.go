@@ -68,7 +68,7 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 	// read, unless told better. End follows a request's last report, as
 	// a rule at once, so reports seen with the end are placed at it; a
 	// stamped first report is placed at its stamp.
-	at, stamped := max(rep, r.start), false
+	at := max(rep, r.start)
 	if ended {
 		at = end
 	}
@@ -79,9 +79,8 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 			f = min(max(f, s.last().t), t)
 			if n < o {
 				l.report(r, f, n, in)
-			}
-			at, stamped = max(at, f), n == o
-			if stamped {
+				at = max(at, f)
+			} else {
 				at = f
 			}
 		}
