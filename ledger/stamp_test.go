@@ -14,10 +14,7 @@ func TestStampedFirstReportPlacesThePrefill(t *testing.T) {
 	// so the read at 320 ms sees three.
 	const first, step = 303e6, 7e6
 	run := func(stamp bool) int64 {
-		g := newRig(t, Config{Horizon: 10e9})
-		r := newAccount(0, nil)
-		g.l.Add(r)
-		r.AddInput(500)
+		g, r := adoptedAtZero(t, 500)
 		next := int64(first)
 		for t0 := int64(0); t0 <= 500e6; t0 += 20e6 {
 			for ; next <= t0; next += step {
