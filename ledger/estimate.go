@@ -316,8 +316,11 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 // weighed unreported, as the recent prompts' mean: the common case of a
 // client that reports its prompt only at the end. The part pf of its
 // share that the prompt drove (its share of the prefill pool and its
-// input tokens' energy, residual included) is scaled by the prefill time
-// learned for the one prompt against the other, by Δ = pf·(ratio−1). The
+// input tokens' energy, residual included) is scaled by the one prompt's
+// tokens against the other's, by Δ = pf·(in/mean − 1): the split weighs a
+// prefill in its pool by its input rate over its prefill's time, so a
+// whole prefill weighs its tokens, however long the prefill time learned
+// makes it, and its input tokens' energy is its tokens' too. The
 // energy split is what was metered, so the rest of the pool gives way: a
 // weight w in a pool of weight T takes D·w/T of its energy D, and w+Δ
 // takes D·(w+Δ)/(T+Δ), which adds Δ·(1−s/D)/(1+Δ/D) to its share s (Δ in
@@ -329,12 +332,10 @@ func (l *Ledger) reweighed(r *Account) float64 {
 		return 0 // the common case: a prompt reported at the start
 	}
 	in, mean := float64(r.uncached()), math.Float64frombits(l.est.meanIn.Load())
-	th, ok := l.est.pfCoefs()
-	if in <= 0 || mean <= 0 || !ok {
+	if in <= 0 || mean <= 0 {
 		return 0
 	}
-	dur := func(n float64) float64 { return max(prefillSeconds(th, n)*nsPerSecond, minPrefillNS) }
-	x := dur(in)/dur(mean) - 1
+	x := in/mean - 1
 	k := 1 + math.Float64frombits(e.pfFrac.Load())*x // (D+Δ)/D
 	if k <= 0 {
 		return 0

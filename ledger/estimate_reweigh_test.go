@@ -9,10 +9,11 @@ import (
 // Estimate. A request reported nothing while it ran, so the provisional
 // split weighed it with the recent prompts' mean, 500 tokens: its share
 // is 5000 mJ through 300 ms, of which 1000 mJ was its prefill pool share
-// and 2000 mJ came from the 8000 mJ the model weighed. With a prefill
-// time of 0.1 s per 1000 tokens, the 2000-token prompt it reports at the
-// end takes four times the mean's prefill, Δ = 3000 mJ, and the rest of
-// the pool gives way:
+// and 2000 mJ came from the 8000 mJ the model weighed. The 2000-token
+// prompt it reports at the end weighs four times the mean in the split,
+// Δ = 3000 mJ, whatever the prefill time learned (here 50 ms + 0.1 s per
+// 1000 tokens, under which it would take 2.5 times the mean's prefill),
+// and the rest of the pool gives way:
 //
 //	5000 + 3000 × (1 − 2000/8000) / (1 + 3000/8000) ≈ 6636.4 mJ
 //
@@ -32,7 +33,7 @@ func TestEstimateReweighsThePromptReportedAtEnd(t *testing.T) {
 		r.est.pfFrac.Store(math.Float64bits(1000 / pool))
 		l := &g.l.est
 		l.meanIn.Store(math.Float64bits(500))
-		for i, v := range [3]float64{0, 0.1, 0} {
+		for i, v := range [3]float64{0.05, 0.1, 0} {
 			l.pfCoef[i].Store(math.Float64bits(v))
 		}
 		l.pfCoefOK.Store(true)
