@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -851,16 +852,23 @@ func (c *phaseClock) mark(name string) {
 	c.t.Logf("phase %q took %v", name, d)
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago.
+// freePorts returns n distinct loopback ports that were free a moment
+// ago. They are drawn below the kernel's ephemeral range (32768 and up on
+// Linux), as package freeport of the main module draws them, which this
+// module does not require: a port from that range, which port 0 gives,
+// can be taken by any outgoing connection before the server binds it.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			fatal(t, err)
+	for try := 0; len(ports) < n; try++ {
+		if try == 100*n {
+			fatal(t, fmt.Errorf("no %d free loopback ports below 32768 in %d tries", n, try))
 		}
-		defer l.Close()
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12768)))
+		if err != nil {
+			continue // held: draw another
+		}
+		defer l.Close() // held until all are drawn, so that they are distinct
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports

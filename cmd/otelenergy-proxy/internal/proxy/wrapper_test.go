@@ -3,8 +3,6 @@ package proxy
 import (
 	"context"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -12,34 +10,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/otelenergy/otelenergy/internal/freeport"
 )
 
-// freeAddr returns a loopback address that no socket held a moment ago.
+// freeAddr returns a loopback address that no socket held a moment ago,
+// below the kernel's ephemeral range (see package freeport).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	// A port below the kernel's ephemeral range: one from that range
-	// (what port 0 gives) can be taken, between this check and the
-	// proxy's bind, by any connection another test opens, and the
-	// tests of many packages run at once; one below it only by a bind
-	// that names it.
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil && v > 20000 {
-				low = v
-			}
-		}
+	p, err := freeport.Loopback(1)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(20000+rand.IntN(low-20000)))
-		if err != nil {
-			continue // held: try another
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	t.Fatal("no free loopback port below the ephemeral range in 100 tries")
-	return ""
+	return "127.0.0.1:" + strconv.Itoa(p[0])
 }
 
 // TestWrapper runs the test binary as the wrapped backend: the proxy
