@@ -27,8 +27,9 @@ type estimate struct {
 	// prompt it weighed unreported, as float64 bits: the part of it the
 	// prompt drove (its prefill pool share and its input tokens' energy,
 	// residual included) less the part of that the rest of its pool
-	// would give way for, mJ (pfGive; 0 once a prompt is reported), and
-	// that part over the pool's energy (pfFrac).
+	// would give way for, mJ (pfGive; 0 once a prompt is reported), and,
+	// as two float32s' bits in one word (pfFrac), that part over the
+	// pool's energy (high) and its input tokens' part of it (low).
 	pfGive, pfFrac atomic.Uint64
 }
 
@@ -48,7 +49,7 @@ type published struct {
 
 // provShare is what the provisional split gave one active request, mJ,
 // with what reweighed needs of it (see estimate).
-type provShare struct{ mj, pf, dyn, pool float64 }
+type provShare struct{ mj, pf, pfIn, dyn, pool float64 }
 
 // provBudget bounds the request-intervals one provisional pass weighs per
 // device: the pending intervals are merged into provBudget/active groups
@@ -101,12 +102,13 @@ func (l *Ledger) provisionalSplit(d *device, iv interval) {
 	static, dyn := float64(wg.static), float64(attr-wg.static)
 	for i := range f.parts {
 		p := &f.parts[i]
-		mj, pf, own := static*p.cov/wg.dt, 0.0, 0.0
+		mj, pf, pfIn, own := static*p.cov/wg.dt, 0.0, 0.0, 0.0
 		switch {
 		case wg.total <= 0:
 		case wg.by == byWeight:
 			own = dyn * p.weight / wg.total
 			pf = dyn * p.pf / wg.total
+			pfIn = dyn * p.pfIn / wg.total
 		default:
 			own = dyn * p.cov / wg.total
 		}
@@ -114,7 +116,7 @@ func (l *Ledger) provisionalSplit(d *device, iv interval) {
 			ps := &l.buf.prov[p.idx]
 			ps.mj += mj
 			if pf > 0 && own <= dyn {
-				ps.pf, ps.dyn, ps.pool = ps.pf+pf, ps.dyn+own, ps.pool+dyn
+				ps.pf, ps.pfIn, ps.dyn, ps.pool = ps.pf+pf, ps.pfIn+pfIn, ps.dyn+own, ps.pool+dyn
 			}
 		}
 	}
@@ -159,7 +161,7 @@ func (l *Ledger) publishEstimate(r *Account, i int) {
 	store(&e.rho, math.Float64bits(s.rhoNow))
 	if ps := &l.buf.prov[i]; ps.pool > 0 && s.last().in == 0 {
 		store(&e.pfGive, math.Float64bits(ps.pf*max(0, 1-ps.dyn/ps.pool)))
-		store(&e.pfFrac, math.Float64bits(ps.pf/ps.pool))
+		store(&e.pfFrac, packFracs(ps.pf/ps.pool, ps.pfIn/ps.pf))
 	} else {
 		store(&e.pfGive, 0)
 	}
@@ -315,12 +317,15 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 // has too much of, when r reports a prompt that the provisional split
 // weighed unreported, as the recent prompts' mean: the common case of a
 // client that reports its prompt only at the end. The part pf of its
-// share that the prompt drove (its share of the prefill pool and its
-// input tokens' energy, residual included) is scaled by the one prompt's
-// tokens against the other's, by Δ = pf·(in/mean − 1): the split weighs a
-// prefill in its pool by its input rate over its prefill's time, so a
-// whole prefill weighs its tokens, however long the prefill time learned
-// makes it, and its input tokens' energy is its tokens' too. The
+// share that the prompt drove is scaled, each of its two parts as the
+// model prices it: its input tokens' energy (a share q of pf) by the one
+// prompt's tokens against the other's, and its share of the prefill pool
+// (the rest), which the model prices by the time a prefill runs, by the
+// prefill time learned for the one against the other:
+// Δ = pf·(q·(in/mean − 1) + (1 − q)·(time(in)/time(mean) − 1)). A model
+// that prices prefill by tokens thus leaves End() to the tokens, and the
+// prefill time, the least determined of the learned figures where every
+// client reports at its end, weighs only where the model prices time. The
 // energy split is what was metered, so the rest of the pool gives way: a
 // weight w in a pool of weight T takes D·w/T of its energy D, and w+Δ
 // takes D·(w+Δ)/(T+Δ), which adds Δ·(1−s/D)/(1+Δ/D) to its share s (Δ in
@@ -335,12 +340,28 @@ func (l *Ledger) reweighed(r *Account) float64 {
 	if in <= 0 || mean <= 0 {
 		return 0
 	}
-	x := in/mean - 1
-	k := 1 + math.Float64frombits(e.pfFrac.Load())*x // (D+Δ)/D
+	frac, q := unpackFracs(e.pfFrac.Load())
+	x := q * (in/mean - 1)
+	if th, ok := l.est.pfCoefs(); ok {
+		dur := func(n float64) float64 { return max(prefillSeconds(th, n)*nsPerSecond, minPrefillNS) }
+		x += (1 - q) * (dur(in)/dur(mean) - 1)
+	}
+	k := 1 + frac*x // (D+Δ)/D
 	if k <= 0 {
 		return 0
 	}
 	return give * x / k
+}
+
+// packFracs packs two fractions as float32s into one word: hi in the
+// high half.
+func packFracs(hi, lo float64) uint64 {
+	return uint64(math.Float32bits(float32(hi)))<<32 | uint64(math.Float32bits(float32(min(max(lo, 0), 1))))
+}
+
+// unpackFracs is packFracs undone.
+func unpackFracs(w uint64) (hi, lo float64) {
+	return float64(math.Float32frombits(uint32(w >> 32))), float64(math.Float32frombits(uint32(w)))
 }
 
 // prefillTail returns, in mJ, r's prefill energy in (thru, t], its

@@ -8,14 +8,16 @@ import (
 // TestEstimateReweighsThePromptReportedAtEnd checks reweighed through
 // Estimate. A request reported nothing while it ran, so the provisional
 // split weighed it with the recent prompts' mean, 500 tokens: its share
-// is 5000 mJ through 300 ms, of which 1000 mJ was its prefill pool share
-// and 2000 mJ came from the 8000 mJ the model weighed. The 2000-token
-// prompt it reports at the end weighs four times the mean in the split,
-// Δ = 3000 mJ, whatever the prefill time learned (here 50 ms + 0.1 s per
-// 1000 tokens, under which it would take 2.5 times the mean's prefill),
-// and the rest of the pool gives way:
+// is 5000 mJ through 300 ms, of which 1000 mJ was driven by its prompt,
+// and 2000 mJ came from the 8000 mJ the model weighed. The prefill time
+// learned is 50 ms + 0.1 s per 1000 tokens. The 2000-token prompt it
+// reports at the end has four times the mean's tokens and 2.5 times its
+// prefill time. When the 1000 mJ was all input tokens' energy, Δ = 3000
+// mJ; when all prefill pool, Δ = 1500 mJ; when a quarter was input
+// tokens', Δ = 1000·(¼·3 + ¾·1.5) = 1875 mJ. The rest of the pool gives
+// way:
 //
-//	5000 + 3000 × (1 − 2000/8000) / (1 + 3000/8000) ≈ 6636.4 mJ
+//	5000 + Δ × (1 − 2000/8000) / (1 + Δ/8000)
 //
 // A shorter prompt than the mean takes some back; a request alone in its
 // pool changes nothing.
@@ -25,12 +27,12 @@ func TestEstimateReweighsThePromptReportedAtEnd(t *testing.T) {
 	r := newAccount(0, nil)
 	g.l.Add(r)
 	const thru = 300e6
-	publish := func(own, pool float64) {
+	publish := func(own, pool, inputShare float64) {
 		r.est.mj.Store(5000)
 		r.est.thru.Store(thru)
 		r.through.Store(thru)
 		r.est.pfGive.Store(math.Float64bits(1000 * (1 - own/pool)))
-		r.est.pfFrac.Store(math.Float64bits(1000 / pool))
+		r.est.pfFrac.Store(packFracs(1000/pool, inputShare))
 		l := &g.l.est
 		l.meanIn.Store(math.Float64bits(500))
 		for i, v := range [3]float64{0.05, 0.1, 0} {
@@ -39,20 +41,29 @@ func TestEstimateReweighsThePromptReportedAtEnd(t *testing.T) {
 		l.pfCoefOK.Store(true)
 		setPrices(g.l, prices{})
 	}
-	publish(2000, 8000)
+	want := func(delta float64) float64 { return 5000 + delta*(1-2000.0/8000)/(1+delta/8000) }
+	for _, c := range []struct {
+		name       string
+		inputShare float64
+		prompt     uint64
+		delta      float64
+	}{
+		{"all input tokens' energy, 2000 tokens", 1, 2000, 3000},
+		{"all prefill pool, 2000 tokens", 0, 2000, 1500},
+		{"a quarter input tokens', 2000 tokens", 0.25, 2000, 1875},
+		// 250 tokens: half the mean's tokens, 0.075/0.1 of its time.
+		{"all input tokens' energy, 250 tokens", 1, 250, -500},
+		{"all prefill pool, 250 tokens", 0, 250, -250},
+	} {
+		publish(2000, 8000, c.inputShare)
+		r.in.Store(c.prompt)
+		if got, w := float64(g.l.Estimate(r, thru)), want(c.delta); math.Abs(got-w) > 1 {
+			t.Errorf("%s, weighed as the 500-token mean: estimate %.0f mJ, want %.1f (Δ = %.0f mJ)", c.name, got, w, c.delta)
+		}
+	}
+
 	r.in.Store(2000)
-	want := 5000 + 3000*(1-2000.0/8000)/(1+3000.0/8000)
-	if got := float64(g.l.Estimate(r, thru)); math.Abs(got-want) > 1 {
-		t.Fatalf("2000-token prompt reported at the end, weighed as the 500-token mean: estimate %.0f mJ, want %.1f", got, want)
-	}
-
-	r.in.Store(250) // half the mean: Δ = −500 mJ
-	want = 5000 - 500*(1-2000.0/8000)/(1-500.0/8000)
-	if got := float64(g.l.Estimate(r, thru)); math.Abs(got-want) > 1 {
-		t.Fatalf("250-token prompt against the 500-token mean: estimate %.0f mJ, want %.1f", got, want)
-	}
-
-	publish(8000, 8000)
+	publish(8000, 8000, 0.5)
 	if got := g.l.Estimate(r, thru); got != 5000 {
 		t.Fatalf("alone in its pool: estimate %d mJ, want the provisional 5000 (the metered energy is all its own already)", got)
 	}
@@ -69,18 +80,20 @@ func TestPublishReweighOnlyUnreportedPrompts(t *testing.T) {
 	r := newAccount(1e6, nil)
 	g.l.Add(r)
 	g.step(1e8, 1000, nil)
-	publish := func() (give, frac float64) {
-		g.l.buf.prov = append(g.l.buf.prov[:0], provShare{mj: 3000, pf: 1000, dyn: 2000, pool: 8000})
+	publish := func() (give, frac, q float64) {
+		g.l.buf.prov = append(g.l.buf.prov[:0], provShare{mj: 3000, pf: 1000, pfIn: 250, dyn: 2000, pool: 8000})
 		g.l.publishEstimate(r, 0)
-		return math.Float64frombits(r.est.pfGive.Load()), math.Float64frombits(r.est.pfFrac.Load())
+		give = math.Float64frombits(r.est.pfGive.Load())
+		frac, q = unpackFracs(r.est.pfFrac.Load())
+		return give, frac, q
 	}
-	if give, frac := publish(); give != 750 || frac != 0.125 {
-		t.Fatalf("prompt unreported: published give %v, frac %v; want 1000 × (1 − 2000/8000) = 750 and 1000/8000 = 0.125", give, frac)
+	if give, frac, q := publish(); give != 750 || frac != 0.125 || q != 0.25 {
+		t.Fatalf("prompt unreported: published give %v, frac %v, input tokens' share %v; want 1000 × (1 − 2000/8000) = 750, 1000/8000 = 0.125 and 250/1000 = 0.25", give, frac, q)
 	}
 	r.AddInput(400)
 	r.AddOutput(1)
 	g.step(2e8, 1000, nil)
-	if give, _ := publish(); give != 0 {
+	if give, _, _ := publish(); give != 0 {
 		t.Fatalf("prompt reported before the pass: published give %v, want 0 (the split weighed the prompt itself)", give)
 	}
 }

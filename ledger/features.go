@@ -28,7 +28,8 @@ type part struct {
 	// the prefill pool and its input tokens' energy (0 before the
 	// device's model is usable), which End's estimate rescales for a
 	// prompt reported late (see reweighed).
-	weight, pf float64
+	// pfIn is the part of pf that is its input tokens' energy.
+	weight, pf, pfIn float64
 }
 
 // featureSet is an interval's features: the vector the model learns, the

@@ -82,10 +82,24 @@ func TestPromptDrivenShareHoldsInputEnergy(t *testing.T) {
 	if got, want := f.parts[0].pf, 5.0; math.Abs(got-want) > 1e-9 {
 		t.Errorf("prompt-driven part %v J, want its 500 input tokens' 5 J", got)
 	}
+	if got, want := f.parts[0].pfIn, 5.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("its input tokens' part %v J, want all of it, 5 J (no prefill pool)", got)
+	}
 	if got, want := f.parts[0].weight, 5.2; math.Abs(got-want) > 1e-9 {
 		t.Errorf("weight %v J, want 5.2 (the weight is unchanged by it)", got)
 	}
 	if got := f.parts[1].pf; got != 0 {
 		t.Errorf("no prompt: prompt-driven part %v J, want 0", got)
+	}
+
+	// With a prefill pool too (100 W while any prefill runs, 10 ms of
+	// it, all the first request's): 1 J of pool and 5 J of input tokens,
+	// 7 J modelled with the output, no residual.
+	d.theta[fPrefillBusy] = 100
+	f = featureSet{parts: []part{{in: 500, out: 2, pfShare: 0.01 * nsPerSecond}, {out: 8}}}
+	f.x[fStatic], f.x[fInput], f.x[fOutput], f.x[fPrefillBusy] = 0.1, 500, 10, 0.01
+	weighModel(&f, &d, 7, &prices{})
+	if got, in := f.parts[0].pf, f.parts[0].pfIn; math.Abs(got-6) > 1e-9 || math.Abs(in-5) > 1e-9 {
+		t.Errorf("prompt-driven part %v J of which input tokens' %v J, want 6 J (1 J of pool) of which 5 J", got, in)
 	}
 }

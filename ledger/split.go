@@ -101,7 +101,7 @@ func weighTokens(f *featureSet) float64 {
 	var w, cov float64
 	for i := range f.parts {
 		p := &f.parts[i]
-		p.weight, p.pf = p.out, 0
+		p.weight, p.pf, p.pfIn = p.out, 0, 0
 		if !p.meanIn {
 			p.weight += fallbackInput * p.in
 		}
@@ -176,7 +176,8 @@ func weighModel(f *featureSet, d *devModel, dynJ float64, pr *prices) float64 {
 		p := &f.parts[i]
 		pool := pfPerNS * p.pfShare * kPf
 		p.weight = pool + rest(p)*kTok
-		p.pf = pool + th[fInput]*p.in*kTok
+		p.pfIn = th[fInput] * p.in * kTok
+		p.pf = pool + p.pfIn
 		total += p.weight
 	}
 	sec := x[fStatic]
