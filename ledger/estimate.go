@@ -304,6 +304,8 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	// part, which paid for them.
 	add += max(tokAdd, -float64(est-mj))
 	switch {
+	case math.IsNaN(add):
+		return est // a price it cannot read moves nothing
 	case add >= 0:
 		return est + uint64(min(add, 1<<62))
 	case -add >= float64(est-mj):
@@ -347,7 +349,7 @@ func (l *Ledger) reweighed(r *Account) float64 {
 		x += (1 - q) * (dur(in)/dur(mean) - 1)
 	}
 	k := 1 + frac*x // (D+Δ)/D
-	if k <= 0 {
+	if !(k > 0) {
 		return 0
 	}
 	return give * x / k

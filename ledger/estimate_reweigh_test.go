@@ -97,3 +97,30 @@ func TestPublishReweighOnlyUnreportedPrompts(t *testing.T) {
 		t.Fatalf("prompt reported before the pass: published give %v, want 0 (the split weighed the prompt itself)", give)
 	}
 }
+
+// TestEstimateWithUnreadablePricesKeepsTheProvisionalFigure: prices or a
+// published fraction that are not numbers (a model gone wrong) move the
+// estimate nowhere; before, NaN reached an unsigned conversion and the
+// figure was whatever the conversion gave.
+func TestEstimateWithUnreadablePricesKeepsTheProvisionalFigure(t *testing.T) {
+	g := newRig(t, Config{Horizon: 1e12})
+	g.step(0, 0, nil)
+	r := newAccount(0, nil)
+	g.l.Add(r)
+	const thru = 300e6
+	r.est.mj.Store(5000)
+	r.est.thru.Store(thru)
+	r.through.Store(thru)
+	nan := math.NaN()
+	r.est.pfGive.Store(math.Float64bits(750))
+	r.est.pfFrac.Store(packFracs(nan, nan))
+	g.l.est.meanIn.Store(math.Float64bits(500))
+	r.in.Store(2000)
+	r.AddOutput(10)
+	setPrices(g.l, prices{staticW: nan, tokJ: nan, decBusyW: nan, outJ: nan})
+	for _, at := range []int64{thru, thru + 50e6} {
+		if got := g.l.Estimate(r, at); got != 5000 {
+			t.Errorf("NaN prices, estimate at %d ns: %d mJ, want the provisional 5000", at, got)
+		}
+	}
+}
