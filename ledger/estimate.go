@@ -29,7 +29,8 @@ type estimate struct {
 	// residual included) less the part of that the rest of its pool
 	// would give way for, mJ (pfGive; 0 once a prompt is reported), and,
 	// as two float32s' bits in one word (pfFrac), that part over the
-	// pool's energy (high) and its input tokens' part of it (low).
+	// pool's energy (high) and the fraction of it that is its input
+	// tokens' energy (low).
 	pfGive, pfFrac atomic.Uint64
 }
 
