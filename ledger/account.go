@@ -37,6 +37,10 @@ type Account struct {
 	// the high 40 bits, and its tokens less one in the low 24. Zero until
 	// stamped.
 	first atomic.Uint64
+	// chunk packs the request's latest report of more than one token as
+	// its caller stamped it (StampChunk), as first does, with the output
+	// count it brought the request to in place of its own tokens.
+	chunk atomic.Uint64
 
 	// Written by the sampler, read by anyone.
 	mj      atomic.Uint64 // energy split to the request so far
@@ -110,19 +114,22 @@ const retiredBit = 1 << 63
 // [Ledger.Tokens]: false once the ledger has let the request go, and the
 // caller then counts them elsewhere if it keeps totals.
 func (r *Account) AddOutput(n uint64) bool {
-	counted, _ := r.AddFirstOutput(n)
+	_, counted, _ := r.AddFirstOutput(n)
 	return counted
 }
 
 // AddFirstOutput counts n output tokens as [Account.AddOutput] does, and
-// also reports whether they are the request's first. The one caller that
-// gets first then stamps them with [Account.StampFirstOutput]: a
-// request's first output marks the end of its prefill, which the sampler
-// would otherwise place only to within one of its reads. So a clock is
-// read once per request, not once per report.
-func (r *Account) AddFirstOutput(n uint64) (counted, first bool) {
+// also returns the request's output count after them and whether they are
+// its first. The one caller that gets first then stamps them with
+// [Account.StampFirstOutput]: a request's first output marks the end of
+// its prefill, which the sampler would otherwise place only to within one
+// of its reads. A report of more than one token is stamped too
+// ([Account.StampChunk]): it hides when its tokens came, and its place
+// sets how the request's tokens spread. So a clock is read once per
+// request and once per chunk, not once per token.
+func (r *Account) AddFirstOutput(n uint64) (total uint64, counted, first bool) {
 	v := r.out.Add(n)
-	return v&retiredBit == 0, v == n
+	return v &^ retiredBit, v&retiredBit == 0, v == n
 }
 
 // StampFirstOutput records that the request's first output report, of n
@@ -131,14 +138,49 @@ func (r *Account) AddFirstOutput(n uint64) (counted, first bool) {
 // request's start, or of more than 2²⁴ tokens, is not recorded: the
 // sampler then places it at the read that saw it.
 func (r *Account) StampFirstOutput(t int64, n uint64) {
-	dt := uint64(max(t-r.start, 0)) + 1
-	if dt >= 1<<firstTimeBits || n == 0 || n > 1<<firstCountBits {
-		return
+	if v, ok := packStamp(t-r.start, n); ok {
+		r.first.Store(v)
 	}
-	r.first.Store(dt<<firstCountBits | (n - 1))
 }
 
-// The bits of Account.first: the time since start, and the count.
+// StampChunk records that a report of more than one output token, which
+// brought the request's output to total, was made at t. A later stamp
+// replaces it: the sampler places a read's reports at the stamp when the
+// stamp's total is what the read saw, and at the read otherwise. Limits
+// as for [Account.StampFirstOutput].
+func (r *Account) StampChunk(t int64, total uint64) {
+	if v, ok := packStamp(t-r.start, total); ok {
+		r.chunk.Store(v)
+	}
+}
+
+// chunkReport returns when the latest stamped chunk was reported and the
+// output count it brought the request to, or total = 0 before a stamp.
+func (r *Account) chunkReport() (t int64, total uint64) {
+	return unpackStamp(r.start, r.chunk.Load())
+}
+
+// packStamp packs a stamp dt ns after the start, of a count n, into one
+// word, and false when it does not fit.
+func packStamp(dt int64, n uint64) (uint64, bool) {
+	d := uint64(max(dt, 0)) + 1
+	if d >= 1<<firstTimeBits || n == 0 || n > 1<<firstCountBits {
+		return 0, false
+	}
+	return d<<firstCountBits | (n - 1), true
+}
+
+// unpackStamp is packStamp undone for a request that started at start:
+// the stamp's time and count, or n = 0 for no stamp.
+func unpackStamp(start int64, v uint64) (t int64, n uint64) {
+	if v == 0 {
+		return 0, 0
+	}
+	return start + int64(v>>firstCountBits) - 1, v&(1<<firstCountBits-1) + 1
+}
+
+// The bits of a stamp (Account.first, Account.chunk): the time since
+// start, and the count.
 const (
 	firstCountBits = 24
 	firstTimeBits  = 64 - firstCountBits
@@ -147,11 +189,7 @@ const (
 // firstOutput returns when the request's first output report was made
 // and how many tokens it had, as stamped, or n = 0 before a stamp.
 func (r *Account) firstOutput() (t int64, n uint64) {
-	v := r.first.Load()
-	if v == 0 {
-		return 0, 0
-	}
-	return r.start + int64(v>>firstCountBits) - 1, v&(1<<firstCountBits-1) + 1
+	return unpackStamp(r.start, r.first.Load())
 }
 
 // AddInput counts n input tokens, as [Account.AddOutput] does.

@@ -18,7 +18,7 @@ func TestStampedFirstReportPlacesThePrefill(t *testing.T) {
 		next := int64(first)
 		for t0 := int64(0); t0 <= 500e6; t0 += 20e6 {
 			for ; next <= t0; next += step {
-				if _, isFirst := r.AddFirstOutput(1); isFirst && stamp {
+				if _, _, isFirst := r.AddFirstOutput(1); isFirst && stamp {
 					r.StampFirstOutput(next, 1)
 				}
 			}
@@ -43,11 +43,11 @@ func TestStampedFirstReportPlacesThePrefill(t *testing.T) {
 // puts the chunk's tokens at the stamp, not at the middle of the read.
 func TestStampedChunkPlacesItsTokens(t *testing.T) {
 	g, r := adoptedAtZero(t, 100)
-	if _, isFirst := r.AddFirstOutput(16); !isFirst {
+	if _, _, isFirst := r.AddFirstOutput(16); !isFirst {
 		t.Fatal("the first report was not found first")
 	}
 	r.StampFirstOutput(141e6, 16)
-	if _, isFirst := r.AddFirstOutput(16); isFirst {
+	if _, _, isFirst := r.AddFirstOutput(16); isFirst {
 		t.Fatal("the second report was found first")
 	}
 	g.l.Observe(160e6, 0, 0) // sees both reports
@@ -57,9 +57,46 @@ func TestStampedChunkPlacesItsTokens(t *testing.T) {
 	}
 }
 
-// TestStampFirstOutputLimits: a stamp keeps its time since the start to
-// the nanosecond and its count exactly, and one that does not fit its
-// bits is not recorded rather than recorded wrong.
+// TestStampedChunkIsPlacedAtItsStamp: a later report of more than one
+// token, stamped, is placed at its stamp when the stamp's total is what
+// the read saw; when more came after it, or the stamp is older than the
+// read's news, the read places the reports as before.
+func TestStampedChunkIsPlacedAtItsStamp(t *testing.T) {
+	g, r := adoptedAtZero(t, 100)
+	chunk := func(n uint64, at int64) {
+		total, _, first := r.AddFirstOutput(n)
+		if first {
+			r.StampFirstOutput(at, n)
+		}
+		r.StampChunk(at, total)
+	}
+	chunk(16, 141e6)
+	g.l.Observe(160e6, 0, 0)
+	chunk(16, 171e6)
+	g.l.Observe(200e6, 0, 0) // the read's middle is 180 ms
+	if p := r.st.last(); p.out != 32 || p.t != 171e6 {
+		t.Fatalf("second chunk at %.1f ms with %d tokens, want 32 tokens at its stamp, 171 ms", float64(p.t)/1e6, p.out)
+	}
+	// A token reported after the stamped chunk: the stamp is not what
+	// the read saw, so the read places them.
+	chunk(16, 205e6)
+	r.AddOutput(1)
+	g.l.Observe(240e6, 0, 0)
+	if p := r.st.last(); p.out != 49 || p.t != 220e6 {
+		t.Fatalf("a chunk and a token after it at %.1f ms with %d tokens, want 49 at the read's middle, 220 ms", float64(p.t)/1e6, p.out)
+	}
+	// A stamp the read has already placed moves nothing later.
+	r.AddOutput(1)
+	g.l.Observe(280e6, 0, 0)
+	if p := r.st.last(); p.out != 50 || p.t != 260e6 {
+		t.Fatalf("a token after an old stamp at %.1f ms with %d tokens, want 50 at the read's middle, 260 ms", float64(p.t)/1e6, p.out)
+	}
+}
+
+// TestStampFirstOutputLimits: a stamp, of a first report or of a chunk,
+// keeps its time since the start to the nanosecond and its count exactly,
+// and one that does not fit its bits is not recorded rather than recorded
+// wrong.
 func TestStampFirstOutputLimits(t *testing.T) {
 	const start = 5e9
 	for _, c := range []struct {
@@ -78,15 +115,26 @@ func TestStampFirstOutputLimits(t *testing.T) {
 	} {
 		r := newAccount(start, nil)
 		r.StampFirstOutput(c.t, c.n)
-		gotT, gotN := r.firstOutput()
-		if !c.ok {
-			if gotN != 0 {
-				t.Errorf("stamp(%d, %d) recorded (%d, %d), want nothing", c.t, c.n, gotT, gotN)
+		r.StampChunk(c.t, c.n)
+		for _, got := range []struct {
+			name string
+			t    int64
+			n    uint64
+		}{{"first", 0, 0}, {"chunk", 0, 0}} {
+			if got.name == "first" {
+				got.t, got.n = r.firstOutput()
+			} else {
+				got.t, got.n = r.chunkReport()
 			}
-			continue
-		}
-		if gotT != c.wantT || gotN != c.n {
-			t.Errorf("stamp(%d, %d) = (%d, %d), want (%d, %d)", c.t, c.n, gotT, gotN, c.wantT, c.n)
+			if !c.ok {
+				if got.n != 0 {
+					t.Errorf("%s stamp(%d, %d) recorded (%d, %d), want nothing", got.name, c.t, c.n, got.t, got.n)
+				}
+				continue
+			}
+			if got.t != c.wantT || got.n != c.n {
+				t.Errorf("%s stamp(%d, %d) = (%d, %d), want (%d, %d)", got.name, c.t, c.n, got.t, got.n, c.wantT, c.n)
+			}
 		}
 	}
 }

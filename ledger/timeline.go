@@ -67,10 +67,14 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 	// When the reports first seen now were made: at the middle of the
 	// read, unless told better. End follows a request's last report, as
 	// a rule at once, so reports seen with the end are placed at it; a
-	// stamped first report is placed at its stamp.
+	// stamped chunk that brought the output to what the read saw, and a
+	// stamped first report, are placed at their stamps.
 	at := max(rep, r.start)
 	if ended {
 		at = end
+	}
+	if ct, c := r.chunkReport(); c == o && o != s.seenOut {
+		at = min(max(ct, s.last().t, r.start), t)
 	}
 	if s.seenOut == 0 && o > 0 {
 		if f, n := r.firstOutput(); n > 0 && n <= o {

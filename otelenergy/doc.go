@@ -84,7 +84,9 @@
 //     one atomic add, on the request's own counter, for a request the
 //     ledger tracks; nothing every request shares. A request's first
 //     output report also reads the Monitor's clock once: it stamps when
-//     the first tokens came, the end of the request's prefill. The Monitor's token
+//     the first tokens came, the end of the request's prefill. So does a
+//     report of more than one token: it stamps when the chunk came. The
+//     Monitor's token
 //     totals are derived by the sampler at each sample, from the tracked
 //     requests' counters, the counts of the requests it has let go, and
 //     the reports outside any tracked request (one more atomic add, on a

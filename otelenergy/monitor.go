@@ -592,9 +592,10 @@ func (m *Monitor) tokens() (out, in uint64) {
 
 // AddTokens counts n output tokens: in the request carried by ctx if there
 // is one, and in the Monitor's totals. For a request the ledger tracks it
-// is one atomic add, on that request's own counter, and the request's
-// first report also reads the Monitor's clock once, since it marks when
-// the request's prefill ended: the sampler sums the
+// is one atomic add, on that request's own counter; the request's first
+// report also reads the Monitor's clock once, since it marks when the
+// request's prefill ended, and so does a report of more than one token,
+// since it hides when its tokens came. The sampler sums the
 // totals from the requests' counters at each sample, so [Monitor.Totals]
 // and the exported token counter include a report from the next sample
 // on. Tokens outside any tracked request take one more atomic add, on a
@@ -612,9 +613,9 @@ func (m *Monitor) AddTokens(ctx context.Context, n int) {
 	// type assertion finds it, and a tracked request's report is one
 	// atomic add on its own counter. Everything else takes addTokens.
 	if r, ok := ctx.(*Request); ok && r.st.tracked && r.st.m == m && uint(n-1) < maxTokensPerCall {
-		counted, first := r.st.AddFirstOutput(uint64(n))
-		if first {
-			r.st.stampFirst(m, uint64(n))
+		total, counted, first := r.st.AddFirstOutput(uint64(n))
+		if first || n > 1 {
+			r.st.stamp(m, uint64(n), total, first)
 		}
 		if !counted {
 			m.lateOut.Add(uint64(n))
@@ -624,14 +625,24 @@ func (m *Monitor) AddTokens(ctx context.Context, n int) {
 	m.addTokens(ctx, n, outputTokens)
 }
 
-// stampFirst stamps the request's first output report, of n tokens, with
-// m's clock: the one clock read a request's reports cost, since its first
-// output marks when its prefill ended. The token path calls it only for
-// the report [ledger.Account.AddFirstOutput] found first, and it is kept
-// out of line so that the other reports' path carries no clock call.
+// stamp stamps a report of n tokens, which brought the request's output
+// to total, with m's clock: the request's first output report, since it
+// marks when its prefill ended, and every report of more than one token,
+// since it hides when its tokens came. The token path calls it only for
+// those, and it is kept out of line so that the other reports' path
+// carries no clock call: a request that streams token by token reads the
+// clock once.
 //
 //go:noinline
-func (st *requestState) stampFirst(m *Monitor, n uint64) { st.StampFirstOutput(m.now(), n) }
+func (st *requestState) stamp(m *Monitor, n, total uint64, first bool) {
+	t := m.now()
+	if first {
+		st.StampFirstOutput(t, n)
+	}
+	if n > 1 {
+		st.StampChunk(t, total)
+	}
+}
 
 // AddInputTokens counts n input (prompt) tokens, kept apart from output
 // tokens, as [Monitor.AddTokens] does. Input tokens are taken as processed
@@ -695,9 +706,9 @@ func (m *Monitor) addTokens(ctx context.Context, n int, kind tokenKind) {
 		}
 	default:
 		if owned {
-			counted, first := r.st.AddFirstOutput(uint64(n))
-			if first {
-				r.st.stampFirst(m, uint64(n))
+			total, counted, first := r.st.AddFirstOutput(uint64(n))
+			if first || n > 1 {
+				r.st.stamp(m, uint64(n), total, first)
 			}
 			if !counted {
 				m.lateOut.Add(uint64(n))

@@ -32,12 +32,11 @@ type Request struct {
 // through it the HTTP request, alive.
 type requestState struct {
 	ledger.Account
-	m       *Monitor
-	run     *runInfo
-	span    trace.SpanContext // immutable: read by the sampler at any time
-	tracked bool              // handed to the ledger
-	attrs   *requestAttrs     // immutable; nil without baggage attributes
-	model   reqmodel.Slot     // the model the request names, once read
+	m     *Monitor
+	run   *runInfo
+	span  trace.SpanContext // immutable: read by the sampler at any time
+	attrs *requestAttrs     // immutable; nil without baggage attributes
+	model reqmodel.Slot     // the model the request names, once read
 
 	// With WithCarbon: the µg of the intervals split so far and the co2
 	// flags, written by the sampler (co2State.convertSplit) before it
@@ -45,7 +44,10 @@ type requestState struct {
 	// had one, sampler-only.
 	co2UG    atomic.Uint64
 	co2Flags atomic.Uint32
-	co2Last  *carbon.Reading
+	// tracked: handed to the ledger. It sits beside co2Flags, in what
+	// would be padding, so that the state stays in its size class.
+	tracked bool
+	co2Last *carbon.Reading
 
 	host *hostBalance // with WithHostSource; immutable
 }

@@ -271,3 +271,38 @@ func TestFirstOutputStampedAtTheSource(t *testing.T) {
 	}
 	req.End()
 }
+
+// TestChunksStampedAtTheSource: Monitor.AddTokens stamps a report of more
+// than one token with the Monitor's clock, so the sampler places it where
+// it was made. A request reports in chunks of 16, the first 200 ms after
+// its start and the second 73 ms later, with reads every DefaultInterval:
+// the second chunk times the step (73/16 ms) and through it the prefill's
+// end, and its stamp, not the read that saw it, must give both.
+func TestChunksStampedAtTheSource(t *testing.T) {
+	r := newRig(t, ideal(simgpu.Config{}))
+	r.tick(DefaultInterval)
+	req := r.m.StartRequest(context.Background())
+	start := req.st.Start()
+	var at [2]int64
+	for ms := 1; ms <= 400; ms++ {
+		r.clock.Advance(time.Millisecond)
+		switch ms {
+		case 200, 273:
+			at[ms/250] = r.m.now()
+			r.m.AddTokens(req, 16)
+		}
+		if ms%int(DefaultInterval/time.Millisecond) == 0 {
+			r.m.Sample()
+		}
+	}
+	ft, ok := req.st.FirstToken()
+	if !ok {
+		t.Fatal("no first token placed")
+	}
+	step := (at[1] - at[0]) / 16
+	want := at[0] - 16*step + step
+	if d := ft - want; d < -1000 || d > 1000 {
+		t.Errorf("first token at %v after the start, want %v: 16 steps of %v before the first chunk's stamp, and one after", time.Duration(ft-start), time.Duration(want-start), time.Duration(step))
+	}
+	req.End()
+}
