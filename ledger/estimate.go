@@ -42,6 +42,7 @@ type published struct {
 	prices   [nPrices]atomic.Uint64 // a prices struct, field by field
 	pfCoef   [3]atomic.Uint64       // prefillTime's coefficients
 	pfCoefOK atomic.Bool
+	pfMoveNS atomic.Int64  // how far the chosen placement moves a prefill's end (model.placementNS)
 	meanIn   atomic.Uint64 // the recent prompts' mean length
 	rho      atomic.Uint64 // the batch's input rate
 	provThru atomic.Int64  // the provisional split covers every device up to here
@@ -226,6 +227,9 @@ func (l *Ledger) publish() {
 	if l.est.pfCoefOK.Load() != ok {
 		l.est.pfCoefOK.Store(ok)
 	}
+	if mv := l.model.placementNS(); l.est.pfMoveNS.Load() != mv {
+		l.est.pfMoveNS.Store(mv)
+	}
 	store(&l.est.meanIn, math.Float64bits(l.model.prefill.meanTokens()))
 	store(&l.est.rho, math.Float64bits(l.model.batch.rho))
 	coef := l.model.coefs()
@@ -399,7 +403,7 @@ func (l *Ledger) estPrefillEnd(r *Account, t int64) int64 {
 		n = math.Float64frombits(l.est.meanIn.Load())
 	}
 	if th, ok := l.est.pfCoefs(); ok {
-		return r.start + int64(prefillSeconds(th, n)*nsPerSecond)
+		return r.start + int64(prefillSeconds(th, n)*nsPerSecond) + l.est.pfMoveNS.Load()
 	}
 	return r.start + (t-r.start)/int64(r.Output()+1)
 }

@@ -189,7 +189,8 @@ func silentRate(s *sampled, m *model) float64 {
 // expectedPrefillEnd returns when the prefill of a request that started
 // at start, with an uncached prompt of in tokens (0: not reported yet,
 // taken as the recent prompts' mean), is expected to end: by the prefill
-// time learned, or at once when none is (a request that shows no timing
+// time learned, moved as every placed prefill's end is (placementNS), or
+// at once when none is (a request that shows no timing
 // is then placed with a prefill of a token's share of its length: about
 // none). It returns -1 when the end is at or after b (b < 0: never), so
 // that the request is in prefill through b.
@@ -201,11 +202,19 @@ func (m *model) expectedPrefillEnd(start int64, in float64, b int64) int64 {
 	if !ok {
 		return start
 	}
-	if e := start + int64(sec*nsPerSecond); b < 0 || e < b {
+	if e := start + int64(sec*nsPerSecond) + m.placementNS(); b < 0 || e < b {
 		return e
 	}
 	return -1
 }
+
+// placementNS returns how far the chosen placement moves a prefill's end,
+// ns: the shift in decode steps (see timing) at the batch's recent step.
+// The prefill time is learned to one step before the first token, so an
+// expected end must move as a placed one does (sampled.prefillEnd), or a
+// request that has shown no timing yet ends its prefill a step before
+// the others under the other placement.
+func (m *model) placementNS() int64 { return int64(m.shift * m.batch.step) }
 
 // prefillRate returns a request's weight among concurrent prefills: its
 // uncached input tokens per ns of its prefill, which runs from start to

@@ -260,3 +260,32 @@ func TestEstimateSilentBeforeModel(t *testing.T) {
 		t.Errorf("silent request: estimate %.0f mJ, want about %.0f (half of the board's)", got, half)
 	}
 }
+
+// TestExpectedPrefillEndFollowsThePlacement: the prefill time is learned
+// to one decode step before the first token, and under the other
+// placement every placed prefill ends a step later; a request that has
+// shown no timing yet must be expected to end its prefill where the
+// placed ones do, in the split (expectedPrefillEnd) and in End's estimate
+// (estPrefillEnd, from what the sampler published).
+func TestExpectedPrefillEndFollowsThePlacement(t *testing.T) {
+	g, r := adoptedAtZero(t, 500)
+	m := &g.l.model
+	for range 8 {
+		m.prefill.add(500, 0.020) // 20 ms for 500 tokens
+	}
+	m.prefill.solve()
+	m.batch.step = 8e6 // 8 ms a token
+	for _, c := range []struct {
+		shift float64
+		want  int64
+	}{{0, 20e6}, {1, 28e6}} {
+		m.shift = c.shift
+		if got := m.expectedPrefillEnd(0, 500, -1); math.Abs(float64(got-c.want)) > 1e3 {
+			t.Errorf("shift %v: expected prefill end %.3f ms, want %.0f ms", c.shift, float64(got)/1e6, float64(c.want)/1e6)
+		}
+		g.l.publish()
+		if got := g.l.estPrefillEnd(r, 100e6); math.Abs(float64(got-c.want)) > 1e3 {
+			t.Errorf("shift %v: End's expected prefill end %.3f ms, want %.0f ms", c.shift, float64(got)/1e6, float64(c.want)/1e6)
+		}
+	}
+}
