@@ -22,15 +22,10 @@ import (
 // A shorter prompt than the mean takes some back; a request alone in its
 // pool changes nothing.
 func TestEstimateReweighsThePromptReportedAtEnd(t *testing.T) {
-	g := newRig(t, Config{Horizon: 1e12})
-	g.step(0, 0, nil)
-	r := newAccount(0, nil)
-	g.l.Add(r)
-	const thru = 300e6
+	g, r := provisionalAt(t, estThru, 5000)
+	const thru = estThru
 	publish := func(own, pool, inputShare float64) {
-		r.est.mj.Store(5000)
-		r.est.thru.Store(thru)
-		r.through.Store(thru)
+		publishProvisional(r, estThru, 5000)
 		r.est.pfGive.Store(math.Float64bits(1000 * (1 - own/pool)))
 		r.est.pfFrac.Store(packFracs(1000/pool, inputShare))
 		l := &g.l.est
@@ -103,14 +98,8 @@ func TestPublishReweighOnlyUnreportedPrompts(t *testing.T) {
 // estimate nowhere; before, NaN reached an unsigned conversion and the
 // figure was whatever the conversion gave.
 func TestEstimateWithUnreadablePricesKeepsTheProvisionalFigure(t *testing.T) {
-	g := newRig(t, Config{Horizon: 1e12})
-	g.step(0, 0, nil)
-	r := newAccount(0, nil)
-	g.l.Add(r)
-	const thru = 300e6
-	r.est.mj.Store(5000)
-	r.est.thru.Store(thru)
-	r.through.Store(thru)
+	g, r := provisionalAt(t, estThru, 5000)
+	const thru = estThru
 	nan := math.NaN()
 	r.est.pfGive.Store(math.Float64bits(750))
 	r.est.pfFrac.Store(packFracs(nan, nan))
@@ -123,4 +112,26 @@ func TestEstimateWithUnreadablePricesKeepsTheProvisionalFigure(t *testing.T) {
 			t.Errorf("NaN prices, estimate at %d ns: %d mJ, want the provisional 5000", at, got)
 		}
 	}
+}
+
+// estThru is how far the estimate tests' provisional figure covers, ns.
+const estThru = 300e6
+
+// provisionalAt returns a ledger and a request in it, started at 0, whose
+// published estimate is mj mJ through thru: what a provisional pass
+// leaves.
+func provisionalAt(t *testing.T, thru int64, mj uint64) (*rig, *Account) {
+	g := newRig(t, Config{Horizon: 1e12})
+	g.step(0, 0, nil)
+	r := newAccount(0, nil)
+	g.l.Add(r)
+	publishProvisional(r, thru, mj)
+	return g, r
+}
+
+// publishProvisional publishes r's estimate as mj mJ through thru.
+func publishProvisional(r *Account, thru int64, mj uint64) {
+	r.est.mj.Store(mj)
+	r.est.thru.Store(thru)
+	r.through.Store(thru)
 }
