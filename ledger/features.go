@@ -190,10 +190,10 @@ func silentRate(s *sampled, m *model) float64 {
 // at start, with an uncached prompt of in tokens (0: not reported yet,
 // taken as the recent prompts' mean), is expected to end: by the prefill
 // time learned, moved as every placed prefill's end is (placementNS), or
-// at once when none is (a request that shows no timing
-// is then placed with a prefill of a token's share of its length: about
-// none). It returns -1 when the end is at or after b (b < 0: never), so
-// that the request is in prefill through b.
+// at once when none is learned (a request that shows no timing is then
+// placed with a prefill of a token's share of its length: about none).
+// It returns -1 when the end is at or after b (b < 0: never), so that
+// the request is in prefill through b.
 func (m *model) expectedPrefillEnd(start int64, in float64, b int64) int64 {
 	if in <= 0 {
 		in = m.prefill.meanTokens()
