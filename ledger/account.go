@@ -164,10 +164,10 @@ func (r *Account) chunkReport() (t int64, total uint64) {
 // word, and false when it does not fit.
 func packStamp(dt int64, n uint64) (uint64, bool) {
 	d := uint64(max(dt, 0)) + 1
-	if d >= 1<<firstTimeBits || n == 0 || n > 1<<firstCountBits {
+	if d >= 1<<stampTimeBits || n == 0 || n > 1<<stampCountBits {
 		return 0, false
 	}
-	return d<<firstCountBits | (n - 1), true
+	return d<<stampCountBits | (n - 1), true
 }
 
 // unpackStamp is packStamp undone for a request that started at start:
@@ -176,14 +176,14 @@ func unpackStamp(start int64, v uint64) (t int64, n uint64) {
 	if v == 0 {
 		return 0, 0
 	}
-	return start + int64(v>>firstCountBits) - 1, v&(1<<firstCountBits-1) + 1
+	return start + int64(v>>stampCountBits) - 1, v&(1<<stampCountBits-1) + 1
 }
 
 // The bits of a stamp (Account.first, Account.chunk): the time since
 // start, and the count.
 const (
-	firstCountBits = 24
-	firstTimeBits  = 64 - firstCountBits
+	stampCountBits = 24
+	stampTimeBits  = 64 - stampCountBits
 )
 
 // firstOutput returns when the request's first output report was made

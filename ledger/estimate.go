@@ -403,7 +403,7 @@ func (l *Ledger) estPrefillEnd(r *Account, t int64) int64 {
 		n = math.Float64frombits(l.est.meanIn.Load())
 	}
 	if th, ok := l.est.pfCoefs(); ok {
-		return r.start + int64(prefillSeconds(th, n)*nsPerSecond) + l.est.pfMoveNS.Load()
+		return placedPrefillEnd(r.start, th, n, l.est.pfMoveNS.Load())
 	}
 	return r.start + (t-r.start)/int64(r.Output()+1)
 }

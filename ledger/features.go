@@ -198,11 +198,11 @@ func (m *model) expectedPrefillEnd(start int64, in float64, b int64) int64 {
 	if in <= 0 {
 		in = m.prefill.meanTokens()
 	}
-	sec, ok := m.prefill.seconds(in)
+	th, ok := m.prefill.coefs()
 	if !ok {
 		return start
 	}
-	if e := start + int64(sec*nsPerSecond) + m.placementNS(); b < 0 || e < b {
+	if e := placedPrefillEnd(start, th, in, m.placementNS()); b < 0 || e < b {
 		return e
 	}
 	return -1
@@ -215,6 +215,15 @@ func (m *model) expectedPrefillEnd(start int64, in float64, b int64) int64 {
 // request that has shown no timing yet ends its prefill a step before
 // the others under the other placement.
 func (m *model) placementNS() int64 { return int64(m.shift * m.batch.step) }
+
+// placedPrefillEnd returns where a prefill that started at start, of an
+// uncached prompt of in tokens, ends under the prefill time th (see
+// prefillTime.coefs) with the placement moving its end by move ns: the
+// one formula of the sampler's expectation (expectedPrefillEnd) and the
+// request path's, from what the sampler published (estPrefillEnd).
+func placedPrefillEnd(start int64, th [3]float64, in float64, move int64) int64 {
+	return start + int64(prefillSeconds(th, in)*nsPerSecond) + move
+}
 
 // prefillRate returns a request's weight among concurrent prefills: its
 // uncached input tokens per ns of its prefill, which runs from start to

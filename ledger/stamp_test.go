@@ -106,11 +106,11 @@ func TestStampFirstOutputLimits(t *testing.T) {
 		wantT int64
 	}{
 		{start, 1, true, start},
-		{start + 123_456_789, 1 << firstCountBits, true, start + 123_456_789},
+		{start + 123_456_789, 1 << stampCountBits, true, start + 123_456_789},
 		{start - 10, 3, true, start}, // a clock behind the start: at the start
-		{start + 1<<firstTimeBits - 2, 7, true, start + 1<<firstTimeBits - 2},
-		{start + 1<<firstTimeBits - 1, 7, false, 0},
-		{start + 1e6, 1<<firstCountBits + 1, false, 0},
+		{start + 1<<stampTimeBits - 2, 7, true, start + 1<<stampTimeBits - 2},
+		{start + 1<<stampTimeBits - 1, 7, false, 0},
+		{start + 1e6, 1<<stampCountBits + 1, false, 0},
 		{start + 1e6, 0, false, 0},
 	} {
 		r := newAccount(start, nil)
