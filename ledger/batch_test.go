@@ -15,7 +15,7 @@ func TestPrefillSharesByInputRate(t *testing.T) {
 	g := newRig(t, Config{Horizon: 10e9})
 	d := &g.l.devs[0]
 	d.ivs.split.Advance(0, ring.Point{}) // the split cursor has passed a point
-	g.l.model.devs[0].usable = true
+	g.l.model.devs[0].usable, g.l.model.devs[0].ready = true, true
 	g.l.model.devs[0].theta[fPrefillBusy] = 300 // W while anything is in prefill
 	mk := func(in uint64) *Account {
 		r := newAccount(0, nil)

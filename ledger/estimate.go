@@ -100,7 +100,7 @@ func (l *Ledger) provisionalSplit(d *device, iv interval) {
 	}
 	f, dm := l.splitFeatures(d, iv)
 	attr := attributable(d, iv.EnergyMJ)
-	wg := weigh(&f, dm, attr, float64(iv.T1-iv.T0))
+	wg := weigh(&f, dm, attr, float64(iv.T1-iv.T0), true)
 	static, dyn := float64(wg.static), float64(attr-wg.static)
 	for i := range f.parts {
 		p := &f.parts[i]
@@ -198,7 +198,7 @@ func (l *Ledger) publish() {
 	sum.rho /= float64(max(1, len(l.devs))) // the same requests on every device
 	sum.staticW = 0
 	for i := range l.model.devs {
-		sum.staticW += l.model.devs[i].staticW()
+		sum.staticW += l.model.devs[i].staticW(l.model.devs[i].usable)
 	}
 	sum.tokJ = l.model.batch.tokPrice * float64(len(l.devs))
 	if sum.staticW == 0 || sum.decBusyW+sum.decEachW+sum.outJ+sum.tokJ == 0 {

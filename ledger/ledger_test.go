@@ -396,7 +396,7 @@ func TestIdleStaticBeforeModel(t *testing.T) {
 	if !a.Final() || !b.Final() {
 		t.Fatalf("final: a %v b %v", a.Final(), b.Final())
 	}
-	if g.l.model.devs[0].usable {
+	if g.l.model.devs[0].ready {
 		t.Fatal("the model was learned: the test is about before it")
 	}
 	// b's share is half the static power over its 0.5 s: 25 J (the

@@ -45,8 +45,10 @@ const (
 	// forget is the power model's memory, ns: long enough to see
 	// many batch sizes, short enough to follow a new model or power cap.
 	forget = 120e9
-	// minIntervals is the effective number of intervals a device's model
-	// needs before its coefficients are used: 0.3–1.6 s of steps at 20–100 ms.
+	// minIntervals is the effective number of intervals with work a
+	// device's model needs before its coefficients price the final
+	// splits: 0.3–1.6 s of steps at 20–100 ms. (End's estimate uses them
+	// earlier: see solve.)
 	minIntervals = 16
 	// batchMemory is how many reports the batch's running figures (its
 	// decode step and rate, its prompts' input rate and length, the
@@ -71,6 +73,9 @@ type model struct {
 	// token follows the prefill by a step, 1 where the prefill's pass
 	// emits it. The counter chooses (see timing.go).
 	shift float64
+	// ended counts the requests seen to their end, up to nFeat+1: all
+	// solve asks of it.
+	ended int
 }
 
 // devModel is one device's power model: a fit per candidate reporting
@@ -83,8 +88,9 @@ type devModel struct {
 	wantFlip bool           // alt explains the steps clearly better
 	learned  int            // intervals learned since the last choice
 	theta    [nFeat]float64 // W per unit of each feature's rate
-	usable   bool
-	fixedW   float64 // the static power the user fixed, when fixed
+	usable   bool           // theta prices the provisional split behind End's estimate
+	ready    bool           // and the final splits (see solve)
+	fixedW   float64        // the static power the user fixed, when fixed
 	fixed    bool
 	idle     idlePower
 	busy     float64 // intervals learned with something in them, with the fit's forgetting
@@ -138,15 +144,24 @@ func addRow(f *nnls.Fit, x *[nFeat]float64, y, lambda float64) {
 	f.Add(row[:], y*rowScale, lambda)
 }
 
-// solve refits device i's chosen model from what it learned, once it has
-// seen minIntervals intervals with work in them (idle ones alone teach it
-// nothing of what work costs), and every chooseEvery intervals learned
-// chooses the lag whose model leaves the least residual per interval. The
-// static power is the user's when fixed, the idle intervals' once
-// measured, and fitted with the rest before.
+// solve refits device i's chosen model from what it learned, and every
+// chooseEvery intervals learned chooses the lag whose model leaves the
+// least residual per interval. The static power is the user's when fixed,
+// the idle intervals' once measured, and fitted with the rest before.
+//
+// The model is ready, and prices the final splits, once it has seen
+// minIntervals intervals with work in them (idle ones alone teach it
+// nothing of what work costs). Before that it is usable, and prices the
+// provisional split behind End's estimate, once its fit is determined:
+// more intervals with work than it has terms, and more requests seen to
+// their end than that, so that their costs can be told apart. The final
+// figure of a request that ends before the model is ready comes from the
+// ready model (its intervals wait for it, up to the horizon), and this
+// model is the better forecast of it than the by-tokens weighing; on a
+// slow counter, minIntervals is seconds of a run's first requests.
 func (m *model) solve(i int) {
 	d := &m.devs[i]
-	if d.busy < minIntervals {
+	if d.busy < minIntervals && (d.busy <= nFeat || m.ended <= nFeat) {
 		return
 	}
 	var base [nnls.MaxTerms]float64
@@ -154,7 +169,7 @@ func (m *model) solve(i int) {
 	if w, ok := d.static(); ok {
 		base[fStatic], given = w, 1<<fStatic
 	}
-	if d.learned >= chooseEvery || !d.usable {
+	if d.busy >= minIntervals && (d.learned >= chooseEvery || !d.ready) {
 		d.learned = 0
 		d.choose(base, given)
 	}
@@ -164,6 +179,7 @@ func (m *model) solve(i int) {
 	}
 	copy(d.theta[:], th[:nFeat])
 	d.usable = true
+	d.ready = d.ready || d.busy >= minIntervals
 }
 
 // static returns the device's static power when it is fixed or measured.
@@ -175,9 +191,10 @@ func (d *devModel) static() (float64, bool) {
 }
 
 // staticW returns the static power the split shares by time: the
-// model's once usable, else the fixed or measured one, else none.
-func (d *devModel) staticW() float64 {
-	if d.usable {
+// model's when modelled (the split weighs by the model), else the fixed
+// or measured one, else none.
+func (d *devModel) staticW(modelled bool) float64 {
+	if modelled {
 		return d.theta[fStatic]
 	}
 	w, _ := d.static()

@@ -220,7 +220,7 @@ func TestSilentFinalSplitBeforeModel(t *testing.T) {
 			t.Fatalf("at %d ms: conservation %d vs %d", t0/ms, s, g.l.SplitMJ())
 		}
 		if t0 == 1400*ms {
-			if g.l.model.devs[0].usable {
+			if g.l.model.devs[0].ready {
 				t.Fatal("the model was learned: the test is about before it")
 			}
 			// (0, 1000] ms is split at the horizon with b silent: both
@@ -287,5 +287,65 @@ func TestExpectedPrefillEndFollowsThePlacement(t *testing.T) {
 		if got := g.l.estPrefillEnd(r, 100e6); math.Abs(float64(got-c.want)) > 1e3 {
 			t.Errorf("shift %v: End's expected prefill end %.3f ms, want %.0f ms", c.shift, float64(got)/1e6, float64(c.want)/1e6)
 		}
+	}
+}
+
+// TestEstimatesUseTheModelBeforeSplitsDo: once the model has learned more
+// busy intervals than it has terms, and more requests than that have been
+// seen to their end, its coefficients price the provisional split behind
+// End's estimate; the final splits keep the by-tokens weighing until it
+// has learned minIntervals busy intervals. Here the board prices output
+// tokens only, so a prompt of 1,000 tokens weighs nothing under the model
+// and ten times a 10-token output by tokens (fallbackInput).
+func TestEstimatesUseTheModelBeforeSplitsDo(t *testing.T) {
+	const staticW, tokJ, dt = 80.0, 0.01, int64(50e6)
+	m := newModel(1, staticW, true)
+	d := &m.devs[0]
+	row := func(k int64) {
+		var xs [len(lags)][nFeat]float64
+		var alt [nFeat]float64
+		out := float64(5 + k%7)
+		for c := range lags {
+			xs[c][fStatic], xs[c][fOutput] = float64(dt)/nsPerSecond, out
+		}
+		alt = xs[0]
+		m.learn(0, &xs, &alt, staticW*float64(dt)/nsPerSecond+tokJ*out, dt, false, true)
+		m.solve(0)
+	}
+	weights := func(provisional bool) (prompt, output float64) {
+		f := featureSet{parts: []part{{out: 10, cov: float64(dt)}, {in: 1000, cov: float64(dt)}}}
+		f.x[fStatic], f.x[fOutput], f.x[fInput] = float64(dt)/nsPerSecond, 10, 1000
+		weigh(&f, d, 5000, float64(dt), provisional)
+		return f.parts[1].weight, f.parts[0].weight
+	}
+	var k int64
+	for ; k < nFeat+2; k++ {
+		row(k)
+	}
+	if d.usable {
+		t.Fatal("usable before any request was seen to its end")
+	}
+	m.ended = nFeat + 1
+	m.solve(0)
+	if !d.usable || d.ready {
+		t.Fatalf("usable %v, ready %v after %.1f busy intervals and %d ended requests, want usable and not ready", d.usable, d.ready, d.busy, m.ended)
+	}
+	if got := d.theta[fOutput]; math.Abs(got-tokJ) > 0.01*tokJ {
+		t.Errorf("energy per token %v J, want %v", got, tokJ)
+	}
+	if p, o := weights(true); p >= o/100 {
+		t.Errorf("provisional: the prompt weighs %v J beside the output's %v, want about nothing (the model's)", p, o)
+	}
+	if p, o := weights(false); math.Abs(p-10*o) > 1e-9*o {
+		t.Errorf("final: the prompt weighs %v beside the output's %v, want ten times (by tokens)", p, o)
+	}
+	for ; d.busy < minIntervals; k++ {
+		row(k)
+	}
+	if !d.ready {
+		t.Fatalf("not ready after %.1f busy intervals", d.busy)
+	}
+	if p, o := weights(false); p >= o/100 {
+		t.Errorf("final, ready: the prompt weighs %v J beside the output's %v, want about nothing", p, o)
 	}
 }

@@ -78,7 +78,7 @@ func TestCachedTokensCostNoPrefill(t *testing.T) {
 	g := newRig(t, Config{Horizon: 10e9})
 	d := &g.l.devs[0]
 	d.ivs.split.Advance(0, ring.Point{}) // the split cursor has passed a point
-	g.l.model.devs[0].usable = true
+	g.l.model.devs[0].usable, g.l.model.devs[0].ready = true, true
 	g.l.model.devs[0].theta[fPrefillBusy] = 300
 	mk := func(cached uint64) *Account {
 		r := newAccount(0, nil)
@@ -182,7 +182,7 @@ func TestKeptFeaturesAreTheSplits(t *testing.T) {
 	// Prefill priced, so that the split reads each part's prefill share.
 	l.model.devs[0].theta[fPrefill], l.model.devs[0].theta[fPrefillBusy] = 50, 100
 	for _, usable := range []bool{false, true} {
-		l.model.devs[0].usable = usable
+		l.model.devs[0].usable, l.model.devs[0].ready = usable, usable
 		for _, iv := range []interval{{T0: 3900 * ms, T1: 3920 * ms, EnergyMJ: 6000}, {T0: 3300 * ms, T1: 3313 * ms, EnergyMJ: 1234}} {
 			lag := l.model.lag(0)
 			q, m := &l.reqs, &l.model

@@ -156,12 +156,12 @@ func (l *Ledger) splitDevices(t, horizon, minKnown int64) (through, stall int64,
 			l.model.solve(d.idx)
 			learnedAny = true
 		}
-		// While the model is not usable, intervals wait for it as long as
+		// While the model is not ready, intervals wait for it as long as
 		// the horizon allows: the first requests of a run start together,
 		// and what they did cannot be told apart until later requests
 		// have started and ended at other times. With no request tracked
 		// there is nothing to tell apart.
-		wait := !l.model.devs[d.idx].usable && len(l.reqs.active) > 0
+		wait := !l.model.devs[d.idx].ready && len(l.reqs.active) > 0
 		for {
 			iv, split, ok := d.ivs.nextSplit(wait, t, horizon)
 			if !ok {
@@ -276,7 +276,7 @@ func (l *Ledger) split(d *device, iv interval, minKnown int64, newest bool) {
 // attributable energy, into the parts' shares and the rest.
 func (l *Ledger) divideInterval(d *device, iv interval, attr uint64) (featureSet, weighing, []uint64, uint64) {
 	f, dm := l.splitFeatures(d, iv)
-	wg := weigh(&f, dm, attr, float64(iv.T1-iv.T0))
+	wg := weigh(&f, dm, attr, float64(iv.T1-iv.T0), false)
 	shares := slices.Grow(l.buf.shares[:0], len(f.parts))[:len(f.parts)]
 	l.buf.shares = shares
 	return f, wg, shares, divide(attr, wg, f.parts, shares)

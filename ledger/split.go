@@ -73,14 +73,15 @@ const fallbackInput = 0.1
 
 // weigh weighs the parts of an interval of dt ns whose attributable
 // energy is attr mJ under the device model d, setting each part's weight
-// (its modelled energy, J). Before d is usable the static power measured
-// while the device was idle (or fixed) is shared by time, and the rest by
-// tokens (see weighTokens).
-func weigh(f *featureSet, d *devModel, attr uint64, dt float64) weighing {
+// (its modelled energy, J). Before d is ready (usable, for a provisional
+// split) the static power measured while the device was idle (or fixed)
+// is shared by time, and the rest by tokens (see weighTokens).
+func weigh(f *featureSet, d *devModel, attr uint64, dt float64, provisional bool) weighing {
 	wg := weighing{dt: dt, by: byWeight}
-	wg.static = min(attr, uint64(max(0, d.staticW()*dt/nsPerSecond*1000)))
+	modelled := d.ready || provisional && d.usable
+	wg.static = min(attr, uint64(max(0, d.staticW(modelled)*dt/nsPerSecond*1000)))
 	wg.prices.staticW = float64(wg.static) / dt * 1e6
-	if d.usable {
+	if modelled {
 		wg.total = weighModel(f, d, float64(attr-wg.static)/1000, &wg.prices)
 	} else if wg.total = weighTokens(f); wg.total > 0 {
 		wg.prices.tokJ = float64(attr-wg.static) / 1000 / wg.total

@@ -98,6 +98,9 @@ func (l *Ledger) observe(r *Account, t, rep, end int64, o, in uint64) {
 	}
 	if s.endSeen {
 		at = min(at, s.end)
+		if ended {
+			l.model.ended = min(l.model.ended+1, nFeat+1)
+		}
 		if ended && o > 0 {
 			l.model.prefill.addWhole(float64(in), float64(o), float64(s.end-r.start)/nsPerSecond, l.meanBatch(r))
 		}
