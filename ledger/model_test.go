@@ -296,7 +296,7 @@ func TestExpectedPrefillEndFollowsThePlacement(t *testing.T) {
 // End's estimate; the final splits keep the by-tokens weighing until it
 // has learned minIntervals busy intervals. Here the board prices output
 // tokens only, so a prompt of 1,000 tokens weighs nothing under the model
-// and ten times a 10-token output by tokens (fallbackInput).
+// and fallbackInput·1000/10 times a 10-token output by tokens.
 func TestEstimatesUseTheModelBeforeSplitsDo(t *testing.T) {
 	const staticW, tokJ, dt = 80.0, 0.01, int64(50e6)
 	m := newModel(1, staticW, true)
@@ -336,8 +336,8 @@ func TestEstimatesUseTheModelBeforeSplitsDo(t *testing.T) {
 	if p, o := weights(true); p >= o/100 {
 		t.Errorf("provisional: the prompt weighs %v J beside the output's %v, want about nothing (the model's)", p, o)
 	}
-	if p, o := weights(false); math.Abs(p-10*o) > 1e-9*o {
-		t.Errorf("final: the prompt weighs %v beside the output's %v, want ten times (by tokens)", p, o)
+	if p, o := weights(false); math.Abs(p-fallbackInput*1000/10*o) > 1e-9*o {
+		t.Errorf("final: the prompt weighs %v beside the output's %v, want %v times (by tokens)", p, o, fallbackInput*1000/10)
 	}
 	for ; d.busy < minIntervals; k++ {
 		row(k)

@@ -68,8 +68,12 @@ func pricesOf(v [nPrices]float64) prices {
 const prefillUncertainty = 6
 
 // fallbackInput is the weight of an uncached input token against an
-// output token's in the split before a device's model is learned.
-const fallbackInput = 0.1
+// output token's in the split before a device's model is learned. A
+// prefill is compute-bound and batched, a decode step memory-bound, so
+// an input token costs a small part of an output token's energy; a long
+// prompt weighed at more leaves the first requests' estimates far above
+// the figures the model then gives them.
+const fallbackInput = 0.05
 
 // weigh weighs the parts of an interval of dt ns whose attributable
 // energy is attr mJ under the device model d, setting each part's weight
