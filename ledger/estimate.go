@@ -18,9 +18,13 @@ import (
 
 // estimate is what the sampler publishes of one request for Estimate.
 type estimate struct {
-	mj    atomic.Uint64 // the split energy plus the provisional share, through thru
-	thru  atomic.Int64  // mj covers the request up to here; its start before it is weighed
-	tok   atomic.Uint64 // float64 bits: the output tokens mj counts, reported and extrapolated
+	mj   atomic.Uint64 // the split energy plus the provisional share, through thru
+	thru atomic.Int64  // mj covers the request up to here; its start before it is weighed
+	// tok packs, as two float32s' bits (see pack2), the output tokens mj
+	// counts, reported and extrapolated (high), and what the provisional
+	// split gave each of the tokens it counted, mJ (low; 0 where the
+	// model priced none of them).
+	tok   atomic.Uint64
 	rho   atomic.Uint64 // float64 bits: its input rate as counted in the newest interval's prefill pool
 	pfEnd atomic.Int64  // its prefill's end as placed; -1 while not placed
 	// What reweighed needs of the provisional share of a request whose
@@ -50,8 +54,9 @@ type published struct {
 }
 
 // provShare is what the provisional split gave one active request, mJ,
-// with what reweighed needs of it (see estimate).
-type provShare struct{ mj, pf, pfIn, dyn, pool float64 }
+// with what reweighed needs of it (see estimate), and the part of it its
+// output tokens drove (tokMJ) with those tokens (tokN).
+type provShare struct{ mj, pf, pfIn, dyn, pool, tokMJ, tokN float64 }
 
 // provBudget bounds the request-intervals one provisional pass weighs per
 // device: the pending intervals are merged into provBudget/active groups
@@ -104,19 +109,23 @@ func (l *Ledger) provisionalSplit(d *device, iv interval) {
 	static, dyn := float64(wg.static), float64(attr-wg.static)
 	for i := range f.parts {
 		p := &f.parts[i]
-		mj, pf, pfIn, own := static*p.cov/wg.dt, 0.0, 0.0, 0.0
+		mj, pf, pfIn, tok, own := static*p.cov/wg.dt, 0.0, 0.0, 0.0, 0.0
 		switch {
 		case wg.total <= 0:
 		case wg.by == byWeight:
 			own = dyn * p.weight / wg.total
 			pf = dyn * p.pf / wg.total
 			pfIn = dyn * p.pfIn / wg.total
+			tok = dyn * p.outW / wg.total
 		default:
 			own = dyn * p.cov / wg.total
 		}
 		if mj += own; mj > 0 && !math.IsInf(mj, 0) {
 			ps := &l.buf.prov[p.idx]
 			ps.mj += mj
+			if tok > 0 {
+				ps.tokMJ, ps.tokN = ps.tokMJ+tok, ps.tokN+p.out+p.tail
+			}
 			if pf > 0 && own <= dyn {
 				ps.pf, ps.pfIn, ps.dyn, ps.pool = ps.pf+pf, ps.pfIn+pfIn, ps.dyn+own, ps.pool+dyn
 			}
@@ -159,7 +168,11 @@ func (l *Ledger) publishEstimate(r *Account, i int) {
 			tok += silentRate(s, &l.model) * float64(thru-from)
 		}
 	}
-	store(&e.tok, math.Float64bits(max(0, tok)))
+	var price float64
+	if ps := &l.buf.prov[i]; ps.tokN > 0 {
+		price = ps.tokMJ / ps.tokN
+	}
+	store(&e.tok, pack2(max(0, tok), price))
 	store(&e.rho, math.Float64bits(s.rhoNow))
 	if ps := &l.buf.prov[i]; ps.pool > 0 && s.last().in == 0 {
 		store(&e.pfGive, math.Float64bits(ps.pf*max(0, 1-ps.dyn/ps.pool)))
@@ -268,9 +281,10 @@ func (p *published) loadPrices() prices {
 // of the prefill pool for the part of its prefill in that time, and its
 // decoding in that time as the model has decode (a share by time of the
 // power any decoding draws, its own decode power, its tokens' own
-// energy); at the recent energy per output token, the tokens it
-// reported before that time beyond those the provisional split counted;
-// and, when it reported a prompt only after the provisional split
+// energy); the tokens it made before that time beyond those the
+// provisional split counted, or short of them, at the price that split
+// gave its tokens (the recent energy per output token where the model
+// priced none); and, when it reported a prompt only after the provisional split
 // weighed it unreported, its provisional share reweighed for that prompt
 // (see reweighed). It is lock-free and allocates nothing.
 func (l *Ledger) Estimate(r *Account, t int64) uint64 {
@@ -304,7 +318,17 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 			add += pr.outJ * 1000 * after
 		}
 	}
-	tokAdd := pr.tokJ * 1000 * (out - after - math.Float64frombits(r.est.tok.Load()))
+	// The tokens the provisional split counted that it did not make, or
+	// made and it did not count (extrapolated at the batch's rate while
+	// it was silent), are priced as that split priced its tokens: where
+	// a client reports late, the recent energy per output token comes
+	// from final splits seconds old. The recent price serves where the
+	// model priced none of its tokens.
+	counted, price := unpack2(r.est.tok.Load())
+	if price <= 0 {
+		price = pr.tokJ * 1000
+	}
+	tokAdd := price * (out - after - counted)
 	// What tokens it did not make take back is at most the provisional
 	// part, which paid for them.
 	add += max(tokAdd, -float64(est-mj))
@@ -361,13 +385,20 @@ func (l *Ledger) reweighed(r *Account) float64 {
 }
 
 // packFracs packs two fractions as float32s into one word: hi in the
-// high half.
-func packFracs(hi, lo float64) uint64 {
-	return uint64(math.Float32bits(float32(hi)))<<32 | uint64(math.Float32bits(float32(min(max(lo, 0), 1))))
-}
+// high half, lo clamped to [0, 1].
+func packFracs(hi, lo float64) uint64 { return pack2(hi, min(max(lo, 0), 1)) }
 
 // unpackFracs is packFracs undone.
-func unpackFracs(w uint64) (hi, lo float64) {
+func unpackFracs(w uint64) (hi, lo float64) { return unpack2(w) }
+
+// pack2 packs two figures as float32s into one word, hi in the high
+// half, so that a reader loads both at once.
+func pack2(hi, lo float64) uint64 {
+	return uint64(math.Float32bits(float32(hi)))<<32 | uint64(math.Float32bits(float32(lo)))
+}
+
+// unpack2 is pack2 undone.
+func unpack2(w uint64) (hi, lo float64) {
 	return float64(math.Float32frombits(uint32(w >> 32))), float64(math.Float32frombits(uint32(w)))
 }
 

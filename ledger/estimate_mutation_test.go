@@ -67,7 +67,7 @@ func TestEstimateShortfallFallsBackToSplit(t *testing.T) {
 		r.through.Store(300e6)
 		r.est.mj.Store(1500)
 		r.est.thru.Store(300e6)
-		r.est.tok.Store(math.Float64bits(300))
+		r.est.tok.Store(pack2(300, 0))
 		setPrices(g.l, prices{tokJ: priceJ})
 	}
 
@@ -79,6 +79,41 @@ func TestEstimateShortfallFallsBackToSplit(t *testing.T) {
 	publish(0.0001) // 200 tokens short at 0.1 mJ each: 20 mJ
 	if got := g.l.Estimate(r, 300e6); got < 1479 || got > 1481 {
 		t.Fatalf("200 tokens short at 0.1 mJ each: estimate %d mJ, want 1500 − 20 = 1480 ± 1", got)
+	}
+}
+
+// TestEstimatePricesMiscountedTokensAsTheirSplitDid checks the price of
+// the tokens a provisional split counted wrongly. A request was split
+// 1000 mJ and provisionally 1500 mJ, which counted 300 output tokens
+// through 300 ms at 1 mJ each; the recent energy per output token, from
+// older final splits, is 2 J. Reporting 100 tokens, it made 200 fewer
+// than counted: at the split's own 1 mJ they take 200 mJ off (1300 mJ),
+// where the recent 2 J would take off all of the provisional part. A
+// request counted at 100 tokens that reports 300 gains 200 mJ, not
+// 400 J. Where the model priced none of its tokens (price 0), the recent
+// price serves (see TestEstimateShortfallFallsBackToSplit).
+func TestEstimatePricesMiscountedTokensAsTheirSplitDid(t *testing.T) {
+	g := newRig(t, Config{Horizon: 1e12})
+	g.step(0, 0, nil)
+	for _, c := range []struct {
+		reported, counted float64
+		want              uint64
+	}{
+		{100, 300, 1300},
+		{300, 100, 1700},
+	} {
+		r := newAccount(0, nil)
+		g.l.Add(r)
+		r.AddOutput(uint64(c.reported))
+		r.mj.Store(1000)
+		r.through.Store(300e6)
+		r.est.mj.Store(1500)
+		r.est.thru.Store(300e6)
+		r.est.tok.Store(pack2(c.counted, 1))
+		setPrices(g.l, prices{tokJ: 2})
+		if got := g.l.Estimate(r, 300e6); absDiff(got, c.want) > 1 {
+			t.Errorf("%v tokens reported, %v counted at 1 mJ each: estimate %d mJ, want %d ± 1 (priced as the split priced them, not at the recent 2 J)", c.reported, c.counted, got, c.want)
+		}
 	}
 }
 

@@ -28,8 +28,11 @@ type part struct {
 	// the prefill pool and its input tokens' energy (0 before the
 	// device's model is usable), which End's estimate rescales for a
 	// prompt reported late (see reweighed).
-	// pfIn is the part of pf that is its input tokens' energy.
-	weight, pf, pfIn float64
+	// pfIn is the part of pf that is its input tokens' energy. outW is
+	// the part of weight that its output tokens drive, their own energy
+	// and decode's per token (0 before the model is usable), by which
+	// End's estimate prices the tokens a provisional split miscounted.
+	weight, pf, pfIn, outW float64
 }
 
 // featureSet is an interval's features: the vector the model learns, the

@@ -91,6 +91,9 @@ func TestPromptDrivenShareHoldsInputEnergy(t *testing.T) {
 	if got := f.parts[1].pf; got != 0 {
 		t.Errorf("no prompt: prompt-driven part %v J, want 0", got)
 	}
+	if got, want := f.parts[1].outW, 0.8; math.Abs(got-want) > 1e-9 {
+		t.Errorf("output-driven part %v J, want its 8 tokens' 0.8 J", got)
+	}
 
 	// With a prefill pool too (100 W while any prefill runs, 10 ms of
 	// it, all the first request's): 1 J of pool and 5 J of input tokens,

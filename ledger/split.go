@@ -106,7 +106,7 @@ func weighTokens(f *featureSet) float64 {
 	var w, cov float64
 	for i := range f.parts {
 		p := &f.parts[i]
-		p.weight, p.pf, p.pfIn = p.out, 0, 0
+		p.weight, p.pf, p.pfIn, p.outW = p.out, 0, 0, 0
 		if !p.meanIn {
 			p.weight += fallbackInput * p.in
 		}
@@ -182,6 +182,7 @@ func weighModel(f *featureSet, d *devModel, dynJ float64, pr *prices) float64 {
 		pool := pfPerNS * p.pfShare * kPf
 		p.weight = pool + rest(p)*kTok
 		p.pfIn = th[fInput] * p.in * kTok
+		p.outW = (tokJ*p.out + decPerTok*p.tail) * kTok
 		p.pf = pool + p.pfIn
 		total += p.weight
 	}
