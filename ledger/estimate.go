@@ -284,9 +284,10 @@ func (p *published) loadPrices() prices {
 // energy); the tokens it made before that time beyond those the
 // provisional split counted, or short of them, at the price that split
 // gave its tokens (the recent energy per output token where the model
-// priced none); and, when it reported a prompt only after the provisional split
-// weighed it unreported, its provisional share reweighed for that prompt
-// (see reweighed). It is lock-free and allocates nothing.
+// priced none); and, when it reported a prompt only after the
+// provisional split weighed it unreported, its provisional share
+// reweighed for that prompt (see reweighed). It is lock-free and
+// allocates nothing.
 func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 	// final is loaded first: the sampler adds to mj before it stores
 	// final, so a final request's mj is complete.
@@ -318,12 +319,12 @@ func (l *Ledger) Estimate(r *Account, t int64) uint64 {
 			add += pr.outJ * 1000 * after
 		}
 	}
-	// The tokens the provisional split counted that it did not make, or
-	// made and it did not count (extrapolated at the batch's rate while
-	// it was silent), are priced as that split priced its tokens: where
-	// a client reports late, the recent energy per output token comes
-	// from final splits seconds old. The recent price serves where the
-	// model priced none of its tokens.
+	// The tokens the provisional split counted that the request did not
+	// make, or that it made and the split did not count (the split
+	// extrapolates a silent request at the batch's rate), are priced as
+	// that split priced its tokens: where a client reports late, the
+	// recent energy per output token comes from final splits seconds
+	// old. The recent price serves where the model priced none of them.
 	counted, price := unpack2(r.est.tok.Load())
 	if price <= 0 {
 		price = pr.tokJ * 1000
@@ -371,7 +372,7 @@ func (l *Ledger) reweighed(r *Account) float64 {
 	if in <= 0 || mean <= 0 {
 		return 0
 	}
-	frac, q := unpackFracs(e.pfFrac.Load())
+	frac, q := unpack2(e.pfFrac.Load())
 	x := q * (in/mean - 1)
 	if th, ok := l.est.pfCoefs(); ok {
 		dur := func(n float64) float64 { return max(prefillSeconds(th, n)*nsPerSecond, minPrefillNS) }
@@ -385,11 +386,8 @@ func (l *Ledger) reweighed(r *Account) float64 {
 }
 
 // packFracs packs two fractions as float32s into one word: hi in the
-// high half, lo clamped to [0, 1].
+// high half, lo clamped to [0, 1] (unpack2 undoes it).
 func packFracs(hi, lo float64) uint64 { return pack2(hi, min(max(lo, 0), 1)) }
-
-// unpackFracs is packFracs undone.
-func unpackFracs(w uint64) (hi, lo float64) { return unpack2(w) }
 
 // pack2 packs two figures as float32s into one word, hi in the high
 // half, so that a reader loads both at once.

@@ -79,7 +79,7 @@ func TestPublishReweighOnlyUnreportedPrompts(t *testing.T) {
 		g.l.buf.prov = append(g.l.buf.prov[:0], provShare{mj: 3000, pf: 1000, pfIn: 250, dyn: 2000, pool: 8000})
 		g.l.publishEstimate(r, 0)
 		give = math.Float64frombits(r.est.pfGive.Load())
-		frac, q = unpackFracs(r.est.pfFrac.Load())
+		frac, q = unpack2(r.est.pfFrac.Load())
 		return give, frac, q
 	}
 	if give, frac, q := publish(); give != 750 || frac != 0.125 || q != 0.25 {
