@@ -124,3 +124,58 @@ func setPrices(l *Ledger, pr prices) {
 		l.est.prices[i].Store(math.Float64bits(v))
 	}
 }
+
+// TestProvisionalPassPublishesItsTokenPrice follows the token price from
+// the provisional split to Estimate. Two requests decode through a
+// 100 ms interval of 20 J on a board whose model prices output tokens
+// alone (1 J each), so all of the interval's energy is the tokens', and
+// the price the pass publishes for each request is the interval's
+// energy over its tokens, whatever the residual. A request that reports
+// 10 tokens more than the pass counted for it gains 10 tokens at that
+// price, not at the recent energy per output token (5 J here).
+func TestProvisionalPassPublishesItsTokenPrice(t *testing.T) {
+	g := newRig(t, Config{Horizon: 10e9})
+	d := &g.l.devs[0]
+	dm := &g.l.model.devs[0]
+	dm.usable, dm.ready = true, true
+	dm.theta[fOutput] = 1 // J per output token
+	mk := func(out uint64) *Account {
+		r := newAccount(0, nil)
+		r.st = sampled{known: 400e6, pfEnd: 0, step: 10e6}
+		r.st.pts = append(r.st.inline[:0], point{t: 0}, point{t: 400e6, out: out})
+		g.l.reqs.active = append(g.l.reqs.active, r)
+		return r
+	}
+	a, b := mk(40), mk(120)
+	iv := interval{T0: 0, T1: 100e6, EnergyMJ: 20_000}
+	f, _ := g.l.splitFeatures(d, iv)
+	tokens := f.x[fOutput]
+	if tokens <= 0 {
+		t.Fatalf("the interval holds %v output tokens; the test needs some", tokens)
+	}
+	want := 20_000 / tokens // mJ per token
+
+	g.l.buf.prov = make([]provShare, 2)
+	g.l.provisionalSplit(d, iv)
+	g.l.est.provThru.Store(iv.T1)
+	for i, r := range []*Account{a, b} {
+		g.l.publishEstimate(r, i)
+		counted, price := unpack2(r.est.tok.Load())
+		if math.Abs(price-want) > want*1e-6 {
+			t.Errorf("request %d: published price %v mJ per token, want the interval's %v (20 J over its %v tokens)", i, price, want, tokens)
+		}
+		if counted <= 0 {
+			t.Errorf("request %d: %v tokens counted through the pass, want some", i, counted)
+		}
+	}
+
+	setPrices(g.l, prices{tokJ: 5})
+	counted, price := unpack2(a.est.tok.Load())
+	a.AddOutput(uint64(math.Round(counted)) + 10)
+	a.End(iv.T1)
+	got := float64(g.l.Estimate(a, iv.T1))
+	base := float64(a.est.mj.Load()) + price*(math.Round(counted)-counted)
+	if w := base + 10*price; math.Abs(got-w) > 2 {
+		t.Errorf("10 tokens beyond those counted: estimate %.0f mJ, want %.0f (its provisional share plus 10 at %.1f mJ)", got, w, price)
+	}
+}
