@@ -124,7 +124,7 @@ func (l *Ledger) provisionalSplit(d *device, iv interval) {
 			ps := &l.buf.prov[p.idx]
 			ps.mj += mj
 			if tok > 0 {
-				ps.tokMJ, ps.tokN = ps.tokMJ+tok, ps.tokN+p.out+p.tail
+				ps.tokMJ, ps.tokN = ps.tokMJ+tok, ps.tokN+p.out
 			}
 			if pf > 0 && own <= dyn {
 				ps.pf, ps.pfIn, ps.dyn, ps.pool = ps.pf+pf, ps.pfIn+pfIn, ps.dyn+own, ps.pool+dyn

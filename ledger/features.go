@@ -29,9 +29,11 @@ type part struct {
 	// device's model is usable), which End's estimate rescales for a
 	// prompt reported late (see reweighed).
 	// pfIn is the part of pf that is its input tokens' energy. outW is
-	// the part of weight that its output tokens drive, their own energy
-	// and decode's per token (0 before the model is usable), by which
-	// End's estimate prices the tokens a provisional split miscounted.
+	// the part of weight that its output tokens in the interval drive,
+	// their own energy and decode's per token (0 before the model is
+	// usable), by which End's estimate prices the tokens a provisional
+	// split miscounted; tail, decode after an ended request's last token,
+	// is no token it counted.
 	weight, pf, pfIn, outW float64
 }
 

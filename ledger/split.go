@@ -182,7 +182,7 @@ func weighModel(f *featureSet, d *devModel, dynJ float64, pr *prices) float64 {
 		pool := pfPerNS * p.pfShare * kPf
 		p.weight = pool + rest(p)*kTok
 		p.pfIn = th[fInput] * p.in * kTok
-		p.outW = (tokJ*p.out + decPerTok*p.tail) * kTok
+		p.outW = tokJ * p.out * kTok
 		p.pf = pool + p.pfIn
 		total += p.weight
 	}
